@@ -1,0 +1,53 @@
+package wire
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// ICRCLen is the size of the invariant CRC that ends every RoCEv2 packet.
+const ICRCLen = 4
+
+// icrcSeed is the CRC-32 of the eight 0xff bytes that stand for the masked
+// InfiniBand LRH in a RoCEv2 ICRC.
+var icrcSeed = crc32.ChecksumIEEE([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+
+// computeICRC returns the ICRC of the packet whose IP header starts at ipOff
+// (ipLen bytes), whose UDP header follows it, and whose ICRC starts at end.
+// The variant fields are masked to ones in a copy of the headers on the stack:
+// IPv4 TOS, TTL and header checksum, or IPv6 traffic class, flow label and hop
+// limit; the UDP checksum; the BTH's FECN/BECN byte.
+//
+// Preconditions: ipOff+ipLen+UDPLen+BTHLen <= end <= len(frame), ipLen <= IPv4MaxLen or == IPv6Len.
+func computeICRC(frame []byte, ipOff, ipLen, end int, ipv6 bool) uint32 {
+	var masked [IPv4MaxLen + UDPLen + BTHLen]byte
+	n := copy(masked[:], frame[ipOff:ipOff+ipLen+UDPLen+BTHLen])
+	if ipv6 {
+		masked[0] |= 0x0f
+		masked[1], masked[2], masked[3] = 0xff, 0xff, 0xff
+		masked[7] = 0xff
+	} else {
+		masked[1] = 0xff
+		masked[8] = 0xff
+		masked[10], masked[11] = 0xff, 0xff
+	}
+	masked[ipLen+6], masked[ipLen+7] = 0xff, 0xff
+	masked[ipLen+UDPLen+4] = 0xff
+	crc := crc32.Update(icrcSeed, crc32.IEEETable, masked[:n])
+	return crc32.Update(crc, crc32.IEEETable, frame[ipOff+ipLen+UDPLen+BTHLen:end])
+}
+
+// ComputeICRC returns the ICRC the packet should carry, computed over the
+// frame as it is now.
+func (p *Packet) ComputeICRC() uint32 {
+	return computeICRC(p.Frame, p.IPOff, p.UDPOff-p.IPOff, p.ICRCOff, p.IPv6)
+}
+
+// ICRC returns the ICRC the packet carries.
+func (p *Packet) ICRC() uint32 { return binary.LittleEndian.Uint32(p.Frame[p.ICRCOff:]) }
+
+// SetICRC recomputes the packet's ICRC and writes it into the frame, after a
+// header field has been changed in place.
+func (p *Packet) SetICRC() {
+	binary.LittleEndian.PutUint32(p.Frame[p.ICRCOff:], p.ComputeICRC())
+}

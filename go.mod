@@ -1,0 +1,10 @@
+module github.com/softrnic/softrnic
+
+go 1.26.0
+
+require github.com/google/gopacket v1.1.19
+
+require (
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
