@@ -33,8 +33,40 @@ func computeICRC(frame []byte, ipOff, ipLen, end int, ipv6 bool) uint32 {
 	}
 	masked[ipLen+6], masked[ipLen+7] = 0xff, 0xff
 	masked[ipLen+UDPLen+4] = 0xff
-	crc := crc32.Update(icrcSeed, crc32.IEEETable, masked[:n])
+	// The masked copy goes through slicing-by-8 here: handing a stack
+	// buffer to hash/crc32 would move it to the heap. The rest, where the
+	// bulk of the bytes are, goes through hash/crc32's CLMUL path.
+	crc := updateHeaderCRC(icrcSeed, masked[:n])
 	return crc32.Update(crc, crc32.IEEETable, frame[ipOff+ipLen+UDPLen+BTHLen:end])
+}
+
+// slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected).
+var slicing8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 8; k++ {
+			c = t[0][c&0xff] ^ c>>8
+			t[k][i] = c
+		}
+	}
+	return t
+}()
+
+// updateHeaderCRC is crc32.Update(crc, crc32.IEEETable, p) for the short,
+// stack-resident masked headers.
+func updateHeaderCRC(crc uint32, p []byte) uint32 {
+	crc = ^crc
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = slicing8[7][crc&0xff] ^ slicing8[6][crc>>8&0xff] ^ slicing8[5][crc>>16&0xff] ^ slicing8[4][crc>>24] ^
+			slicing8[3][p[4]] ^ slicing8[2][p[5]] ^ slicing8[1][p[6]] ^ slicing8[0][p[7]]
+		p = p[8:]
+	}
+	for _, b := range p {
+		crc = slicing8[0][byte(crc)^b] ^ crc>>8
+	}
+	return ^crc
 }
 
 // ComputeICRC returns the ICRC the packet should carry, computed over the
@@ -50,4 +82,16 @@ func (p *Packet) ICRC() uint32 { return binary.LittleEndian.Uint32(p.Frame[p.ICR
 // header field has been changed in place.
 func (p *Packet) SetICRC() {
 	binary.LittleEndian.PutUint32(p.Frame[p.ICRCOff:], p.ComputeICRC())
+}
+
+// UpdateICRC rewrites the ICRC of a RoCEv2 frame after its headers or payload
+// were changed in place. It checks only what it needs to find the ICRC, so it
+// also serves to build deliberately malformed frames.
+func UpdateICRC(frame []byte) error {
+	var p Packet
+	if err := locate(frame, &p); err != nil {
+		return err
+	}
+	p.SetICRC()
+	return nil
 }

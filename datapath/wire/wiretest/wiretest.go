@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
+
+	"github.com/google/gopacket"
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
-
 )
 
 // SharedDir returns the project's shared/ folder: $SOFTRNIC_SHARED if set,
@@ -98,4 +100,26 @@ func ReadCapture(path string) ([]Frame, error) {
 		}
 		frames = append(frames, Frame{File: filepath.Base(path), Index: i, Data: data})
 	}
+}
+
+// WritePcap writes frames to a classic pcap file with an Ethernet link type.
+func WritePcap(path string, frames [][]byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
+		f.Close()
+		return err
+	}
+	ts := time.Unix(1_700_000_000, 0)
+	for i, fr := range frames {
+		ci := gopacket.CaptureInfo{Timestamp: ts.Add(time.Duration(i) * time.Millisecond), CaptureLength: len(fr), Length: len(fr)}
+		if err := w.WritePacket(ci, fr); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
