@@ -85,8 +85,7 @@ func Encode(buf []byte, f *FrameFields) (int, error) {
 
 	bthOff := udpOff + UDPLen
 	pad := padFor(len(f.Payload))
-	f.BTH.encode(frame[bthOff:], pad)
-	f.encodeExtensions(frame[bthOff:], info)
+	EncodeTransport(frame[bthOff:], f, pad)
 	payloadOff := bthOff + info.HeaderLen
 	copy(frame[payloadOff:], f.Payload)
 	icrcOff := n - ICRCLen
@@ -180,4 +179,13 @@ func (p *Packet) Fields(f *FrameFields) {
 		f.InvalidateRKey = h.RKey()
 	}
 	f.Payload = p.Payload()
+}
+
+// EncodeTransport writes the BTH and the extension headers of f's opcode at
+// the start of b, with the given pad count; b must hold the opcode's
+// HeaderLen bytes. It is the transport half of Encode, for callers that
+// frame the packet themselves.
+func EncodeTransport(b []byte, f *FrameFields, pad int) {
+	f.BTH.encode(b, pad)
+	f.encodeExtensions(b, f.BTH.Opcode.Info())
 }
