@@ -4,13 +4,13 @@
 //
 // The usual topology is Pair's: two namespaces and one veth pair.
 //
-//	     netns <prefix>-a                            netns <prefix>-b
-//	 +--------------------------+                +--------------------------+
-//	 | lo                       |                | lo                       |
-//	 | veth0  02:53:52:00:00:01 |<==== veth ====>| veth0  02:53:52:00:00:02 |
-//	 |        10.47.0.1/24      |   MTU and      |        10.47.0.2/24      |
-//	 |        fd47::1/64        |   queues set   |        fd47::2/64        |
-//	 +--------------------------+   per link     +--------------------------+
+//	    netns <prefix>-a                            netns <prefix>-b
+//	+--------------------------+                +--------------------------+
+//	| lo                       |                | lo                       |
+//	| veth0  02:53:52:00:00:01 |<==== veth ====>| veth0  02:53:52:00:00:02 |
+//	|        10.47.0.1/24      |   MTU and      |        10.47.0.2/24      |
+//	|        fd47::1/64        |   queues set   |        fd47::2/64        |
+//	+--------------------------+   per link     +--------------------------+
 //
 // Any number of namespaces and links can be described with a Spec. The
 // namespaces are named (under /var/run/netns), so `ip netns exec` and
