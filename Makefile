@@ -1,0 +1,45 @@
+# softrnic: `make` alone lists the targets. See README.md.
+
+GO        ?= go
+FUZZTIME  ?= 30s
+BENCHTIME ?= 1s
+BENCH     ?= .
+
+.DEFAULT_GOAL := help
+.PHONY: help build test lint bench fuzz generate demo clean
+
+help: ## list the targets
+	@echo "usage: make <target>"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/softrnic
+	$(GO) build -o bin/softrnic ./cmd/softrnic
+
+lint: ## check formatting and run go vet
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+test: lint ## run every test with the race detector (as root, the namespace tests too)
+	$(GO) test -race -count=1 ./...
+
+bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=1s)
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
+
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		dir=$$(dirname $$file); \
+		for name in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
+			echo "== $$dir $$name ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$dir; \
+		done; \
+	done
+
+generate: ## regenerate generated code (go generate)
+	$(GO) generate ./...
+
+demo: build ## the main job: frames of every opcode across a veth pair (root)
+	./bin/softrnic demo
+
+clean: ## remove build output
+	rm -rf bin
