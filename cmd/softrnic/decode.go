@@ -51,7 +51,6 @@ type decodeStats struct {
 	errs                     map[error]int
 }
 
-
 func (st *decodeStats) decodeFile(name string, w io.Writer, quiet bool) error {
 	f, err := os.Open(name)
 	if err != nil {
