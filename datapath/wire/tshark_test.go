@@ -63,12 +63,15 @@ func wantTshark(f *wire.FrameFields, icrc uint32) []string {
 	}
 	// Wireshark reads the ICRC's four bytes big-endian; it is sent little-endian.
 	row[19] = fmt.Sprintf("0x%08x", icrc>>24|icrc>>8&0xff00|icrc<<8&0xff0000|icrc<<24)
+	if f.BTH.Opcode == wire.CNP {
+		row[19] = "" // Wireshark 4.0 reads a CNP's BTH but not what follows
+	}
 	return row
 }
 
 // TestTshark writes a frame of every opcode, over IPv4 and IPv6, with
 // distinctive values in every header, and checks that Wireshark's dissector
-// reads back the opcode, QP, PSN and every extension header field.
+// reads back the opcode, QP, PSN, every extension header field and the ICRC.
 func TestTshark(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
@@ -81,9 +84,6 @@ func TestTshark(t *testing.T) {
 	var want [][]string
 	var ops []wire.Opcode
 	for i, op := range wiretest.Opcodes() {
-		if op == wire.CNP {
-			continue // Wireshark 4.0 does not know the CNP opcode
-		}
 		for _, ipv6 := range []bool{false, true} {
 			size := 0
 			if op.Info().Flags&wire.OpPayload != 0 {
