@@ -156,28 +156,7 @@ func (p *Packet) Fields(f *FrameFields) {
 	}
 	u := p.UDP()
 	f.UDP = UDPFields{SrcPort: u.SrcPort(), DstPort: u.DstPort(), Checksum: u.Checksum()}
-	p.BTH().fields(&f.BTH)
-	if h := p.DETH(); h != nil {
-		f.DETH = DETHFields{QKey: h.QKey(), SrcQP: h.SrcQP()}
-	}
-	if h := p.RETH(); h != nil {
-		f.RETH = RETHFields{VA: h.VA(), RKey: h.RKey(), DMALen: h.DMALen()}
-	}
-	if h := p.AtomicETH(); h != nil {
-		f.AtomicETH = AtomicETHFields{VA: h.VA(), RKey: h.RKey(), SwapAdd: h.SwapAdd(), Compare: h.Compare()}
-	}
-	if h := p.AETH(); h != nil {
-		f.AETH = AETHFields{Syndrome: h.Syndrome(), MSN: h.MSN()}
-	}
-	if h := p.AtomicAckETH(); h != nil {
-		f.AtomicOrigData = h.OrigData()
-	}
-	if h := p.ImmDt(); h != nil {
-		f.Imm = h.Imm()
-	}
-	if h := p.IETH(); h != nil {
-		f.InvalidateRKey = h.RKey()
-	}
+	DecodeTransport(p.Frame[p.BTHOff:], f)
 	f.Payload = p.Payload()
 }
 
@@ -188,4 +167,38 @@ func (p *Packet) Fields(f *FrameFields) {
 func EncodeTransport(b []byte, f *FrameFields, pad int) {
 	f.BTH.encode(b, pad)
 	f.encodeExtensions(b, f.BTH.Opcode.Info())
+}
+
+// DecodeTransport reads the BTH at the start of b, and the extension headers
+// its opcode carries, into f; it is the inverse of EncodeTransport.
+//
+// Preconditions: b holds at least the opcode's HeaderLen bytes.
+func DecodeTransport(b []byte, f *FrameFields) {
+	BTH(b).fields(&f.BTH)
+	info := f.BTH.Opcode.Info()
+	if off := info.Offset(HdrDETH); off >= 0 {
+		h := DETH(b[off:])
+		f.DETH = DETHFields{QKey: h.QKey(), SrcQP: h.SrcQP()}
+	}
+	if off := info.Offset(HdrRETH); off >= 0 {
+		h := RETH(b[off:])
+		f.RETH = RETHFields{VA: h.VA(), RKey: h.RKey(), DMALen: h.DMALen()}
+	}
+	if off := info.Offset(HdrAtomicETH); off >= 0 {
+		h := AtomicETH(b[off:])
+		f.AtomicETH = AtomicETHFields{VA: h.VA(), RKey: h.RKey(), SwapAdd: h.SwapAdd(), Compare: h.Compare()}
+	}
+	if off := info.Offset(HdrAETH); off >= 0 {
+		h := AETH(b[off:])
+		f.AETH = AETHFields{Syndrome: h.Syndrome(), MSN: h.MSN()}
+	}
+	if off := info.Offset(HdrAtomicAckETH); off >= 0 {
+		f.AtomicOrigData = AtomicAckETH(b[off:]).OrigData()
+	}
+	if off := info.Offset(HdrImmDt); off >= 0 {
+		f.Imm = ImmDt(b[off:]).Imm()
+	}
+	if off := info.Offset(HdrIETH); off >= 0 {
+		f.InvalidateRKey = IETH(b[off:]).RKey()
+	}
 }

@@ -87,45 +87,20 @@ func (b *BTH) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 		df.SetTruncated()
 		return fmt.Errorf("rocelayer: %v needs %s: %w", op, info.Headers, wire.ErrMissingHeader)
 	}
+	var f wire.FrameFields
+	wire.DecodeTransport(data, &f)
 	*b = BTH{
-		PadCount: h.PadCount(),
-		TVer:     h.TVer(),
-		Headers:  info.Headers,
-	}
-	b.BTHFields = wire.BTHFields{
-		Opcode: op, SE: h.SE(), MigReq: h.MigReq(), PKey: h.PKey(), FECN: h.FECN(),
-		BECN: h.BECN(), DestQP: h.DestQP(), AckReq: h.AckReq(), PSN: h.PSN(),
-	}
-	ext := func(hdr wire.Header) []byte {
-		if off := info.Offset(hdr); off >= 0 {
-			return data[off:]
-		}
-		return nil
-	}
-	if e := ext(wire.HdrDETH); e != nil {
-		d := wire.DETH(e)
-		b.DETH = wire.DETHFields{QKey: d.QKey(), SrcQP: d.SrcQP()}
-	}
-	if e := ext(wire.HdrRETH); e != nil {
-		r := wire.RETH(e)
-		b.RETH = wire.RETHFields{VA: r.VA(), RKey: r.RKey(), DMALen: r.DMALen()}
-	}
-	if e := ext(wire.HdrAtomicETH); e != nil {
-		a := wire.AtomicETH(e)
-		b.AtomicETH = wire.AtomicETHFields{VA: a.VA(), RKey: a.RKey(), SwapAdd: a.SwapAdd(), Compare: a.Compare()}
-	}
-	if e := ext(wire.HdrAETH); e != nil {
-		a := wire.AETH(e)
-		b.AETH = wire.AETHFields{Syndrome: a.Syndrome(), MSN: a.MSN()}
-	}
-	if e := ext(wire.HdrAtomicAckETH); e != nil {
-		b.AtomicOrigData = wire.AtomicAckETH(e).OrigData()
-	}
-	if e := ext(wire.HdrImmDt); e != nil {
-		b.Imm = wire.ImmDt(e).Imm()
-	}
-	if e := ext(wire.HdrIETH); e != nil {
-		b.InvalidateRKey = wire.IETH(e).RKey()
+		BTHFields:      f.BTH,
+		PadCount:       h.PadCount(),
+		TVer:           h.TVer(),
+		Headers:        info.Headers,
+		DETH:           f.DETH,
+		RETH:           f.RETH,
+		AtomicETH:      f.AtomicETH,
+		AETH:           f.AETH,
+		AtomicOrigData: f.AtomicOrigData,
+		Imm:            f.Imm,
+		InvalidateRKey: f.InvalidateRKey,
 	}
 	icrcOff := len(data) - wire.ICRCLen
 	avail := icrcOff - info.HeaderLen
