@@ -35,7 +35,10 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 		done; \
 	done
 
-generate: ## regenerate generated code (go generate)
+generate: ## regenerate generated code: the XDP program's bpf2go output (installs clang if missing)
+	@command -v clang >/dev/null && [ -f /usr/include/bpf/bpf_helpers.h ] || { \
+		echo "installing clang, llvm and libbpf-dev"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev >/dev/null; }
 	$(GO) generate ./...
 
 demo: build ## the main job: frames of every opcode across a veth pair (root)
