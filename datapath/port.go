@@ -1,0 +1,69 @@
+package datapath
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// Frame is one Ethernet frame in a port's buffer. Data aliases memory the
+// port owns; Handle is the port's own reference to it and must not be
+// changed.
+type Frame struct {
+	Data   []byte
+	Handle uint64
+	// NoICRC is set by ports that cannot give the frame's IP header exactly
+	// as it was sent (the udp port rebuilds it), so its ICRC cannot be
+	// checked; such ports are trusted to the kernel's own checks.
+	NoICRC bool
+}
+
+// Port moves batches of frames between the NIC and a network. Every call
+// takes a caller-owned slice and never allocates. A port is used by one
+// engine goroutine at a time; Stats may be read from any goroutine.
+//
+// Received frames belong to the caller until Release. Transmit buffers come
+// from Alloc, are filled and resliced to the frame's length, and passed to
+// Send, which takes ownership of the ones it accepts; unsent ones go back
+// with Free. No buffer is ever lost: Stats counts them all.
+type Port interface {
+	// Recv fills frames with received RoCEv2 frames and returns how many.
+	// It does not block.
+	Recv(frames []Frame) (int, error)
+	// Release returns received frames to the port.
+	Release(frames []Frame)
+	// Alloc fills frames with empty transmit buffers of MaxFrameLen bytes
+	// and returns how many it could get.
+	Alloc(frames []Frame) int
+	// Send queues frames for transmission and returns how many it took.
+	Send(frames []Frame) (int, error)
+	// Free returns transmit buffers that were not sent.
+	Free(frames []Frame)
+	// Wait blocks until frames may be received, the timeout passes or the
+	// port is closed.
+	Wait(timeout time.Duration) error
+	// MaxFrameLen is the largest frame the port can send or receive.
+	MaxFrameLen() int
+	// Stats returns the port's counters.
+	Stats() *PortStats
+	// Close releases the port's resources. Frames it lent become invalid.
+	Close() error
+}
+
+// ErrClosed is returned by a closed port.
+var ErrClosed = errors.New("datapath: port closed")
+
+// PortStats are a port's counters. Drops are frames that reached the port
+// and were not passed up, each counted once under its reason.
+type PortStats struct {
+	RxFrames atomic.Uint64 // RoCEv2 frames passed up by Recv
+	RxBytes  atomic.Uint64
+	TxFrames atomic.Uint64 // frames accepted by Send
+	TxBytes  atomic.Uint64
+
+	RxDropNotRoCE atomic.Uint64 // not IPv4/IPv6 UDP to port 4791
+	RxDropRunt    atomic.Uint64 // too short for Ethernet, IP, UDP and a BTH
+	RxDropTooLong atomic.Uint64 // longer than MaxFrameLen
+	RxDropKernel  atomic.Uint64 // dropped before the port saw them (ring full, no buffers), as the kernel reports
+	TxDropTooLong atomic.Uint64 // Send refused: longer than MaxFrameLen
+}

@@ -1,0 +1,306 @@
+// Package porttest is an in-memory datapath.Port pair for tests: what one
+// port sends the other receives, through a link that can lose, duplicate,
+// reorder and corrupt frames, reproducibly from a seed.
+package porttest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/wire"
+)
+
+// Config sets the ports' buffers and the link's faults. Probabilities are
+// per frame, in [0, 1].
+type Config struct {
+	Buffers     int // buffers per port (RX and TX share them); default 1024
+	MaxFrameLen int // default 9216
+	Loss        float64
+	Duplicate   float64
+	Reorder     float64 // hold a frame back and deliver it after the next one
+	Corrupt     float64 // flip one random byte after the Ethernet header
+	Seed        uint64
+}
+
+// LinkStats count what the link did to frames in one direction.
+type LinkStats struct {
+	Delivered, Lost, Duplicated, Reordered, Corrupted atomic.Uint64
+}
+
+// Port is one end of an in-memory pair.
+type Port struct {
+	cfg    Config
+	peer   *Port
+	notify chan struct{}
+	stats  datapath.PortStats
+	// Link counts the faults applied to frames this port sent.
+	Link LinkStats
+	rng  *rand.Rand // faults on frames this port sends; used by Send only
+
+	mu     sync.Mutex // guards the fields below
+	bufs   [][]byte   // every buffer, indexed by handle
+	free   []uint32   // handles of free buffers
+	rxq    []uint32   // handles of received frames, oldest first
+	rxlen  []int      // their lengths
+	held   int        // handle held back for reordering, or -1
+	heldN  int
+	closed bool
+}
+
+// NewPair returns two connected ports.
+func NewPair(cfg Config) (*Port, *Port) {
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 1024
+	}
+	if cfg.MaxFrameLen == 0 {
+		cfg.MaxFrameLen = 9216
+	}
+	a, b := newPort(cfg, cfg.Seed), newPort(cfg, cfg.Seed^0x9e3779b97f4a7c15)
+	a.peer, b.peer = b, a
+	return a, b
+}
+
+func newPort(cfg Config, seed uint64) *Port {
+	p := &Port{
+		cfg:    cfg,
+		notify: make(chan struct{}, 1),
+		rng:    rand.New(rand.NewPCG(seed, seed>>1|1)),
+		bufs:   make([][]byte, cfg.Buffers),
+		free:   make([]uint32, 0, cfg.Buffers),
+		rxq:    make([]uint32, 0, cfg.Buffers),
+		rxlen:  make([]int, 0, cfg.Buffers),
+		held:   -1,
+	}
+	mem := make([]byte, cfg.Buffers*cfg.MaxFrameLen)
+	for i := range p.bufs {
+		p.bufs[i] = mem[i*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen]
+		p.free = append(p.free, uint32(i))
+	}
+	return p
+}
+
+var _ datapath.Port = (*Port)(nil)
+
+// Recv implements datapath.Port.
+func (p *Port) Recv(frames []datapath.Frame) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, datapath.ErrClosed
+	}
+	n, i := 0, 0
+	for ; i < len(p.rxq) && n < len(frames); i++ {
+		h, l := p.rxq[i], p.rxlen[i]
+		data := p.bufs[h][:l]
+		if err := wire.Classify(data); err != nil {
+			countDrop(&p.stats, err)
+			p.free = append(p.free, h)
+			continue
+		}
+		frames[n] = datapath.Frame{Data: data, Handle: uint64(h)}
+		p.stats.RxFrames.Add(1)
+		p.stats.RxBytes.Add(uint64(l))
+		n++
+	}
+	p.rxq = p.rxq[:copy(p.rxq, p.rxq[i:])]
+	p.rxlen = p.rxlen[:copy(p.rxlen, p.rxlen[i:])]
+	return n, nil
+}
+
+// countDrop counts a frame Classify refused.
+func countDrop(s *datapath.PortStats, err error) {
+	switch err {
+	case wire.ErrTruncated, wire.ErrMissingHeader:
+		s.RxDropRunt.Add(1)
+	default:
+		s.RxDropNotRoCE.Add(1)
+	}
+}
+
+// Release implements datapath.Port.
+func (p *Port) Release(frames []datapath.Frame) { p.putBack(frames) }
+
+// Free implements datapath.Port.
+func (p *Port) Free(frames []datapath.Frame) { p.putBack(frames) }
+
+func (p *Port) putBack(frames []datapath.Frame) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range frames {
+		p.free = append(p.free, uint32(frames[i].Handle))
+		frames[i] = datapath.Frame{}
+	}
+}
+
+// Alloc implements datapath.Port.
+func (p *Port) Alloc(frames []datapath.Frame) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(len(frames), len(p.free))
+	for i := range n {
+		h := p.free[len(p.free)-1-i]
+		frames[i] = datapath.Frame{Data: p.bufs[h], Handle: uint64(h)}
+	}
+	p.free = p.free[:len(p.free)-n]
+	return n
+}
+
+// Send implements datapath.Port: each frame is copied to the peer through
+// the faulty link and its buffer returns to this port at once.
+func (p *Port) Send(frames []datapath.Frame) (int, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return 0, datapath.ErrClosed
+	}
+	var err error
+	n := 0
+	for ; n < len(frames); n++ {
+		f := frames[n].Data
+		if len(f) > p.cfg.MaxFrameLen {
+			p.stats.TxDropTooLong.Add(1)
+			err = fmt.Errorf("porttest: frame of %d bytes exceeds %d", len(f), p.cfg.MaxFrameLen)
+			break
+		}
+		p.stats.TxFrames.Add(1)
+		p.stats.TxBytes.Add(uint64(len(f)))
+		p.transmit(f)
+	}
+	p.putBack(frames[:n])
+	return n, err
+}
+
+// transmit applies the link's faults to one frame. Only the sending
+// goroutine touches the random source; only the peer's lock is taken.
+func (p *Port) transmit(f []byte) {
+	r := p.rng
+	if r.Float64() < p.cfg.Loss {
+		p.Link.Lost.Add(1)
+		return
+	}
+	corrupt := -1
+	if r.Float64() < p.cfg.Corrupt && len(f) > wire.EthernetLen {
+		corrupt = wire.EthernetLen + r.IntN(len(f)-wire.EthernetLen)
+		p.Link.Corrupted.Add(1)
+	}
+	copies := 1
+	if r.Float64() < p.cfg.Duplicate {
+		copies = 2
+		p.Link.Duplicated.Add(1)
+	}
+	reorder := r.Float64() < p.cfg.Reorder
+	if reorder {
+		p.Link.Reordered.Add(1)
+	}
+	for range copies {
+		p.peer.deliver(f, corrupt, reorder)
+		p.Link.Delivered.Add(1)
+		reorder = false
+	}
+}
+
+// deliver copies a frame into one of the port's buffers, or holds it back
+// to deliver after the next frame.
+func (p *Port) deliver(f []byte, corrupt int, holdBack bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if len(p.free) == 0 {
+		p.stats.RxDropKernel.Add(1) // like a full ring
+		return
+	}
+	h := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	n := copy(p.bufs[h], f)
+	if corrupt >= 0 {
+		p.bufs[h][corrupt] ^= byte(1 + corrupt%255)
+	}
+	if holdBack && p.held < 0 {
+		p.held, p.heldN = int(h), n
+		return
+	}
+	p.rxq = append(p.rxq, h)
+	p.rxlen = append(p.rxlen, n)
+	if p.held >= 0 {
+		p.rxq = append(p.rxq, uint32(p.held))
+		p.rxlen = append(p.rxlen, p.heldN)
+		p.held = -1
+	}
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Wait implements datapath.Port.
+func (p *Port) Wait(timeout time.Duration) error {
+	p.mu.Lock()
+	ready, closed := len(p.rxq) > 0, p.closed
+	p.mu.Unlock()
+	if closed {
+		return datapath.ErrClosed
+	}
+	if ready {
+		return nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.notify:
+	case <-t.C:
+	}
+	return nil
+}
+
+// MaxFrameLen implements datapath.Port.
+func (p *Port) MaxFrameLen() int { return p.cfg.MaxFrameLen }
+
+// Stats implements datapath.Port.
+func (p *Port) Stats() *datapath.PortStats { return &p.stats }
+
+// Close implements datapath.Port.
+func (p *Port) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return datapath.ErrClosed
+	}
+	p.closed = true
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Outstanding returns how many of the port's buffers are lent out (received
+// frames not released, transmit buffers not sent or freed). A test that has
+// given everything back expects 0.
+func (p *Port) Outstanding() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	held := 0
+	if p.held >= 0 {
+		held = 1
+	}
+	return len(p.bufs) - len(p.free) - len(p.rxq) - held
+}
+
+// ErrLeak is returned by CheckNoLeaks.
+var ErrLeak = errors.New("porttest: buffers not returned")
+
+// CheckNoLeaks returns ErrLeak if either port of a pair has buffers lent out.
+func CheckNoLeaks(a, b *Port) error {
+	if n, m := a.Outstanding(), b.Outstanding(); n != 0 || m != 0 {
+		return fmt.Errorf("%w: %d and %d", ErrLeak, n, m)
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package porttest_test
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/datapath/wire/wiretest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sendFrames sends each frame through a port and fails the test if the port
+// does not take it.
+func sendFrames(t *testing.T, p datapath.Port, frames [][]byte) {
+	t.Helper()
+	bufs := make([]datapath.Frame, 1)
+	for _, f := range frames {
+		if p.Alloc(bufs) != 1 {
+			t.Fatal("no transmit buffer")
+		}
+		bufs[0].Data = bufs[0].Data[:copy(bufs[0].Data, f)]
+		if n, err := p.Send(bufs); n != 1 || err != nil {
+			t.Fatalf("Send = %d, %v", n, err)
+		}
+	}
+}
+
+// drain receives until nothing has arrived for a while, copying each frame.
+func drain(t *testing.T, p datapath.Port) [][]byte {
+	t.Helper()
+	var got [][]byte
+	bufs := make([]datapath.Frame, 16)
+	for idle := 0; idle < 3; {
+		n, err := p.Recv(bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range bufs[:n] {
+			got = append(got, append([]byte{}, f.Data...))
+		}
+		p.Release(bufs[:n])
+		if n == 0 {
+			idle++
+			p.Wait(10 * time.Millisecond)
+		} else {
+			idle = 0
+		}
+	}
+	return got
+}
+
+func frames(n int) [][]byte {
+	var out [][]byte
+	for i := range n {
+		out = append(out, wiretest.SampleFrame(wire.RCSendOnly, i%300, false, uint32(i)))
+	}
+	return out
+}
+
+// TestClean: on a clean link every frame arrives once, in order, intact,
+// and every buffer comes back.
+func TestClean(t *testing.T) {
+	a, b := porttest.NewPair(porttest.Config{Buffers: 64})
+	defer a.Close()
+	defer b.Close()
+	want := frames(50)
+	sendFrames(t, a, want)
+	got := drain(t, b)
+	if len(got) != len(want) {
+		t.Fatalf("%d frames arrived, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	if err := porttest.CheckNoLeaks(a, b); err != nil {
+		t.Error(err)
+	}
+	if s := b.Stats(); s.RxFrames.Load() != 50 || a.Stats().TxFrames.Load() != 50 {
+		t.Errorf("rx %d tx %d", s.RxFrames.Load(), a.Stats().TxFrames.Load())
+	}
+}
+
+// TestFaults: the link's counters account for every frame, corrupted frames
+// fail the ICRC, and the same seed gives the same run.
+func TestFaults(t *testing.T) {
+	run := func() ([][]byte, *porttest.Port) {
+		a, b := porttest.NewPair(porttest.Config{Buffers: 512, Loss: 0.1, Duplicate: 0.1, Reorder: 0.1, Corrupt: 0.1, Seed: 42})
+		defer a.Close()
+		defer b.Close()
+		sendFrames(t, a, frames(300))
+		got := drain(t, b)
+		if err := porttest.CheckNoLeaks(a, b); err != nil {
+			t.Error(err)
+		}
+		return got, a
+	}
+	got, a := run()
+	l := &a.Link
+	if l.Delivered.Load() != 300-l.Lost.Load()+l.Duplicated.Load() {
+		t.Errorf("delivered %d, lost %d, duplicated %d of 300", l.Delivered.Load(), l.Lost.Load(), l.Duplicated.Load())
+	}
+	if l.Lost.Load() == 0 || l.Duplicated.Load() == 0 || l.Reordered.Load() == 0 || l.Corrupted.Load() == 0 {
+		t.Errorf("a fault never happened: %+v", l)
+	}
+	bad := 0
+	for _, f := range got {
+		var p wire.Packet
+		if wire.Parse(f, &p) != nil {
+			bad++
+		}
+	}
+	if bad == 0 || bad > int(l.Corrupted.Load()*2) {
+		t.Errorf("%d frames fail to parse, %d corrupted", bad, l.Corrupted.Load())
+	}
+	again, _ := run()
+	if len(again) != len(got) {
+		t.Fatalf("same seed, %d then %d frames", len(got), len(again))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], again[i]) {
+			t.Fatalf("same seed, frame %d differs", i)
+		}
+	}
+}
+
+// TestBadInput: frames that are not whole RoCEv2 frames are counted and
+// dropped, never passed up.
+func TestBadInput(t *testing.T) {
+	a, b := porttest.NewPair(porttest.Config{Buffers: 16, MaxFrameLen: 2048})
+	defer a.Close()
+	defer b.Close()
+	good := wiretest.SampleFrame(wire.RCAcknowledge, 0, false, 1)
+	arp := append([]byte{}, good...)
+	arp[12], arp[13] = 0x08, 0x06
+	sendFrames(t, a, [][]byte{good[:30], arp, good})
+	got := drain(t, b)
+	if len(got) != 1 || !bytes.Equal(got[0], good) {
+		t.Fatalf("got %d frames", len(got))
+	}
+	if s := b.Stats(); s.RxDropRunt.Load() != 1 || s.RxDropNotRoCE.Load() != 1 {
+		t.Errorf("runt %d, not RoCE %d", s.RxDropRunt.Load(), s.RxDropNotRoCE.Load())
+	}
+	buf := make([]datapath.Frame, 1)
+	a.Alloc(buf)
+	buf[0].Data = make([]byte, 4096)
+	if n, err := a.Send(buf); n != 0 || err == nil || a.Stats().TxDropTooLong.Load() != 1 {
+		t.Errorf("oversized Send = %d, %v", n, err)
+	}
+}
+
+// TestFullReceiver: when the receiver holds all its buffers, new frames are
+// dropped and counted, and none is lost track of.
+func TestFullReceiver(t *testing.T) {
+	a, b := porttest.NewPair(porttest.Config{Buffers: 8})
+	defer a.Close()
+	defer b.Close()
+	sendFrames(t, a, frames(8))
+	held := make([]datapath.Frame, 8)
+	n, _ := b.Recv(held)
+	if n != 8 {
+		t.Fatalf("received %d", n)
+	}
+	sendFrames(t, a, frames(3))
+	if d := b.Stats().RxDropKernel.Load(); d != 3 {
+		t.Errorf("%d drops, want 3", d)
+	}
+	b.Release(held)
+	if err := porttest.CheckNoLeaks(a, b); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestConcurrent sends both ways at once (run with -race).
+func TestConcurrent(t *testing.T) {
+	a, b := porttest.NewPair(porttest.Config{Buffers: 256})
+	defer a.Close()
+	defer b.Close()
+	var wg sync.WaitGroup
+	for _, p := range []*porttest.Port{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs := make([]datapath.Frame, 8)
+			f := wiretest.SampleFrame(wire.RCSendOnly, 64, false, 1)
+			for range 200 {
+				n := p.Alloc(bufs)
+				for i := range n {
+					bufs[i].Data = bufs[i].Data[:copy(bufs[i].Data, f)]
+				}
+				p.Send(bufs[:n])
+				m, _ := p.Recv(bufs)
+				p.Release(bufs[:m])
+			}
+		}()
+	}
+	wg.Wait()
+	drain(t, a)
+	drain(t, b)
+	if err := porttest.CheckNoLeaks(a, b); err != nil {
+		t.Error(err)
+	}
+}
