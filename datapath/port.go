@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"errors"
+
+	"github.com/softrnic/softrnic/datapath/wire"
 	"sync/atomic"
 	"time"
 )
@@ -61,9 +63,22 @@ type PortStats struct {
 	TxFrames atomic.Uint64 // frames accepted by Send
 	TxBytes  atomic.Uint64
 
-	RxDropNotRoCE atomic.Uint64 // not IPv4/IPv6 UDP to port 4791
-	RxDropRunt    atomic.Uint64 // too short for Ethernet, IP, UDP and a BTH
-	RxDropTooLong atomic.Uint64 // longer than MaxFrameLen
-	RxDropKernel  atomic.Uint64 // dropped before the port saw them (ring full, no buffers), as the kernel reports
-	TxDropTooLong atomic.Uint64 // Send refused: longer than MaxFrameLen
+	RxDropNotRoCE   atomic.Uint64 // not IPv4/IPv6 UDP to port 4791, or an IP fragment
+	RxDropRunt      atomic.Uint64 // shorter than its headers or lengths say
+	RxDropMalformed atomic.Uint64 // RoCEv2 with a bad header field (checksum, opcode, pad, lengths…)
+	RxDropTooLong   atomic.Uint64 // longer than MaxFrameLen
+	RxDropKernel    atomic.Uint64 // dropped before the port saw them (ring full, no buffers), as the kernel reports
+	TxDropTooLong   atomic.Uint64 // Send refused: longer than MaxFrameLen
+}
+
+// CountDrop counts a frame that wire.Classify refused under its reason.
+func (s *PortStats) CountDrop(err error) {
+	switch err {
+	case wire.ErrNotIP, wire.ErrNotUDP, wire.ErrNotRoCE, wire.ErrIPVersion, wire.ErrFragmented:
+		s.RxDropNotRoCE.Add(1)
+	case wire.ErrTruncated, wire.ErrMissingHeader:
+		s.RxDropRunt.Add(1)
+	default:
+		s.RxDropMalformed.Add(1)
+	}
 }

@@ -98,7 +98,7 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 		h, l := p.rxq[i], p.rxlen[i]
 		data := p.bufs[h][:l]
 		if err := wire.Classify(data); err != nil {
-			countDrop(&p.stats, err)
+			p.stats.CountDrop(err)
 			p.free = append(p.free, h)
 			continue
 		}
@@ -110,16 +110,6 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	p.rxq = p.rxq[:copy(p.rxq, p.rxq[i:])]
 	p.rxlen = p.rxlen[:copy(p.rxlen, p.rxlen[i:])]
 	return n, nil
-}
-
-// countDrop counts a frame Classify refused.
-func countDrop(s *datapath.PortStats, err error) {
-	switch err {
-	case wire.ErrTruncated, wire.ErrMissingHeader:
-		s.RxDropRunt.Add(1)
-	default:
-		s.RxDropNotRoCE.Add(1)
-	}
 }
 
 // Release implements datapath.Port.
