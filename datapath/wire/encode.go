@@ -71,11 +71,11 @@ func Encode(buf []byte, f *FrameFields) (int, error) {
 	if f.IPv6 {
 		f.Ethernet.encode(frame, EtherTypeIPv6)
 		udpOff = ipOff + IPv6Len
-		f.IP6.encode(frame[ipOff:], n-udpOff)
+		f.IP6.Encode(frame[ipOff:], n-udpOff)
 	} else {
 		f.Ethernet.encode(frame, EtherTypeIPv4)
 		udpOff = ipOff + IPv4MinLen
-		f.IP4.encode(frame[ipOff:], n-ipOff)
+		f.IP4.Encode(frame[ipOff:], n-ipOff)
 	}
 	udp := UDP(frame[udpOff:])
 	udp.SetSrcPort(f.UDP.SrcPort)

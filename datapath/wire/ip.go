@@ -73,8 +73,9 @@ type IPv4Fields struct {
 	Src, Dst netip.Addr
 }
 
-// encode writes a 20-byte header for a datagram of totalLen bytes.
-func (f *IPv4Fields) encode(b []byte, totalLen int) {
+// Encode writes a 20-byte header, checksum included, for a datagram of
+// totalLen bytes carrying UDP.
+func (f *IPv4Fields) Encode(b []byte, totalLen int) {
 	h := IPv4(b[:IPv4MinLen])
 	h[0] = 4<<4 | 5
 	h.SetTOS(f.TOS)
@@ -117,7 +118,8 @@ type IPv6Fields struct {
 	Src, Dst     netip.Addr
 }
 
-func (f *IPv6Fields) encode(b []byte, payloadLen int) {
+// Encode writes a 40-byte header for payloadLen bytes of UDP.
+func (f *IPv6Fields) Encode(b []byte, payloadLen int) {
 	h := IPv6(b[:IPv6Len])
 	h.SetTrafficClassFlowLabel(f.TrafficClass, f.FlowLabel)
 	h.SetPayloadLen(uint16(payloadLen))

@@ -406,3 +406,30 @@ func helperProcess() {
 	time.Sleep(time.Minute)
 	os.Exit(2)
 }
+
+// TestNoAllocs: a steady-state send and receive allocates nothing.
+func TestNoAllocs(t *testing.T) {
+	tp := topo.Pair(t, 9000, 1)
+	sa, sb := open(t, tp.NS("a")).Sockets()[0], open(t, tp.NS("b")).Sockets()[0]
+	f := frameFrom(true, wire.RCRDMAWriteOnly, 4096, 1)
+	tx := make([]datapath.Frame, 8)
+	rx := make([]datapath.Frame, 8)
+	allocs := testing.AllocsPerRun(200, func() {
+		n := sa.Alloc(tx)
+		for i := range n {
+			tx[i].Data = tx[i].Data[:copy(tx[i].Data, f)]
+		}
+		m, _ := sa.Send(tx[:n])
+		sa.Free(tx[m:n])
+		for got := 0; got < m; {
+			sb.Wait(100 * time.Millisecond)
+			k, _ := sb.Recv(rx)
+			sb.Release(rx[:k])
+			got += k
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per batch of 8 frames", allocs)
+	}
+	settle(t, sa, sb)
+}

@@ -1,0 +1,307 @@
+// Package udpport is the kernel-UDP port: RoCEv2 over an ordinary UDP
+// socket on port 4791 with batched recvmmsg/sendmmsg, for hosts where
+// AF_XDP or root is not available. It presents the same frames as the other
+// ports: received datagrams get an Ethernet, IP and UDP header written in
+// front of them, in the same buffer.
+//
+// The kernel owns the real IP header, so the port makes what it sends match
+// what the kernel will put on the wire (source address, IPv4 ID 0 as Linux
+// uses for unconnected DF datagrams, UDP source port 4791) and fixes the
+// ICRC when it had to change a field; on receive it cannot know the
+// sender's IPv4 ID, so frames carry NoICRC and the engine skips the ICRC.
+package udpport
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/wire"
+)
+
+// Config sets up a port.
+type Config struct {
+	Local       netip.Addr // address to bind; its family is the port's
+	LocalMAC    wire.MAC   // destination MAC written into received frames
+	Buffers     int        // frame buffers, shared by RX and TX (default 1024)
+	Batch       int        // datagrams per system call at most (default 64)
+	MaxFrameLen int        // default 9216
+}
+
+// Port is a datapath.Port over a UDP socket.
+type Port struct {
+	fd     int
+	cfg    Config
+	hdrLen int // Ethernet, IP and UDP header bytes written before a datagram
+	bufs   [][]byte
+	free   []uint32
+	rx, tx batch
+	rxBufs []uint32
+	pollfd [1]unix.PollFd
+	stats  datapath.PortStats
+	closed bool
+}
+
+var _ datapath.Port = (*Port)(nil)
+
+// Open binds a UDP socket to cfg.Local port 4791 in the calling thread's
+// network namespace.
+func Open(cfg Config) (*Port, error) {
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 1024
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 64
+	}
+	if cfg.MaxFrameLen == 0 {
+		cfg.MaxFrameLen = 9216
+	}
+	if !cfg.Local.IsValid() {
+		return nil, fmt.Errorf("udpport: no local address")
+	}
+	cfg.Local = cfg.Local.Unmap()
+	family, hdrLen := unix.AF_INET, wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen
+	if cfg.Local.Is6() {
+		family, hdrLen = unix.AF_INET6, wire.EthernetLen+wire.IPv6Len+wire.UDPLen
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.IPPROTO_UDP)
+	if err != nil {
+		return nil, fmt.Errorf("udpport: socket: %w", err)
+	}
+	p := &Port{fd: fd, cfg: cfg, hdrLen: hdrLen}
+	if err := p.setup(family); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	mem := make([]byte, cfg.Buffers*cfg.MaxFrameLen)
+	p.bufs = make([][]byte, cfg.Buffers)
+	for i := range p.bufs {
+		p.bufs[i] = mem[i*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen]
+		p.free = append(p.free, uint32(i))
+	}
+	p.rx, p.tx = newBatch(cfg.Batch), newBatch(cfg.Batch)
+	p.rxBufs = make([]uint32, cfg.Batch)
+	p.pollfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	return p, nil
+}
+
+func (p *Port) setup(family int) error {
+	// DF on every datagram: RoCEv2 is never fragmented, and Linux then sends
+	// unconnected datagrams with IPv4 ID 0, which the ICRC covers.
+	if family == unix.AF_INET {
+		if err := unix.SetsockoptInt(p.fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
+			return fmt.Errorf("udpport: DF: %w", err)
+		}
+	} else if err := unix.SetsockoptInt(p.fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
+		return fmt.Errorf("udpport: DF: %w", err)
+	}
+	for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+		unix.SetsockoptInt(p.fd, unix.SOL_SOCKET, opt, 4<<20) // best effort
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Port: wire.RoCEv2Port, Addr: p.cfg.Local.As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: wire.RoCEv2Port, Addr: p.cfg.Local.As16()}
+	}
+	if err := unix.Bind(p.fd, sa); err != nil {
+		return fmt.Errorf("udpport: bind %v port %d: %w", p.cfg.Local, wire.RoCEv2Port, err)
+	}
+	return nil
+}
+
+// MaxFrameLen implements datapath.Port.
+func (p *Port) MaxFrameLen() int { return p.cfg.MaxFrameLen }
+
+// Recv implements datapath.Port.
+func (p *Port) Recv(frames []datapath.Frame) (int, error) {
+	if p.closed {
+		return 0, datapath.ErrClosed
+	}
+	k := min(len(frames), p.cfg.Batch, len(p.free))
+	for i := range k {
+		h := p.free[len(p.free)-1-i]
+		p.rxBufs[i] = h
+		p.rx.set(i, p.bufs[h][p.hdrLen:])
+	}
+	m, err := 0, error(nil)
+	if k > 0 {
+		m, err = recvmmsg(p.fd, &p.rx, k)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("udpport: recvmmsg: %w", err)
+	}
+	p.free = p.free[:len(p.free)-m] // the first m taken buffers hold data
+	n := 0
+	for i := range m {
+		h := p.rxBufs[i]
+		dlen := int(p.rx.hdrs[i].Len)
+		if p.rx.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+			p.stats.RxDropTooLong.Add(1)
+			p.free = append(p.free, h)
+			continue
+		}
+		frame := p.bufs[h][:p.hdrLen+dlen]
+		p.writeHeaders(frame, p.rx.addr(i))
+		if err := wire.Classify(frame); err != nil {
+			p.stats.CountDrop(err)
+			p.free = append(p.free, h)
+			continue
+		}
+		frames[n] = datapath.Frame{Data: frame, Handle: uint64(h), NoICRC: true}
+		n++
+		p.stats.RxFrames.Add(1)
+		p.stats.RxBytes.Add(uint64(len(frame)))
+	}
+	return n, nil
+}
+
+// writeHeaders writes the Ethernet, IP and UDP headers of a received
+// datagram in front of it, as far as the socket can know them.
+func (p *Port) writeHeaders(frame []byte, from netip.AddrPort) {
+	eth := wire.Ethernet(frame)
+	eth.SetDst(p.cfg.LocalMAC)
+	eth.SetSrc(wire.MAC{})
+	var udpOff int
+	if p.cfg.Local.Is4() {
+		eth.SetEtherType(wire.EtherTypeIPv4)
+		f := wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: from.Addr().Unmap(), Dst: p.cfg.Local}
+		f.Encode(frame[wire.EthernetLen:], len(frame)-wire.EthernetLen)
+		udpOff = wire.EthernetLen + wire.IPv4MinLen
+	} else {
+		eth.SetEtherType(wire.EtherTypeIPv6)
+		f := wire.IPv6Fields{HopLimit: 64, Src: from.Addr(), Dst: p.cfg.Local}
+		f.Encode(frame[wire.EthernetLen:], len(frame)-wire.EthernetLen-wire.IPv6Len)
+		udpOff = wire.EthernetLen + wire.IPv6Len
+	}
+	u := wire.UDP(frame[udpOff:])
+	u.SetSrcPort(from.Port())
+	u.SetDstPort(wire.RoCEv2Port)
+	u.SetLength(uint16(len(frame) - udpOff))
+	u.SetChecksum(0)
+}
+
+// Release implements datapath.Port.
+func (p *Port) Release(frames []datapath.Frame) { p.putBack(frames) }
+
+// Free implements datapath.Port.
+func (p *Port) Free(frames []datapath.Frame) { p.putBack(frames) }
+
+func (p *Port) putBack(frames []datapath.Frame) {
+	for i := range frames {
+		p.free = append(p.free, uint32(frames[i].Handle))
+		frames[i] = datapath.Frame{}
+	}
+}
+
+// Alloc implements datapath.Port.
+func (p *Port) Alloc(frames []datapath.Frame) int {
+	n := min(len(frames), len(p.free))
+	for i := range n {
+		h := p.free[len(p.free)-1-i]
+		frames[i] = datapath.Frame{Data: p.bufs[h], Handle: uint64(h)}
+	}
+	p.free = p.free[:len(p.free)-n]
+	return n
+}
+
+// Send implements datapath.Port. Each frame's UDP payload is sent to the
+// frame's destination address, port 4791. It stops early, without error,
+// when the socket's buffer is full; a frame that is not a RoCEv2 frame
+// ends the batch with an error.
+func (p *Port) Send(frames []datapath.Frame) (int, error) {
+	if p.closed {
+		return 0, datapath.ErrClosed
+	}
+	k := min(len(frames), p.cfg.Batch)
+	var err error
+	for i := range k {
+		var pkt wire.Packet
+		if perr := wire.ParseNoICRC(frames[i].Data, &pkt); perr != nil || pkt.IPv6 != p.cfg.Local.Is6() {
+			if len(frames[i].Data) > p.cfg.MaxFrameLen {
+				p.stats.TxDropTooLong.Add(1)
+			}
+			err = fmt.Errorf("udpport: frame %d: %v", i, perr)
+			k = i
+			break
+		}
+		p.tx.set(i, pkt.Frame[pkt.BTHOff:])
+		p.tx.setAddr(i, netip.AddrPortFrom(p.normalize(&pkt), wire.RoCEv2Port))
+	}
+	sent := 0
+	if k > 0 {
+		var serr error
+		sent, serr = sendmmsg(p.fd, &p.tx, k)
+		if serr != nil && err == nil {
+			err = fmt.Errorf("udpport: sendmmsg: %w", serr)
+		}
+	}
+	for i := range frames[:sent] {
+		p.stats.TxFrames.Add(1)
+		p.stats.TxBytes.Add(uint64(len(frames[i].Data)))
+	}
+	p.putBack(frames[:sent])
+	return sent, err
+}
+
+// normalize makes the packet's IP and UDP headers what the kernel will send
+// (source address, IPv4 ID 0, source port 4791), fixing the ICRC if a field
+// changed, and returns the destination address.
+func (p *Port) normalize(pkt *wire.Packet) netip.Addr {
+	changed := false
+	var dst netip.Addr
+	if ip := pkt.IPv4Header(); ip != nil {
+		dst = ip.Dst()
+		if ip.ID() != 0 || ip.Src() != p.cfg.Local {
+			ip.SetID(0)
+			ip.SetSrc(p.cfg.Local)
+			ip.SetChecksum(ip.ComputeChecksum())
+			changed = true
+		}
+	} else {
+		ip := pkt.IPv6Header()
+		dst = ip.Dst()
+		if ip.Src() != p.cfg.Local {
+			ip.SetSrc(p.cfg.Local)
+			changed = true
+		}
+	}
+	if u := pkt.UDP(); u.SrcPort() != wire.RoCEv2Port {
+		u.SetSrcPort(wire.RoCEv2Port)
+		changed = true
+	}
+	if changed {
+		pkt.SetICRC()
+	}
+	return dst
+}
+
+// Wait implements datapath.Port.
+func (p *Port) Wait(timeout time.Duration) error {
+	if p.closed {
+		return datapath.ErrClosed
+	}
+	_, err := unix.Poll(p.pollfd[:], int(timeout/time.Millisecond))
+	if err == unix.EINTR {
+		return nil
+	}
+	return err
+}
+
+// Stats implements datapath.Port.
+func (p *Port) Stats() *datapath.PortStats { return &p.stats }
+
+// Outstanding returns how many buffers are lent out.
+func (p *Port) Outstanding() int { return len(p.bufs) - len(p.free) }
+
+// Close implements datapath.Port.
+func (p *Port) Close() error {
+	if p.closed {
+		return datapath.ErrClosed
+	}
+	p.closed = true
+	return unix.Close(p.fd)
+}

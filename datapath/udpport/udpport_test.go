@@ -1,0 +1,206 @@
+package udpport_test
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/udpport"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/datapath/wire/wiretest"
+	"github.com/softrnic/softrnic/tests/topo"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var sizes = []int{0, 1, 3, 64, 1023, 1024, 2048, 4000, 4096}
+
+// frame builds a RoCEv2 frame between two addresses with the sample
+// header values (IPv4 ID and UDP source port not what the kernel uses, so
+// the port must fix them and the ICRC).
+func frame(src, dst netip.Addr, payload int, seq uint32) []byte {
+	f := wiretest.SampleFields(wire.RCRDMAWriteOnlyWithImmediate, payload, src.Is6(), seq)
+	f.IP4.Src, f.IP4.Dst, f.IP6.Src, f.IP6.Dst = src, dst, src, dst
+	f.IP4.ID = 0x1234 + uint16(seq)
+	n, _ := f.FrameLen()
+	b := make([]byte, n)
+	wire.Encode(b, &f)
+	return b
+}
+
+func send(t *testing.T, p datapath.Port, frames [][]byte) {
+	t.Helper()
+	bufs := make([]datapath.Frame, len(frames))
+	if n := p.Alloc(bufs); n != len(bufs) {
+		t.Fatalf("Alloc = %d", n)
+	}
+	for i, f := range frames {
+		bufs[i].Data = bufs[i].Data[:copy(bufs[i].Data, f)]
+	}
+	for sent := 0; sent < len(bufs); {
+		n, err := p.Send(bufs[sent:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+	}
+}
+
+func receive(t *testing.T, p datapath.Port, want int) []datapath.Frame {
+	t.Helper()
+	var got []datapath.Frame
+	bufs := make([]datapath.Frame, 16)
+	for deadline := time.Now().Add(5 * time.Second); len(got) < want && time.Now().Before(deadline); {
+		p.Wait(10 * time.Millisecond)
+		n, err := p.Recv(bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range bufs[:n] {
+			got = append(got, datapath.Frame{Data: append([]byte{}, f.Data...), NoICRC: f.NoICRC})
+		}
+		p.Release(bufs[:n])
+	}
+	return got
+}
+
+// exchange sends a frame of every size from a to b and checks what arrives:
+// the same transport headers and payload, a header the ICRC verifies over
+// (the port made the sent headers match the kernel's), and NoICRC set.
+func exchange(t *testing.T, a, b *udpport.Port, srcIP, dstIP netip.Addr) {
+	t.Helper()
+	var frames [][]byte
+	for i, size := range sizes {
+		frames = append(frames, frame(srcIP, dstIP, size, uint32(i)))
+	}
+	send(t, a, frames)
+	got := receive(t, b, len(frames))
+	if len(got) != len(frames) {
+		t.Fatalf("%v -> %v: %d of %d frames", srcIP, dstIP, len(got), len(frames))
+	}
+	for i := range frames {
+		var sent, rcvd wire.Packet
+		if err := wire.ParseNoICRC(frames[i], &sent); err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.Parse(got[i].Data, &rcvd); err != nil {
+			t.Errorf("frame %d (%d bytes): %v", i, sizes[i], err)
+			continue
+		}
+		if !got[i].NoICRC {
+			t.Errorf("frame %d: NoICRC not set", i)
+		}
+		if !bytes.Equal(sent.Frame[sent.BTHOff:sent.ICRCOff], rcvd.Frame[rcvd.BTHOff:rcvd.ICRCOff]) {
+			t.Errorf("frame %d: transport headers or payload differ", i)
+		}
+		if rcvd.IPv4Header() != nil && (rcvd.IPv4Header().Src() != srcIP || rcvd.IPv4Header().Dst() != dstIP) {
+			t.Errorf("frame %d: addresses %v -> %v", i, rcvd.IPv4Header().Src(), rcvd.IPv4Header().Dst())
+		}
+	}
+	if a.Outstanding() != 0 || b.Outstanding() != 0 {
+		t.Errorf("buffers lent out: %d and %d", a.Outstanding(), b.Outstanding())
+	}
+}
+
+func openIn(t *testing.T, ns *topo.Namespace, addr string) *udpport.Port {
+	t.Helper()
+	var p *udpport.Port
+	do := func() (err error) { p, err = udpport.Open(udpport.Config{Local: netip.MustParseAddr(addr)}); return }
+	var err error
+	if ns == nil {
+		err = do()
+	} else {
+		err = ns.Do(do)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestLoopback runs without root: two ports on two loopback addresses.
+func TestLoopback(t *testing.T) {
+	a, b := openIn(t, nil, "127.0.0.1"), openIn(t, nil, "127.0.0.2")
+	exchange(t, a, b, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
+	exchange(t, b, a, netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1"))
+}
+
+// TestVeth runs across a veth pair with a 9000-byte MTU, over IPv4 and IPv6,
+// both ways.
+func TestVeth(t *testing.T) {
+	tp := topo.Pair(t, 9000, 1)
+	for _, fam := range [][2]string{{"10.47.0.1", "10.47.0.2"}, {"fd47::1", "fd47::2"}} {
+		a, b := openIn(t, tp.NS("a"), fam[0]), openIn(t, tp.NS("b"), fam[1])
+		ipA, ipB := netip.MustParseAddr(fam[0]), netip.MustParseAddr(fam[1])
+		exchange(t, a, b, ipA, ipB)
+		exchange(t, b, a, ipB, ipA)
+	}
+}
+
+// TestBadInput: datagrams to port 4791 that are not RoCEv2 frames are
+// counted and dropped.
+func TestBadInput(t *testing.T) {
+	p, err := udpport.Open(udpport.Config{Local: netip.MustParseAddr("127.0.0.3"), MaxFrameLen: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.3:4791")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	good := frame(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.3"), 100, 1)
+	var pkt wire.Packet
+	wire.ParseNoICRC(good, &pkt)
+	payload := pkt.Frame[pkt.BTHOff:]
+	badOp := append([]byte{}, payload...)
+	badOp[0] = 0x15
+	for _, d := range [][]byte{{1, 2, 3, 4, 5}, badOp, make([]byte, 4000), payload} {
+		c.Write(d)
+	}
+	got := receive(t, p, 1)
+	time.Sleep(50 * time.Millisecond)
+	bufs := make([]datapath.Frame, 8)
+	if n, _ := p.Recv(bufs); n != 0 || len(got) != 1 {
+		t.Fatalf("passed up %d frames, want 1", len(got)+n)
+	}
+	s := p.Stats()
+	if s.RxDropRunt.Load() != 1 || s.RxDropMalformed.Load() != 1 || s.RxDropTooLong.Load() != 1 {
+		t.Errorf("drops: runt %d malformed %d too long %d", s.RxDropRunt.Load(), s.RxDropMalformed.Load(), s.RxDropTooLong.Load())
+	}
+	if p.Outstanding() != 0 {
+		t.Errorf("%d buffers lent out", p.Outstanding())
+	}
+}
+
+// TestNoAllocs: a steady-state send and receive allocates nothing.
+func TestNoAllocs(t *testing.T) {
+	a, b := openIn(t, nil, "127.0.0.4"), openIn(t, nil, "127.0.0.5")
+	f := frame(netip.MustParseAddr("127.0.0.4"), netip.MustParseAddr("127.0.0.5"), 1024, 1)
+	tx := make([]datapath.Frame, 8)
+	rx := make([]datapath.Frame, 8)
+	allocs := testing.AllocsPerRun(200, func() {
+		n := a.Alloc(tx)
+		for i := range n {
+			tx[i].Data = tx[i].Data[:copy(tx[i].Data, f)]
+		}
+		m, _ := a.Send(tx[:n])
+		a.Free(tx[m:n])
+		for got := 0; got < m; {
+			b.Wait(100 * time.Millisecond)
+			k, _ := b.Recv(rx)
+			b.Release(rx[:k])
+			got += k
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per batch", allocs)
+	}
+}
