@@ -187,6 +187,15 @@ func newNamespace(name, full string) (*Namespace, error) {
 	}
 	defer origin.Close()
 	h, err := netns.NewNamed(full) // moves this thread into the new namespace
+	if err == nil {
+		// Addresses usable at once: no duplicate address detection, which
+		// would hold IPv6 link-local addresses (and neighbour discovery
+		// from them) back for seconds.
+		for _, conf := range []string{"all", "default"} {
+			os.WriteFile("/proc/sys/net/ipv6/conf/"+conf+"/accept_dad", []byte("0"), 0)
+			os.WriteFile("/proc/sys/net/ipv6/conf/"+conf+"/dad_transmits", []byte("0"), 0)
+		}
+	}
 	if serr := netns.Set(origin); serr != nil {
 		// The thread is stuck in another namespace: let it die with the goroutine.
 		runtime.LockOSThread()
