@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench fuzz generate demo clean
+.PHONY: help build test lint bench bench-frames fuzz generate demo clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -25,6 +25,9 @@ test: lint ## run every test with the race detector (as root, the namespace test
 
 bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=1s)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
+
+bench-frames: build ## frame rates of the xsk and udp ports vs kernel UDP and iperf3 over a veth pair (root)
+	./bin/softrnic bench frames
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/portbench"
+)
+
+// runBench dispatches the benchmarks.
+func runBench(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "frames" {
+		fmt.Fprintln(stdout, "usage: softrnic bench frames [flags]   frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair")
+		if len(args) == 0 {
+			return flag.ErrHelp
+		}
+		return fmt.Errorf("unknown benchmark %q", args[0])
+	}
+	return runBenchFrames(args[1:], stdout)
+}
+
+func runBenchFrames(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench frames", flag.ContinueOnError)
+	sizes := fs.String("s", "64,1024,4096", "IB payload sizes, comma-separated")
+	dur := fs.Duration("d", 2*time.Second, "measurement time per cell")
+	batch := fs.Int("b", 64, "frames per batch")
+	methods := fs.String("m", "", "methods, comma-separated (default all: xsk,udp port,kernel UDP,iperf3 TCP)")
+	mtu := fs.Int("mtu", 9000, "veth MTU")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("the benchmark creates network namespaces: run it as root")
+	}
+	cfg := portbench.Config{Duration: *dur, Batch: *batch, MTU: *mtu}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad size %q", s)
+		}
+		cfg.Payloads = append(cfg.Payloads, n)
+	}
+	if *methods != "" {
+		for _, m := range strings.Split(*methods, ",") {
+			cfg.Methods = append(cfg.Methods, strings.TrimSpace(m))
+		}
+	}
+	fmt.Fprintf(stdout, "frame rates across a veth pair between two namespaces (MTU %d), %v per cell, batches of %d, one sender and one receiver\n\n",
+		*mtu, *dur, *batch)
+	results, err := portbench.Run(cfg)
+	if err != nil {
+		return err
+	}
+	printFrameResults(stdout, results)
+	return nil
+}
+
+func printFrameResults(w io.Writer, results []portbench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "payload B\tmethod\tframe B\tpackets/s\tGbit/s\tvs kernel UDP\tallocs/frame\t")
+	base := map[int]float64{}
+	for _, r := range results {
+		if r.Method == portbench.KernelUDP && r.Err == nil {
+			base[r.Payload] = r.PPS()
+		}
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(tw, "%d\t%s\t\t\t\t%v\t\t\n", r.Payload, r.Method, r.Err)
+			continue
+		}
+		pps, vs, allocs, size := "-", "-", "-", "-"
+		payload := strconv.Itoa(r.Payload)
+		if r.Payload == 0 {
+			payload = "128K writes"
+		}
+		if !strings.HasPrefix(r.Method, portbench.IPerf3) {
+			pps = fmt.Sprintf("%.0f", r.PPS())
+			allocs = fmt.Sprintf("%.2f", r.Allocs)
+			size = strconv.Itoa(r.FrameSize)
+			if b := base[r.Payload]; b > 0 {
+				vs = fmt.Sprintf("%.2fx", r.PPS()/b)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t\n", payload, r.Method, size, pps, r.Gbps(), vs, allocs)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,402 @@
+// Package portbench measures how fast frames cross a veth pair between two
+// network namespaces through each way softrnic can reach the wire, side by
+// side in one run:
+//
+//	xsk         the AF_XDP port (datapath/xsk), XDP program attached
+//	udp port    the kernel-UDP port (datapath/udpport)
+//	kernel UDP  plain UDP sockets with sendmmsg/recvmmsg batches, the baseline
+//	iperf3 TCP  a TCP stream, for scale (bytes only: TCP has no frames of ours)
+//
+// One side sends RoCEv2 RDMA WRITE ONLY frames of a given payload as fast as
+// it can for a fixed time; the other side counts what it receives.
+package portbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/udpport"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/datapath/xsk"
+	"github.com/softrnic/softrnic/tests/topo"
+)
+
+// Methods, in the order results are printed.
+const (
+	XSK       = "xsk"
+	UDPPort   = "udp port"
+	KernelUDP = "kernel UDP"
+	IPerf3    = "iperf3 TCP"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Payloads []int         // IB payload sizes (default 64, 1024, 4096)
+	Duration time.Duration // per measurement (default 2s)
+	Warmup   time.Duration // before each measurement (default 200ms)
+	Batch    int           // frames per batch (default 64)
+	Methods  []string      // default all
+	MTU      int           // veth MTU (default 9000)
+}
+
+// Result is one measurement.
+type Result struct {
+	Method    string
+	Payload   int
+	Frames    uint64 // received during the measurement; 0 for iperf3
+	Bytes     uint64 // payload bytes received
+	Elapsed   time.Duration
+	Err       error
+	Allocs    float64 // heap allocations per frame on the sender and receiver loops
+	FrameSize int     // bytes on the wire, Ethernet header to ICRC
+}
+
+// PPS is received frames per second.
+func (r Result) PPS() float64 { return float64(r.Frames) / r.Elapsed.Seconds() }
+
+// Gbps is received payload in Gbit/s.
+func (r Result) Gbps() float64 { return float64(r.Bytes) * 8 / r.Elapsed.Seconds() / 1e9 }
+
+func (c *Config) defaults() {
+	if len(c.Payloads) == 0 {
+		c.Payloads = []int{64, 1024, 4096}
+	}
+	if c.Duration == 0 {
+		c.Duration = 2 * time.Second
+	}
+	if c.Warmup == 0 {
+		c.Warmup = 200 * time.Millisecond
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	if len(c.Methods) == 0 {
+		c.Methods = []string{XSK, UDPPort, KernelUDP, IPerf3}
+	}
+	if c.MTU == 0 {
+		c.MTU = 9000
+	}
+}
+
+// Run builds the veth pair and runs every method at every payload size.
+//
+// After the per-size rows comes one "iperf3 TCP stream" row: TCP with
+// iperf3's default 128 KiB writes, plain TCP at its best on the link.
+func Run(cfg Config) ([]Result, error) {
+	cfg.defaults()
+	spec := topo.PairSpec(cfg.MTU, 1)
+	t, err := topo.Build(spec)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	b := &bench{cfg: cfg, a: t.NS("a"), b: t.NS("b"), spec: spec}
+	var results []Result
+	for _, size := range cfg.Payloads {
+		for _, m := range cfg.Methods {
+			r := Result{Method: m, Payload: size}
+			switch m {
+			case XSK:
+				r = b.runPorts(r, b.openXSK)
+			case UDPPort:
+				r = b.runPorts(r, b.openUDP)
+			case KernelUDP:
+				r = b.runKernelUDP(r)
+			case IPerf3:
+				r = b.runIPerf3(r)
+			default:
+				r.Err = fmt.Errorf("unknown method %q", m)
+			}
+			results = append(results, r)
+		}
+	}
+	if slices.Contains(cfg.Methods, IPerf3) {
+		results = append(results, b.runIPerf3(Result{Method: IPerf3 + " stream"}))
+	}
+	return results, nil
+}
+
+type bench struct {
+	cfg  Config
+	a, b *topo.Namespace
+	spec topo.Spec
+}
+
+// frame returns the RoCEv2 frame a sends: headers as the kernel would send
+// them (IPv4 ID 0, source port 4791), so neither port has to rewrite it.
+func (b *bench) frame(payload int) []byte {
+	l := b.spec.Links[0]
+	f := wire.FrameFields{
+		Ethernet: wire.EthernetFields{Src: wire.MAC(l.A.MAC), Dst: wire.MAC(l.B.MAC)},
+		IP4:      wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: l.A.Addrs[0].Addr(), Dst: l.B.Addrs[0].Addr()},
+		UDP:      wire.UDPFields{SrcPort: wire.RoCEv2Port, DstPort: wire.RoCEv2Port},
+		BTH:      wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PKey: wire.DefaultPKey, DestQP: 0x11},
+		RETH:     wire.RETHFields{VA: 0x10000, RKey: 0x100, DMALen: uint32(payload)},
+		Payload:  bytes.Repeat([]byte{0x5a}, payload),
+	}
+	n, _ := f.FrameLen()
+	buf := make([]byte, n)
+	wire.Encode(buf, &f)
+	return buf
+}
+
+type opener func(ns *topo.Namespace, end topo.End) (datapath.Port, func(), error)
+
+func (b *bench) openXSK(ns *topo.Namespace, end topo.End) (datapath.Port, func(), error) {
+	var d *xsk.Device
+	err := ns.Do(func() (err error) { d, err = xsk.Open(end.Name, xsk.Config{}, nil); return })
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.Sockets()[0], func() { d.Close() }, nil
+}
+
+func (b *bench) openUDP(ns *topo.Namespace, end topo.End) (datapath.Port, func(), error) {
+	var p *udpport.Port
+	err := ns.Do(func() (err error) {
+		p, err = udpport.Open(udpport.Config{Local: end.Addrs[0].Addr(), LocalMAC: wire.MAC(end.MAC), Buffers: 4096})
+		return
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, func() { p.Close() }, nil
+}
+
+// flusher is a port that can be nudged to transmit what it queued.
+type flusher interface{ Flush() }
+
+// runPorts sends frames from a port in a to a port in b.
+func (b *bench) runPorts(r Result, open opener) Result {
+	l := b.spec.Links[0]
+	tx, closeTx, err := open(b.a, l.A)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer closeTx()
+	rx, closeRx, err := open(b.b, l.B)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer closeRx()
+	frame := b.frame(r.Payload)
+	r.FrameSize = len(frame)
+
+	var frames, allocFrames atomic.Uint64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // receiver
+		defer wg.Done()
+		runtime.LockOSThread()
+		bufs := make([]datapath.Frame, b.cfg.Batch)
+		idle := 0
+		for !stop.Load() {
+			n, err := rx.Recv(bufs)
+			if err != nil {
+				return
+			}
+			if n == 0 {
+				if idle++; idle > spinPolls {
+					rx.Wait(10 * time.Millisecond)
+				}
+				continue
+			}
+			idle = 0
+			rx.Release(bufs[:n])
+			frames.Add(uint64(n))
+		}
+	}()
+	go func() { // sender
+		defer wg.Done()
+		runtime.LockOSThread()
+		bufs := make([]datapath.Frame, b.cfg.Batch)
+		for !stop.Load() {
+			n := tx.Alloc(bufs)
+			for i := range n {
+				bufs[i].Data = bufs[i].Data[:copy(bufs[i].Data, frame)]
+			}
+			m, _ := tx.Send(bufs[:n])
+			tx.Free(bufs[m:n])
+			allocFrames.Add(uint64(m))
+			if m == 0 {
+				if f, ok := tx.(flusher); ok {
+					f.Flush()
+				}
+				runtime.Gosched()
+			}
+		}
+	}()
+	r = measure(r, b.cfg, &frames, &allocFrames)
+	stop.Store(true)
+	wg.Wait()
+	return r
+}
+
+// spinPolls is how many empty polls a receiver makes before it sleeps: every
+// receiver busy-polls the same way, as a NIC's engine does under load.
+const spinPolls = 200
+
+// measure waits out the warmup, then counts received frames and the heap
+// allocations of both loops over the measurement.
+func measure(r Result, cfg Config, frames, sent *atomic.Uint64) Result {
+	time.Sleep(cfg.Warmup)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	f0, s0, t0 := frames.Load(), sent.Load(), time.Now()
+	time.Sleep(cfg.Duration)
+	f1, s1, t1 := frames.Load(), sent.Load(), time.Now()
+	runtime.ReadMemStats(&m1)
+	r.Frames = f1 - f0
+	r.Bytes = r.Frames * uint64(r.Payload)
+	r.Elapsed = t1.Sub(t0)
+	if n := (f1 - f0) + (s1 - s0); n > 0 {
+		r.Allocs = float64(m1.Mallocs-m0.Mallocs) / float64(n)
+	}
+	return r
+}
+
+// runKernelUDP sends the same RoCEv2 datagrams through plain UDP sockets,
+// batched with sendmmsg and recvmmsg.
+func (b *bench) runKernelUDP(r Result) Result {
+	l := b.spec.Links[0]
+	frame := b.frame(r.Payload)
+	r.FrameSize = len(frame)
+	datagram := frame[wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen:]
+	dst := netip.AddrPortFrom(l.B.Addrs[0].Addr(), wire.RoCEv2Port)
+	var rc, tc *net.UDPConn
+	if err := b.b.Do(func() (err error) { rc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); return }); err != nil {
+		r.Err = err
+		return r
+	}
+	defer rc.Close()
+	if err := b.a.Do(func() (err error) {
+		tc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(l.A.Addrs[0].Addr(), 0)))
+		return
+	}); err != nil {
+		r.Err = err
+		return r
+	}
+	defer tc.Close()
+	rc.SetReadBuffer(4 << 20)
+	tc.SetWriteBuffer(4 << 20)
+
+	var frames, sent atomic.Uint64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		pc := ipv4.NewPacketConn(rc)
+		msgs := make([]ipv4.Message, b.cfg.Batch)
+		for i := range msgs {
+			msgs[i].Buffers = [][]byte{make([]byte, 9216)}
+		}
+		idle := 0
+		for !stop.Load() {
+			flags := unix.MSG_DONTWAIT
+			if idle > spinPolls {
+				flags = 0
+				rc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			}
+			n, err := pc.ReadBatch(msgs, flags)
+			if err != nil || n == 0 {
+				idle++
+				continue
+			}
+			idle = 0
+			frames.Add(uint64(n))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		pc := ipv4.NewPacketConn(tc)
+		to := net.UDPAddrFromAddrPort(dst)
+		msgs := make([]ipv4.Message, b.cfg.Batch)
+		for i := range msgs {
+			msgs[i] = ipv4.Message{Buffers: [][]byte{datagram}, Addr: to}
+		}
+		for !stop.Load() {
+			n, err := pc.WriteBatch(msgs, 0)
+			if err != nil {
+				runtime.Gosched()
+			}
+			sent.Add(uint64(n))
+		}
+	}()
+	r = measure(r, b.cfg, &frames, &sent)
+	stop.Store(true)
+	wg.Wait()
+	return r
+}
+
+// runIPerf3 runs a TCP stream with writes of the payload size, or of
+// iperf3's default size for payload 0.
+func (b *bench) runIPerf3(r Result) Result {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		r.Err = errors.New("iperf3 not installed")
+		return r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Duration+20*time.Second)
+	defer cancel()
+	srv := b.b.Command(ctx, "iperf3", "-s", "-1", "-B", b.spec.Links[0].B.Addrs[0].Addr().String())
+	if err := srv.Start(); err != nil {
+		r.Err = err
+		return r
+	}
+	defer srv.Wait()
+	var out []byte
+	var err error
+	secs := strconv.Itoa(max(1, int(b.cfg.Duration.Round(time.Second)/time.Second))) // iperf3 takes whole seconds
+	for try := 0; try < 50; try++ {                                                  // until the server listens
+		args := []string{"-c", b.spec.Links[0].B.Addrs[0].Addr().String(), "-t", secs, "-J"}
+		if r.Payload > 0 {
+			args = append(args, "-l", strconv.Itoa(r.Payload))
+		}
+		out, err = b.a.Command(ctx, "iperf3", args...).Output()
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		srv.Process.Kill()
+		r.Err = fmt.Errorf("iperf3: %v", err)
+		return r
+	}
+	var rep struct {
+		End struct {
+			SumReceived struct {
+				Bytes   float64 `json:"bytes"`
+				Seconds float64 `json:"seconds"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		r.Err = fmt.Errorf("iperf3 output: %v", err)
+		return r
+	}
+	r.Bytes = uint64(rep.End.SumReceived.Bytes)
+	r.Elapsed = time.Duration(rep.End.SumReceived.Seconds * float64(time.Second))
+	return r
+}
