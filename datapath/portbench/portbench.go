@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,6 +351,17 @@ func (b *bench) runKernelUDP(r Result) Result {
 	return r
 }
 
+// iperf3Report is the part of iperf3's JSON report the benchmark reads.
+type iperf3Report struct {
+	Error string `json:"error"`
+	End   struct {
+		SumReceived struct {
+			Bytes   float64 `json:"bytes"`
+			Seconds float64 `json:"seconds"`
+		} `json:"sum_received"`
+	} `json:"end"`
+}
+
 // runIPerf3 runs a TCP stream with writes of the payload size, or of
 // iperf3's default size for payload 0.
 func (b *bench) runIPerf3(r Result) Result {
@@ -365,36 +377,28 @@ func (b *bench) runIPerf3(r Result) Result {
 		return r
 	}
 	defer srv.Wait()
-	var out []byte
-	var err error
-	secs := strconv.Itoa(max(1, int(b.cfg.Duration.Round(time.Second)/time.Second))) // iperf3 takes whole seconds
-	for try := 0; try < 50; try++ {                                                  // until the server listens
-		args := []string{"-c", b.spec.Links[0].B.Addrs[0].Addr().String(), "-t", secs, "-J"}
-		if r.Payload > 0 {
-			args = append(args, "-l", strconv.Itoa(r.Payload))
+	defer srv.Process.Kill() // a server that no client reached would wait for ever
+	// iperf3 takes whole seconds.
+	secs := strconv.Itoa(max(1, int(b.cfg.Duration.Round(time.Second)/time.Second)))
+	args := []string{"-c", b.spec.Links[0].B.Addrs[0].Addr().String(), "-t", secs, "-J"}
+	if r.Payload > 0 {
+		args = append(args, "-l", strconv.Itoa(r.Payload))
+	}
+	var rep iperf3Report
+	for try := 0; ; try++ {
+		out, err := b.a.Command(ctx, "iperf3", args...).Output()
+		rep = iperf3Report{}
+		if jerr := json.Unmarshal(out, &rep); jerr != nil && rep.Error == "" {
+			rep.Error = fmt.Sprintf("%v; output: %v", err, jerr)
 		}
-		out, err = b.a.Command(ctx, "iperf3", args...).Output()
-		if err == nil {
+		if rep.Error == "" && rep.End.SumReceived.Bytes > 0 {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		srv.Process.Kill()
-		r.Err = fmt.Errorf("iperf3: %v", err)
-		return r
-	}
-	var rep struct {
-		End struct {
-			SumReceived struct {
-				Bytes   float64 `json:"bytes"`
-				Seconds float64 `json:"seconds"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		r.Err = fmt.Errorf("iperf3 output: %v", err)
-		return r
+		if try == 50 || !strings.Contains(rep.Error, "unable to connect") {
+			r.Err = fmt.Errorf("iperf3: %s", rep.Error)
+			return r
+		}
+		time.Sleep(50 * time.Millisecond) // the server is not listening yet
 	}
 	r.Bytes = uint64(rep.End.SumReceived.Bytes)
 	r.Elapsed = time.Duration(rep.End.SumReceived.Seconds * float64(time.Second))

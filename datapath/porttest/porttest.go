@@ -42,12 +42,11 @@ type Port struct {
 	Link LinkStats
 	rng  *rand.Rand // faults on frames this port sends; used by Send only
 
-	mu     sync.Mutex // guards the fields below
-	bufs   [][]byte   // every buffer, indexed by handle
-	free   []uint32   // handles of free buffers
-	rxq    []uint32   // handles of received frames, oldest first
-	rxlen  []int      // their lengths
-	held   int        // handle held back for reordering, or -1
+	mu     sync.Mutex     // guards the fields below
+	pool   *datapath.Pool // every buffer, RX and TX
+	rxq    []uint32       // handles of received frames, oldest first
+	rxlen  []int          // their lengths
+	held   int            // handle held back for reordering, or -1
 	heldN  int
 	closed bool
 }
@@ -70,16 +69,10 @@ func newPort(cfg Config, seed uint64) *Port {
 		cfg:    cfg,
 		notify: make(chan struct{}, 1),
 		rng:    rand.New(rand.NewPCG(seed, seed>>1|1)),
-		bufs:   make([][]byte, cfg.Buffers),
-		free:   make([]uint32, 0, cfg.Buffers),
+		pool:   datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen),
 		rxq:    make([]uint32, 0, cfg.Buffers),
 		rxlen:  make([]int, 0, cfg.Buffers),
 		held:   -1,
-	}
-	mem := make([]byte, cfg.Buffers*cfg.MaxFrameLen)
-	for i := range p.bufs {
-		p.bufs[i] = mem[i*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen]
-		p.free = append(p.free, uint32(i))
 	}
 	return p
 }
@@ -96,10 +89,10 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	n, i := 0, 0
 	for ; i < len(p.rxq) && n < len(frames); i++ {
 		h, l := p.rxq[i], p.rxlen[i]
-		data := p.bufs[h][:l]
+		data := p.pool.Buf(h)[:l]
 		if err := wire.Classify(data); err != nil {
 			p.stats.CountDrop(err)
-			p.free = append(p.free, h)
+			p.pool.Return(h)
 			continue
 		}
 		frames[n] = datapath.Frame{Data: data, Handle: uint64(h)}
@@ -121,23 +114,14 @@ func (p *Port) Free(frames []datapath.Frame) { p.putBack(frames) }
 func (p *Port) putBack(frames []datapath.Frame) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := range frames {
-		p.free = append(p.free, uint32(frames[i].Handle))
-		frames[i] = datapath.Frame{}
-	}
+	p.pool.Put(frames)
 }
 
 // Alloc implements datapath.Port.
 func (p *Port) Alloc(frames []datapath.Frame) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := min(len(frames), len(p.free))
-	for i := range n {
-		h := p.free[len(p.free)-1-i]
-		frames[i] = datapath.Frame{Data: p.bufs[h], Handle: uint64(h)}
-	}
-	p.free = p.free[:len(p.free)-n]
-	return n
+	return p.pool.Get(frames)
 }
 
 // Send implements datapath.Port: each frame is copied to the peer through
@@ -203,15 +187,15 @@ func (p *Port) deliver(f []byte, corrupt int, holdBack bool) {
 	if p.closed {
 		return
 	}
-	if len(p.free) == 0 {
+	h, ok := p.pool.Take()
+	if !ok {
 		p.stats.RxDropKernel.Add(1) // like a full ring
 		return
 	}
-	h := p.free[len(p.free)-1]
-	p.free = p.free[:len(p.free)-1]
-	n := copy(p.bufs[h], f)
+	buf := p.pool.Buf(h)
+	n := copy(buf, f)
 	if corrupt >= 0 {
-		p.bufs[h][corrupt] ^= byte(1 + corrupt%255)
+		buf[corrupt] ^= byte(1 + corrupt%255)
 	}
 	if holdBack && p.held < 0 {
 		p.held, p.heldN = int(h), n
@@ -281,7 +265,7 @@ func (p *Port) Outstanding() int {
 	if p.held >= 0 {
 		held = 1
 	}
-	return len(p.bufs) - len(p.free) - len(p.rxq) - held
+	return p.pool.Lent() - len(p.rxq) - held
 }
 
 // ErrLeak is returned by CheckNoLeaks.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -16,42 +15,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// sendFrames sends each frame through a port and fails the test if the port
-// does not take it.
-func sendFrames(t *testing.T, p datapath.Port, frames [][]byte) {
-	t.Helper()
-	bufs := make([]datapath.Frame, 1)
-	for _, f := range frames {
-		if p.Alloc(bufs) != 1 {
-			t.Fatal("no transmit buffer")
-		}
-		bufs[0].Data = bufs[0].Data[:copy(bufs[0].Data, f)]
-		if n, err := p.Send(bufs); n != 1 || err != nil {
-			t.Fatalf("Send = %d, %v", n, err)
-		}
-	}
-}
+func sendFrames(t *testing.T, p datapath.Port, frames [][]byte) { porttest.SendAll(t, p, frames) }
 
-// drain receives until nothing has arrived for a while, copying each frame.
 func drain(t *testing.T, p datapath.Port) [][]byte {
-	t.Helper()
 	var got [][]byte
-	bufs := make([]datapath.Frame, 16)
-	for idle := 0; idle < 3; {
-		n, err := p.Recv(bufs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range bufs[:n] {
-			got = append(got, append([]byte{}, f.Data...))
-		}
-		p.Release(bufs[:n])
-		if n == 0 {
-			idle++
-			p.Wait(10 * time.Millisecond)
-		} else {
-			idle = 0
-		}
+	for _, r := range porttest.Drain(t, p) {
+		got = append(got, r.Data)
 	}
 	return got
 }

@@ -36,8 +36,7 @@ type Port struct {
 	fd     int
 	cfg    Config
 	hdrLen int // Ethernet, IP and UDP header bytes written before a datagram
-	bufs   [][]byte
-	free   []uint32
+	pool   *datapath.Pool
 	rx, tx batch
 	rxBufs []uint32
 	pollfd [1]unix.PollFd
@@ -76,12 +75,7 @@ func Open(cfg Config) (*Port, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	mem := make([]byte, cfg.Buffers*cfg.MaxFrameLen)
-	p.bufs = make([][]byte, cfg.Buffers)
-	for i := range p.bufs {
-		p.bufs[i] = mem[i*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen : (i+1)*cfg.MaxFrameLen]
-		p.free = append(p.free, uint32(i))
-	}
+	p.pool = datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen)
 	p.rx, p.tx = newBatch(cfg.Batch), newBatch(cfg.Batch)
 	p.rxBufs = make([]uint32, cfg.Batch)
 	p.pollfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
@@ -121,34 +115,40 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	if p.closed {
 		return 0, datapath.ErrClosed
 	}
-	k := min(len(frames), p.cfg.Batch, len(p.free))
-	for i := range k {
-		h := p.free[len(p.free)-1-i]
-		p.rxBufs[i] = h
-		p.rx.set(i, p.bufs[h][p.hdrLen:])
+	k := 0
+	for k < min(len(frames), p.cfg.Batch) {
+		h, ok := p.pool.Take()
+		if !ok {
+			break
+		}
+		p.rxBufs[k] = h
+		p.rx.set(k, p.pool.Buf(h)[p.hdrLen:])
+		k++
 	}
 	m, err := 0, error(nil)
 	if k > 0 {
 		m, err = recvmmsg(p.fd, &p.rx, k)
 	}
+	for _, h := range p.rxBufs[m:k] { // taken but not filled
+		p.pool.Return(h)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("udpport: recvmmsg: %w", err)
 	}
-	p.free = p.free[:len(p.free)-m] // the first m taken buffers hold data
 	n := 0
 	for i := range m {
 		h := p.rxBufs[i]
 		dlen := int(p.rx.hdrs[i].Len)
 		if p.rx.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 			p.stats.RxDropTooLong.Add(1)
-			p.free = append(p.free, h)
+			p.pool.Return(h)
 			continue
 		}
-		frame := p.bufs[h][:p.hdrLen+dlen]
+		frame := p.pool.Buf(h)[:p.hdrLen+dlen]
 		p.writeHeaders(frame, p.rx.addr(i))
 		if err := wire.Classify(frame); err != nil {
 			p.stats.CountDrop(err)
-			p.free = append(p.free, h)
+			p.pool.Return(h)
 			continue
 		}
 		frames[n] = datapath.Frame{Data: frame, Handle: uint64(h), NoICRC: true}
@@ -185,28 +185,13 @@ func (p *Port) writeHeaders(frame []byte, from netip.AddrPort) {
 }
 
 // Release implements datapath.Port.
-func (p *Port) Release(frames []datapath.Frame) { p.putBack(frames) }
+func (p *Port) Release(frames []datapath.Frame) { p.pool.Put(frames) }
 
 // Free implements datapath.Port.
-func (p *Port) Free(frames []datapath.Frame) { p.putBack(frames) }
-
-func (p *Port) putBack(frames []datapath.Frame) {
-	for i := range frames {
-		p.free = append(p.free, uint32(frames[i].Handle))
-		frames[i] = datapath.Frame{}
-	}
-}
+func (p *Port) Free(frames []datapath.Frame) { p.pool.Put(frames) }
 
 // Alloc implements datapath.Port.
-func (p *Port) Alloc(frames []datapath.Frame) int {
-	n := min(len(frames), len(p.free))
-	for i := range n {
-		h := p.free[len(p.free)-1-i]
-		frames[i] = datapath.Frame{Data: p.bufs[h], Handle: uint64(h)}
-	}
-	p.free = p.free[:len(p.free)-n]
-	return n
-}
+func (p *Port) Alloc(frames []datapath.Frame) int { return p.pool.Get(frames) }
 
 // Send implements datapath.Port. Each frame's UDP payload is sent to the
 // frame's destination address, port 4791. It stops early, without error,
@@ -243,7 +228,7 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 		p.stats.TxFrames.Add(1)
 		p.stats.TxBytes.Add(uint64(len(frames[i].Data)))
 	}
-	p.putBack(frames[:sent])
+	p.pool.Put(frames[:sent])
 	return sent, err
 }
 
@@ -295,7 +280,7 @@ func (p *Port) Wait(timeout time.Duration) error {
 func (p *Port) Stats() *datapath.PortStats { return &p.stats }
 
 // Outstanding returns how many buffers are lent out.
-func (p *Port) Outstanding() int { return len(p.bufs) - len(p.free) }
+func (p *Port) Outstanding() int { return p.pool.Lent() }
 
 // Close implements datapath.Port.
 func (p *Port) Close() error {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/wire/wiretest"
@@ -33,42 +34,6 @@ func frame(src, dst netip.Addr, payload int, seq uint32) []byte {
 	return b
 }
 
-func send(t *testing.T, p datapath.Port, frames [][]byte) {
-	t.Helper()
-	bufs := make([]datapath.Frame, len(frames))
-	if n := p.Alloc(bufs); n != len(bufs) {
-		t.Fatalf("Alloc = %d", n)
-	}
-	for i, f := range frames {
-		bufs[i].Data = bufs[i].Data[:copy(bufs[i].Data, f)]
-	}
-	for sent := 0; sent < len(bufs); {
-		n, err := p.Send(bufs[sent:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent += n
-	}
-}
-
-func receive(t *testing.T, p datapath.Port, want int) []datapath.Frame {
-	t.Helper()
-	var got []datapath.Frame
-	bufs := make([]datapath.Frame, 16)
-	for deadline := time.Now().Add(5 * time.Second); len(got) < want && time.Now().Before(deadline); {
-		p.Wait(10 * time.Millisecond)
-		n, err := p.Recv(bufs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range bufs[:n] {
-			got = append(got, datapath.Frame{Data: append([]byte{}, f.Data...), NoICRC: f.NoICRC})
-		}
-		p.Release(bufs[:n])
-	}
-	return got
-}
-
 // exchange sends a frame of every size from a to b and checks what arrives:
 // the same transport headers and payload, a header the ICRC verifies over
 // (the port made the sent headers match the kernel's), and NoICRC set.
@@ -78,8 +43,8 @@ func exchange(t *testing.T, a, b *udpport.Port, srcIP, dstIP netip.Addr) {
 	for i, size := range sizes {
 		frames = append(frames, frame(srcIP, dstIP, size, uint32(i)))
 	}
-	send(t, a, frames)
-	got := receive(t, b, len(frames))
+	porttest.SendAll(t, a, frames)
+	got := porttest.ReceiveN(t, b, len(frames))
 	if len(got) != len(frames) {
 		t.Fatalf("%v -> %v: %d of %d frames", srcIP, dstIP, len(got), len(frames))
 	}
@@ -165,7 +130,7 @@ func TestBadInput(t *testing.T) {
 	for _, d := range [][]byte{{1, 2, 3, 4, 5}, badOp, make([]byte, 4000), payload} {
 		c.Write(d)
 	}
-	got := receive(t, p, 1)
+	got := porttest.ReceiveN(t, p, 1)
 	time.Sleep(50 * time.Millisecond)
 	bufs := make([]datapath.Frame, 8)
 	if n, _ := p.Recv(bufs); n != 0 || len(got) != 1 {

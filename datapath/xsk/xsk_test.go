@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/wire/wiretest"
 	"github.com/softrnic/softrnic/datapath/xsk"
@@ -56,48 +57,12 @@ func frameFrom(fromA bool, op wire.Opcode, payload int, seq uint32) []byte {
 	return b
 }
 
-// transmit sends frames through a port, retrying while its ring is full.
-func transmit(t *testing.T, p datapath.Port, frames [][]byte) {
-	t.Helper()
-	bufs := make([]datapath.Frame, len(frames))
-	if n := p.Alloc(bufs); n != len(bufs) {
-		t.Fatalf("Alloc = %d of %d", n, len(bufs))
-	}
-	for i, f := range frames {
-		bufs[i].Data = bufs[i].Data[:copy(bufs[i].Data, f)]
-	}
-	for sent := 0; sent < len(bufs); {
-		n, err := p.Send(bufs[sent:])
-		if err != nil {
-			p.Free(bufs[sent+n:])
-			t.Fatalf("Send: %v", err)
-		}
-		sent += n
-		if n == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
+func transmit(t *testing.T, p datapath.Port, frames [][]byte) { porttest.SendAll(t, p, frames) }
 
-// receive waits for want frames and returns copies of them.
 func receive(t *testing.T, p datapath.Port, want int) [][]byte {
-	t.Helper()
 	var got [][]byte
-	bufs := make([]datapath.Frame, 64)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(got) < want && time.Now().Before(deadline) {
-		if s, ok := p.(*xsk.Socket); ok {
-			s.Flush()
-		}
-		p.Wait(10 * time.Millisecond)
-		n, err := p.Recv(bufs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range bufs[:n] {
-			got = append(got, append([]byte{}, f.Data...))
-		}
-		p.Release(bufs[:n])
+	for _, r := range porttest.ReceiveN(t, p, want) {
+		got = append(got, r.Data)
 	}
 	return got
 }
