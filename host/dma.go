@@ -1,0 +1,244 @@
+package host
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PCIe models the link between the NIC and host memory. The zero value is
+// memory speed: every transfer completes at once, in the caller.
+type PCIe struct {
+	Latency     time.Duration // added to every transfer
+	BytesPerSec float64       // link bandwidth; 0 means unlimited
+	MaxReads    int           // reads in flight at once; 0 means unlimited
+}
+
+func (p PCIe) instant() bool { return p.Latency == 0 && p.BytesPerSec == 0 }
+
+// Completer receives the completion of an asynchronous read.
+type Completer interface {
+	// DMADone is called once per ReadAsync, with the tag given to it, after
+	// the data is in the destination buffer (err == nil) or not.
+	DMADone(tag uint64, err error)
+}
+
+// DMAStats count the engine's transactions and bytes in each direction.
+type DMAStats struct {
+	Reads, ReadBytes, Writes, WriteBytes atomic.Uint64
+	Faults                               atomic.Uint64 // accesses outside mapped memory
+}
+
+// DMA is the only way the NIC reaches host memory. With a PCIe model,
+// transfers are carried out in issue order by the engine's own goroutine,
+// each when its modelled completion time comes (so a read never passes an
+// earlier write); without one they happen at once.
+type DMA struct {
+	mem   *Memory
+	model PCIe
+	stats DMAStats
+
+	mu       sync.Mutex // guards the queue and the model's clock
+	queue    []dmaOp    // ring of pending transfers
+	head, n  int
+	linkFree time.Time   // when the link finishes the last queued transfer
+	readDone []time.Time // completion times of the last MaxReads reads
+	readSeq  int
+	wake     chan struct{}
+	closed   bool
+	done     chan struct{}
+}
+
+type dmaOp struct {
+	at    time.Time // when the transfer completes
+	write bool
+	addr  uint64
+	buf   []byte
+	c     Completer
+	tag   uint64
+}
+
+// ErrDMABusy is returned when the engine's queue is full.
+var ErrDMABusy = errors.New("host: DMA queue full")
+
+// NewDMA returns an engine over mem. With a non-zero model it starts its
+// goroutine, which Close stops; queue is the number of transfers it can hold
+// (default 4096).
+func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
+	if queue == 0 {
+		queue = 4096
+	}
+	d := &DMA{mem: mem, model: model}
+	if !model.instant() {
+		d.queue = make([]dmaOp, queue)
+		if model.MaxReads > 0 {
+			d.readDone = make([]time.Time, model.MaxReads)
+		}
+		d.wake = make(chan struct{}, 1)
+		d.done = make(chan struct{})
+		go d.run()
+	}
+	return d
+}
+
+// Stats returns the engine's counters.
+func (d *DMA) Stats() *DMAStats { return &d.stats }
+
+// Memory returns the address space the engine reaches.
+func (d *DMA) Memory() *Memory { return d.mem }
+
+// Read copies len(dst) bytes at addr into dst and waits for them.
+func (d *DMA) Read(addr uint64, dst []byte) error {
+	if d.model.instant() {
+		return d.copy(false, addr, dst)
+	}
+	w := waiter{ch: make(chan error, 1)}
+	if err := d.ReadAsync(addr, dst, &w, 0); err != nil {
+		return err
+	}
+	return <-w.ch
+}
+
+type waiter struct{ ch chan error }
+
+func (w *waiter) DMADone(_ uint64, err error) { w.ch <- err }
+
+// ReadAsync copies len(dst) bytes at addr into dst and then calls
+// c.DMADone(tag, err): at once without a PCIe model, else from the engine's
+// goroutine when the modelled transfer completes.
+func (d *DMA) ReadAsync(addr uint64, dst []byte, c Completer, tag uint64) error {
+	if d.model.instant() {
+		c.DMADone(tag, d.copy(false, addr, dst))
+		return nil
+	}
+	return d.enqueue(dmaOp{addr: addr, buf: dst, c: c, tag: tag})
+}
+
+// Write posts a write of src to addr: it is applied before any transfer
+// issued after it. src must not change until then; with a PCIe model the
+// engine copies it first, so the caller may reuse it at once.
+func (d *DMA) Write(addr uint64, src []byte) error {
+	if d.model.instant() {
+		return d.copy(true, addr, src)
+	}
+	if _, err := d.mem.Slice(addr, len(src)); err != nil {
+		d.stats.Faults.Add(1)
+		return err
+	}
+	return d.enqueue(dmaOp{write: true, addr: addr, buf: append([]byte(nil), src...)})
+}
+
+func (d *DMA) copy(write bool, addr uint64, buf []byte) error {
+	mem, err := d.mem.Slice(addr, len(buf))
+	if err != nil {
+		d.stats.Faults.Add(1)
+		return err
+	}
+	if write {
+		copy(mem, buf)
+		d.stats.Writes.Add(1)
+		d.stats.WriteBytes.Add(uint64(len(buf)))
+	} else {
+		copy(buf, mem)
+		d.stats.Reads.Add(1)
+		d.stats.ReadBytes.Add(uint64(len(buf)))
+	}
+	return nil
+}
+
+// enqueue schedules a transfer on the modelled link.
+func (d *DMA) enqueue(op dmaOp) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return errors.New("host: DMA engine closed")
+	}
+	if d.n == len(d.queue) {
+		d.mu.Unlock()
+		return ErrDMABusy
+	}
+	now := time.Now()
+	start := now
+	if d.linkFree.After(start) {
+		start = d.linkFree
+	}
+	if !op.write && len(d.readDone) > 0 {
+		if prev := d.readDone[d.readSeq%len(d.readDone)]; prev.After(start) {
+			start = prev // no more than MaxReads reads in flight
+		}
+	}
+	xfer := time.Duration(0)
+	if d.model.BytesPerSec > 0 {
+		xfer = time.Duration(float64(len(op.buf)) / d.model.BytesPerSec * float64(time.Second))
+	}
+	d.linkFree = start.Add(xfer)
+	op.at = start.Add(xfer + d.model.Latency)
+	if !op.write && len(d.readDone) > 0 {
+		d.readDone[d.readSeq%len(d.readDone)] = op.at
+		d.readSeq++
+	}
+	d.queue[(d.head+d.n)%len(d.queue)] = op
+	d.n++
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// run carries out queued transfers in order, each at its completion time,
+// spinning while transfers are due within microseconds.
+func (d *DMA) run() {
+	runtime.LockOSThread()
+	defer close(d.done)
+	for {
+		d.mu.Lock()
+		if d.n == 0 {
+			closed := d.closed
+			d.mu.Unlock()
+			if closed {
+				return
+			}
+			<-d.wake
+			continue
+		}
+		op := d.queue[d.head]
+		d.mu.Unlock()
+		for {
+			wait := time.Until(op.at)
+			if wait <= 0 {
+				break
+			}
+			if wait > 200*time.Microsecond {
+				time.Sleep(wait - 100*time.Microsecond)
+			}
+		}
+		err := d.copy(op.write, op.addr, op.buf)
+		d.mu.Lock()
+		d.queue[d.head] = dmaOp{}
+		d.head = (d.head + 1) % len(d.queue)
+		d.n--
+		d.mu.Unlock()
+		if op.c != nil {
+			op.c.DMADone(op.tag, err)
+		}
+	}
+}
+
+// Close stops the engine after the queued transfers.
+func (d *DMA) Close() {
+	if d.model.instant() {
+		return
+	}
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	<-d.done
+}

@@ -1,0 +1,140 @@
+package host_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/host"
+)
+
+func TestMemory(t *testing.T) {
+	m := host.NewMemory()
+	a := m.Alloc(100)
+	buf := []byte("registered buffer")
+	b := m.Map(buf)
+	if a == 0 || b <= a || b%4096 != 0 {
+		t.Fatalf("IOVAs %#x %#x", a, b)
+	}
+	s, err := m.Slice(b+11, 6)
+	if err != nil || string(s) != "buffer" {
+		t.Fatalf("Slice = %q, %v", s, err)
+	}
+	for _, c := range []struct {
+		addr uint64
+		n    int
+	}{{0, 1}, {a + 99, 2}, {a + 100, 1}, {b - 1, 2}, {b + 17, 1}, {1 << 60, 1}} {
+		if _, err := m.Slice(c.addr, c.n); !errors.Is(err, host.ErrFault) {
+			t.Errorf("Slice(%#x, %d) = %v, want ErrFault", c.addr, c.n, err)
+		}
+	}
+	if err := m.Unmap(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Slice(b, 1); !errors.Is(err, host.ErrFault) {
+		t.Error("unmapped region still reachable")
+	}
+}
+
+type recorder struct {
+	tags []uint64
+	at   []time.Time
+	n    atomic.Int32
+}
+
+func (r *recorder) DMADone(tag uint64, err error) {
+	r.tags = append(r.tags, tag)
+	r.at = append(r.at, time.Now())
+	r.n.Add(1)
+}
+
+// TestDMA checks copies, faults, counters, and with a PCIe model the
+// latency and the ordering of writes before later reads.
+func TestDMA(t *testing.T) {
+	for _, model := range []host.PCIe{{}, {Latency: 50 * time.Microsecond, BytesPerSec: 1e9, MaxReads: 2}} {
+		m := host.NewMemory()
+		d := host.NewDMA(m, model, 0)
+		addr := m.Alloc(4096)
+		if err := d.Write(addr+8, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 5)
+		start := time.Now()
+		if err := d.Read(addr+8, got); err != nil || string(got) != "hello" {
+			t.Fatalf("%+v: Read = %q, %v", model, got, err)
+		}
+		if el := time.Since(start); el < model.Latency {
+			t.Errorf("%+v: read took %v", model, el)
+		}
+		if err := d.Read(addr+4095, got); !errors.Is(err, host.ErrFault) {
+			t.Errorf("%+v: read across the end: %v", model, err)
+		}
+		var r recorder
+		bufs := make([][]byte, 4)
+		for i := range bufs {
+			bufs[i] = make([]byte, 8)
+			binary.LittleEndian.PutUint64(bufs[i], 0)
+			if err := d.Write(addr+uint64(64*i), []byte{byte(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.ReadAsync(addr+uint64(64*i), bufs[i], &r, uint64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for deadline := time.Now().Add(time.Second); r.n.Load() < 4 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		d.Close()
+		for i, tag := range r.tags {
+			if tag != uint64(i) || bufs[i][0] != byte(i+1) {
+				t.Errorf("%+v: completion %d: tag %d data %d", model, i, tag, bufs[i][0])
+			}
+		}
+		if s := d.Stats(); s.Reads.Load() != 5 || s.Writes.Load() != 5 || s.Faults.Load() != 1 {
+			t.Errorf("%+v: reads %d writes %d faults %d", model, s.Reads.Load(), s.Writes.Load(), s.Faults.Load())
+		}
+	}
+}
+
+func TestTablesAndRegistration(t *testing.T) {
+	m := host.NewMemory()
+	qpc := host.NewTable(m, host.QPC, host.EntrySizes[host.QPC], 16)
+	e, err := qpc.Entry(3)
+	if err != nil || len(e) != 128 {
+		t.Fatal(err)
+	}
+	copy(e, "qp three")
+	addr, _ := qpc.Addr(3)
+	d := host.NewDMA(m, host.PCIe{}, 0)
+	got := make([]byte, 8)
+	if err := d.Read(addr, got); err != nil || string(got) != "qp three" {
+		t.Fatalf("DMA read of QPC 3: %q, %v", got, err)
+	}
+	if _, err := qpc.Addr(16); !errors.Is(err, host.ErrIndex) {
+		t.Errorf("index 16 of 16: %v", err)
+	}
+	mtt := host.NewTable(m, host.MTT, 8, 8)
+	reg, err := host.NewRegistrar(m, mtt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := bytes.Repeat([]byte{7}, 3*4096+1)
+	mr, err := reg.Register(buf)
+	if err != nil || mr.Pages != 4 {
+		t.Fatalf("Register: %+v, %v", mr, err)
+	}
+	for p := range 4 {
+		e, _ := mtt.Entry(mr.FirstMTT + uint64(p))
+		page := binary.LittleEndian.Uint64(e)
+		b, err := m.Slice(page, 1)
+		if page != mr.IOVA+uint64(p*4096) || err != nil || b[0] != 7 {
+			t.Errorf("page %d at %#x: %v", p, page, err)
+		}
+	}
+	if _, err := reg.Register(make([]byte, 5*4096)); !errors.Is(err, host.ErrMTTFull) {
+		t.Errorf("overfull MTT: %v", err)
+	}
+}
