@@ -192,7 +192,6 @@ func (d *DMA) enqueue(op dmaOp) error {
 // run carries out queued transfers in order, each at its completion time,
 // spinning while transfers are due within microseconds.
 func (d *DMA) run() {
-	runtime.LockOSThread()
 	defer close(d.done)
 	for {
 		d.mu.Lock()
@@ -214,6 +213,8 @@ func (d *DMA) run() {
 			}
 			if wait > 200*time.Microsecond {
 				time.Sleep(wait - 100*time.Microsecond)
+			} else {
+				runtime.Gosched() // spin, but let the pipelines run
 			}
 		}
 		err := d.copy(op.write, op.addr, op.buf)
@@ -241,4 +242,20 @@ func (d *DMA) Close() {
 	default:
 	}
 	<-d.done
+}
+
+// Quiesce waits until every transfer queued so far has been carried out.
+func (d *DMA) Quiesce() {
+	if d.model.instant() {
+		return
+	}
+	for {
+		d.mu.Lock()
+		n := d.n
+		d.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
 }

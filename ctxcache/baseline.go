@@ -1,0 +1,227 @@
+package ctxcache
+
+import (
+	"sync"
+
+	"github.com/softrnic/softrnic/host"
+)
+
+// Baseline is the blocking design GCCache is measured against: the same
+// sets and ways, but requests are answered strictly in arrival order (first
+// request, first response), so a hit behind a miss waits for the miss's
+// host fetch, and every miss fetches for itself, even a line already on its
+// way.
+type Baseline struct {
+	ad         Adapter
+	dma        *host.DMA
+	cfg        Config
+	entryWords int
+	lineWords  int
+	resp       []*queue[Response]
+
+	mu      sync.Mutex // guards everything below
+	tags    []uint64   // line+1 per way; 0 = invalid
+	ages    []uint32
+	clock   uint32
+	data    []uint64
+	fifo    []breq // requests in arrival order, a ring
+	head, n int
+	pidFree []uint32
+	pidData []uint64
+	pidBuf  [][]byte // the line each PID's fetch reads into
+	pidSlot []int    // the FIFO slot of each PID's request
+	lineBuf []uint64
+	stats   Stats
+}
+
+type breq struct {
+	pid  uint32
+	pipe uint16
+	idx  uint64
+	done bool
+	err  bool
+}
+
+var _ Cache = (*Baseline)(nil)
+
+// NewBaseline returns a blocking cache with the geometry of cfg
+// (Outstanding is not used: every miss fetches).
+func NewBaseline(ad Adapter, dma *host.DMA, cfg Config) (*Baseline, error) {
+	if err := ad.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	b := &Baseline{
+		ad: ad, dma: dma, cfg: cfg, entryWords: ad.entryWords(), lineWords: ad.lineWords(),
+		resp:    make([]*queue[Response], cfg.Pipelines),
+		tags:    make([]uint64, cfg.Sets*cfg.Ways),
+		ages:    make([]uint32, cfg.Sets*cfg.Ways),
+		data:    make([]uint64, cfg.Sets*cfg.Ways*ad.lineWords()),
+		fifo:    make([]breq, cfg.PIDs),
+		pidData: make([]uint64, cfg.PIDs*ad.entryWords()),
+		pidBuf:  make([][]byte, cfg.PIDs),
+		pidSlot: make([]int, cfg.PIDs),
+		lineBuf: make([]uint64, ad.lineWords()),
+	}
+	for i := range b.resp {
+		b.resp[i] = newQueue[Response](cfg.PIDs)
+	}
+	for i := range cfg.PIDs {
+		b.pidFree = append(b.pidFree, uint32(cfg.PIDs-1-i))
+		b.pidBuf[i] = make([]byte, ad.lineBytes())
+	}
+	return b, nil
+}
+
+func (b *Baseline) setOf(line uint64) int {
+	return int((line * 0x9e3779b97f4a7c15 >> 32) % uint64(b.cfg.Sets))
+}
+
+// find returns the way holding line, or -1.
+//
+// Preconditions: b.mu is held.
+func (b *Baseline) find(line uint64) int {
+	base := b.setOf(line) * b.cfg.Ways
+	for i := range b.cfg.Ways {
+		if b.tags[base+i] == line+1 {
+			return base + i
+		}
+	}
+	return -1
+}
+
+// Lookup implements Cache. Only with no request waiting ahead does a hit
+// return at once.
+func (b *Baseline) Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32) {
+	b.mu.Lock()
+	b.stats.Lookups++
+	if idx >= uint64(b.ad.Table.Count) {
+		b.stats.Faults++
+		b.mu.Unlock()
+		return Fault, 0
+	}
+	line, off := b.ad.line(idx)
+	w := b.find(line)
+	if w >= 0 && b.n == 0 {
+		copy(dst[:b.entryWords], b.data[w*b.lineWords+off:])
+		b.clock++
+		b.ages[w] = b.clock
+		b.stats.Hits++
+		b.mu.Unlock()
+		return Hit, 0
+	}
+	if len(b.pidFree) == 0 {
+		b.stats.Stalls++
+		b.mu.Unlock()
+		return Stall, 0
+	}
+	pid := b.pidFree[len(b.pidFree)-1]
+	b.pidFree = b.pidFree[:len(b.pidFree)-1]
+	slot := (b.head + b.n) % len(b.fifo)
+	b.fifo[slot] = breq{pid: pid, pipe: uint16(pipe), idx: idx}
+	b.pidSlot[pid] = slot
+	b.n++
+	if w >= 0 { // a hit, but it waits its turn
+		copy(b.Data(pid), b.data[w*b.lineWords+off:])
+		b.clock++
+		b.ages[w] = b.clock
+		b.fifo[slot].done = true
+		b.stats.Hits++
+		b.mu.Unlock()
+		return Miss, pid
+	}
+	b.stats.Misses++
+	b.stats.HostFetches++
+	addr, n := b.ad.lineAddr(line)
+	buf := b.pidBuf[pid][:n]
+	b.mu.Unlock()
+	if err := b.dma.ReadAsync(addr, buf, b, uint64(pid)); err != nil {
+		b.DMADone(uint64(pid), err)
+	}
+	return Miss, pid
+}
+
+// DMADone installs a fetched line and answers every request at the head of
+// the queue that is ready.
+func (b *Baseline) DMADone(tag uint64, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pid := uint32(tag)
+	r := &b.fifo[b.pidSlot[pid]]
+	line, off := b.ad.line(r.idx)
+	if err != nil {
+		b.stats.Faults++
+		clear(b.Data(pid))
+		r.err = true
+	} else {
+		wordsFromBytes(b.lineBuf, b.pidBuf[pid])
+		copy(b.Data(pid), b.lineBuf[off:])
+		b.install(line, b.lineBuf)
+	}
+	r.done = true
+	for b.n > 0 && b.fifo[b.head].done {
+		h := b.fifo[b.head]
+		b.resp[h.pipe].push(Response{PID: h.pid, Index: h.idx, Err: h.err})
+		b.head = (b.head + 1) % len(b.fifo)
+		b.n--
+	}
+}
+
+// install puts a line into its set over the least recently used way.
+//
+// Preconditions: b.mu is held.
+func (b *Baseline) install(line uint64, words []uint64) {
+	base := b.setOf(line) * b.cfg.Ways
+	victim := -1
+	for i := range b.cfg.Ways {
+		if b.tags[base+i] == 0 || b.tags[base+i] == line+1 {
+			victim = base + i
+			break
+		}
+		if victim < 0 || b.clock-b.ages[base+i] > b.clock-b.ages[victim] {
+			victim = base + i
+		}
+	}
+	if b.tags[victim] != 0 && b.tags[victim] != line+1 {
+		b.stats.Evictions++
+	}
+	b.tags[victim] = line + 1
+	copy(b.data[victim*b.lineWords:], words)
+	b.clock++
+	b.ages[victim] = b.clock
+}
+
+// Poll implements Cache.
+func (b *Baseline) Poll(pipe int, out []Response) int {
+	n := 0
+	for n < len(out) {
+		r, ok := b.resp[pipe].pop()
+		if !ok {
+			break
+		}
+		out[n] = r
+		n++
+	}
+	return n
+}
+
+// Data implements Cache.
+func (b *Baseline) Data(pid uint32) []uint64 {
+	return b.pidData[int(pid)*b.entryWords : (int(pid)+1)*b.entryWords]
+}
+
+// Release implements Cache.
+func (b *Baseline) Release(pid uint32) {
+	b.mu.Lock()
+	b.pidFree = append(b.pidFree, pid)
+	b.mu.Unlock()
+}
+
+// Stats implements Cache.
+func (b *Baseline) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}

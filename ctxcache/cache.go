@@ -1,0 +1,620 @@
+package ctxcache
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softrnic/softrnic/host"
+)
+
+// Status is the outcome of a lookup.
+type Status uint8
+
+// Lookup outcomes.
+const (
+	Hit   Status = iota // the entry is in dst
+	Miss                // a ticket (PID) was issued; its Response comes on the pipeline's queue
+	Stall               // no PID or outstanding-table entry free: counted back-pressure, retry later
+	Fault               // the index is beyond the table
+)
+
+func (s Status) String() string {
+	return [...]string{"hit", "miss", "stall", "fault"}[s]
+}
+
+// Response answers a ticket: the entry is at Data(PID) until Release(PID).
+type Response struct {
+	PID   uint32
+	Index uint64
+	Err   bool // the host fetch failed; Data holds zeros
+}
+
+// Cache is what a pipeline needs of a context cache; GCCache and the
+// blocking Baseline both provide it.
+type Cache interface {
+	Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32)
+	Poll(pipe int, out []Response) int
+	Data(pid uint32) []uint64
+	Release(pid uint32)
+	Stats() Stats
+}
+
+// Config sizes a cache. Zero values take the defaults.
+type Config struct {
+	Sets        int // default 512
+	Ways        int // default 4
+	Outstanding int // outstanding-table entries: host fetches in flight (default 64)
+	PIDs        int // tickets in flight, merged ones included (default 256)
+	Pipelines   int // pipelines that look up and poll (default 1)
+}
+
+func (c *Config) defaults() error {
+	if c.Sets == 0 {
+		c.Sets = 512
+	}
+	if c.Ways == 0 {
+		c.Ways = 4
+	}
+	if c.Outstanding == 0 {
+		c.Outstanding = 64
+	}
+	if c.PIDs == 0 {
+		c.PIDs = 256
+	}
+	if c.Pipelines == 0 {
+		c.Pipelines = 1
+	}
+	if c.Sets < 1 || c.Ways < 1 || c.Outstanding < 1 || c.PIDs < c.Outstanding || c.Pipelines < 1 {
+		return fmt.Errorf("ctxcache: bad geometry %+v", *c)
+	}
+	return nil
+}
+
+// Stats are a cache's counters.
+type Stats struct {
+	Lookups, Hits, Misses uint64
+	Merged                uint64 // misses linked behind an outstanding fetch of the same line
+	HostFetches           uint64
+	Evictions, WriteBacks uint64
+	Stalls                uint64 // lookups refused: no PID or outstanding entry free
+	Faults                uint64 // indices beyond the table, and failed host fetches
+}
+
+// pipeStats are one pipeline's counters, on their own cache line.
+type pipeStats struct {
+	lookups, hits atomic.Uint64
+	_             [48]byte
+}
+
+// GCCache is the non-blocking context cache. Lookups from any number of
+// pipelines take no lock on a hit: each set is guarded by a sequence
+// counter that writers bump around every change, and readers retry if it
+// moved. A miss takes a ticket (PID) and returns at once; the fetch goes
+// through the DMA engine, and misses on a line already being fetched are
+// linked behind the first (the next-PID chain) instead of fetching again.
+// When the data arrives the line is installed and every linked ticket is
+// answered, in arrival order, on its pipeline's response queue.
+//
+//	Lookup ─► set (seqlock) ─ hit ─► copy entry ─► Hit
+//	             │ miss
+//	             ▼
+//	     outstanding table ── same line in flight? ─ yes ─► link PID (Merged) ─► Miss
+//	             │ no
+//	             ▼
+//	     DMA read (async) ─► DMADone: install line, walk PID chain ─► response queues
+type GCCache struct {
+	ad         Adapter
+	dma        *host.DMA
+	cfg        Config
+	entryWords int
+	lineWords  int
+	sets       []set
+	ways       []way    // sets × ways
+	data       []uint64 // sets × ways × lineWords, read and written atomically
+	pipes      []pipeStats
+	resp       []*queue[Response]
+
+	mu      sync.Mutex // the miss path: outstanding table and PIDs; taken before a set's lock
+	ot      []otEntry
+	otFree  []int32
+	pidFree []uint32
+	pidNext []int32  // next PID in a chain, or -1
+	pidPipe []uint16 // pipeline of each PID
+	pidIdx  []uint64 // index looked up
+	pidData []uint64 // PIDs × entryWords
+	lineBuf []uint64 // scratch of the response handler, under mu
+	wbBuf   []uint64 // scratch of write-backs, under mu
+	byteBuf []byte
+
+	misses, merged, fetches       atomic.Uint64
+	evictions, writeBacks, stalls atomic.Uint64
+	faults                        atomic.Uint64
+}
+
+type set struct {
+	seq   atomic.Uint32 // odd while a writer changes the set
+	clock atomic.Uint32 // LRU clock
+	mu    sync.Mutex    // writers
+	_     [52]byte
+}
+
+type way struct {
+	tag   atomic.Uint64 // line+1; 0 = invalid
+	age   atomic.Uint32 // set clock at last use
+	dirty atomic.Bool
+}
+
+type otEntry struct {
+	valid      bool
+	drop       bool // invalidated while in flight: serve, do not install
+	line       uint64
+	head, tail int32
+	buf        []byte   // the fetched line
+	overlay    []uint64 // writes made while in flight
+	written    uint32   // entries in overlay (bit per entry of the line)
+}
+
+var _ Cache = (*GCCache)(nil)
+
+// New returns a GCCache for one context type, fetching through dma.
+func New(ad Adapter, dma *host.DMA, cfg Config) (*GCCache, error) {
+	if err := ad.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if ad.EntriesPerLine > 32 {
+		return nil, errors.New("ctxcache: at most 32 entries per line")
+	}
+	c := &GCCache{
+		ad: ad, dma: dma, cfg: cfg,
+		entryWords: ad.entryWords(), lineWords: ad.lineWords(),
+		sets:    make([]set, cfg.Sets),
+		ways:    make([]way, cfg.Sets*cfg.Ways),
+		data:    make([]uint64, cfg.Sets*cfg.Ways*ad.lineWords()),
+		pipes:   make([]pipeStats, cfg.Pipelines),
+		resp:    make([]*queue[Response], cfg.Pipelines),
+		ot:      make([]otEntry, cfg.Outstanding),
+		pidNext: make([]int32, cfg.PIDs),
+		pidPipe: make([]uint16, cfg.PIDs),
+		pidIdx:  make([]uint64, cfg.PIDs),
+		pidData: make([]uint64, cfg.PIDs*ad.entryWords()),
+		lineBuf: make([]uint64, ad.lineWords()),
+		wbBuf:   make([]uint64, ad.lineWords()),
+		byteBuf: make([]byte, ad.lineBytes()),
+	}
+	for i := range c.resp {
+		c.resp[i] = newQueue[Response](cfg.PIDs)
+	}
+	for i := range c.ot {
+		c.ot[i].buf = make([]byte, ad.lineBytes())
+		c.ot[i].overlay = make([]uint64, ad.lineWords())
+		c.otFree = append(c.otFree, int32(cfg.Outstanding-1-i))
+	}
+	for i := range cfg.PIDs {
+		c.pidFree = append(c.pidFree, uint32(cfg.PIDs-1-i))
+	}
+	return c, nil
+}
+
+// setOf spreads lines over sets (Fibonacci hashing, so that runs of
+// consecutive QP numbers do not crowd a few sets).
+func (c *GCCache) setOf(line uint64) int {
+	return int((line * 0x9e3779b97f4a7c15 >> 32) % uint64(len(c.sets)))
+}
+
+// read copies entry words at off of a cached line into dst, lock-free. It
+// reports whether the line was there.
+func (c *GCCache) read(line uint64, off int, dst []uint64) bool {
+	si := c.setOf(line)
+	s := &c.sets[si]
+	base := si * c.cfg.Ways
+	for {
+		v := s.seq.Load()
+		if v&1 != 0 {
+			continue // a writer is changing the set
+		}
+		w := -1
+		for i := range c.cfg.Ways {
+			if c.ways[base+i].tag.Load() == line+1 {
+				w = i
+				break
+			}
+		}
+		if w >= 0 {
+			d := c.data[(base+w)*c.lineWords+off:]
+			for i := range dst {
+				dst[i] = atomic.LoadUint64(&d[i])
+			}
+		}
+		if s.seq.Load() != v {
+			continue
+		}
+		if w >= 0 {
+			c.ways[base+w].age.Store(s.clock.Add(1))
+		}
+		return w >= 0
+	}
+}
+
+// Lookup looks up entry idx for a pipeline. On a hit the entry is copied
+// into dst (EntrySize/8 words). On a miss the returned PID's Response
+// arrives on the pipeline's queue.
+func (c *GCCache) Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32) {
+	ps := &c.pipes[pipe]
+	ps.lookups.Add(1)
+	if idx >= uint64(c.ad.Table.Count) {
+		c.faults.Add(1)
+		return Fault, 0
+	}
+	line, off := c.ad.line(idx)
+	if c.read(line, off, dst[:c.entryWords]) {
+		ps.hits.Add(1)
+		return Hit, 0
+	}
+	return c.miss(pipe, idx, line, off, dst)
+}
+
+// miss is the miss path.
+func (c *GCCache) miss(pipe int, idx, line uint64, off int, dst []uint64) (Status, uint32) {
+	c.mu.Lock()
+	// The line may have been installed since the lock-free read: fills
+	// happen under c.mu, so this second look is final.
+	if c.read(line, off, dst[:c.entryWords]) {
+		c.mu.Unlock()
+		c.pipes[pipe].hits.Add(1)
+		return Hit, 0
+	}
+	if len(c.pidFree) == 0 {
+		c.mu.Unlock()
+		c.stalls.Add(1)
+		return Stall, 0
+	}
+	e := int32(-1)
+	for i := range c.ot {
+		if c.ot[i].valid && c.ot[i].line == line {
+			e = int32(i)
+			break
+		}
+	}
+	if e < 0 && len(c.otFree) == 0 {
+		c.mu.Unlock()
+		c.stalls.Add(1)
+		return Stall, 0
+	}
+	pid := c.pidFree[len(c.pidFree)-1]
+	c.pidFree = c.pidFree[:len(c.pidFree)-1]
+	c.pidNext[pid], c.pidPipe[pid], c.pidIdx[pid] = -1, uint16(pipe), idx
+	c.misses.Add(1)
+	if e >= 0 { // the line is on its way: link behind the last ticket
+		ot := &c.ot[e]
+		c.pidNext[ot.tail] = int32(pid)
+		ot.tail = int32(pid)
+		c.merged.Add(1)
+		c.mu.Unlock()
+		return Miss, pid
+	}
+	e = c.otFree[len(c.otFree)-1]
+	c.otFree = c.otFree[:len(c.otFree)-1]
+	ot := &c.ot[e]
+	ot.valid, ot.drop, ot.line, ot.head, ot.tail, ot.written = true, false, line, int32(pid), int32(pid), 0
+	addr, n := c.ad.lineAddr(line)
+	buf := ot.buf[:n]
+	c.fetches.Add(1)
+	c.mu.Unlock()
+	if err := c.dma.ReadAsync(addr, buf, c, uint64(e)); err != nil {
+		c.DMADone(uint64(e), err)
+	}
+	return Miss, pid
+}
+
+// DMADone is the response handler: the host fetch for outstanding entry
+// tag has arrived. The line is installed (unless invalidated meanwhile) and
+// every ticket linked to it is answered in arrival order.
+func (c *GCCache) DMADone(tag uint64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ot := &c.ot[tag]
+	words := c.lineBuf
+	wordsFromBytes(words, ot.buf)
+	for i := range c.ad.EntriesPerLine {
+		if ot.written&(1<<i) != 0 {
+			copy(words[i*c.entryWords:(i+1)*c.entryWords], ot.overlay[i*c.entryWords:])
+		}
+	}
+	if err == nil && !ot.drop {
+		c.install(ot.line, words, ot.written != 0)
+	} else if ot.written != 0 { // not installed: the writes made in flight go to host memory
+		first := ot.line * uint64(c.ad.EntriesPerLine)
+		for i := range c.ad.EntriesPerLine {
+			if ot.written&(1<<i) != 0 {
+				c.writeHost(first+uint64(i), words[i*c.entryWords:])
+			}
+		}
+	}
+	if err != nil {
+		c.faults.Add(1)
+	}
+	for pid := ot.head; pid >= 0; pid = c.pidNext[pid] {
+		_, off := c.ad.line(c.pidIdx[pid])
+		d := c.pidData[int(pid)*c.entryWords : (int(pid)+1)*c.entryWords]
+		if err == nil {
+			copy(d, words[off:])
+		} else {
+			clear(d)
+		}
+		// The queue holds as many responses as there are PIDs: never full.
+		c.resp[c.pidPipe[pid]].push(Response{PID: uint32(pid), Index: c.pidIdx[pid], Err: err != nil})
+	}
+	ot.valid = false
+	c.otFree = append(c.otFree, int32(tag))
+}
+
+// install puts a line into its set, evicting the least recently used way
+// (and writing it back if dirty).
+//
+// Preconditions: c.mu is held.
+func (c *GCCache) install(line uint64, words []uint64, dirty bool) {
+	si := c.setOf(line)
+	s := &c.sets[si]
+	base := si * c.cfg.Ways
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	victim := -1
+	for i := range c.cfg.Ways {
+		t := c.ways[base+i].tag.Load()
+		if t == line+1 {
+			victim = i // already there (installed by a write): refresh it
+			break
+		}
+		if t == 0 && victim < 0 {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		oldest := uint32(0)
+		for i := range c.cfg.Ways {
+			age := s.clock.Load() - c.ways[base+i].age.Load()
+			if victim < 0 || age > oldest {
+				victim, oldest = i, age
+			}
+		}
+		c.evict(base+victim, c.ways[base+victim].tag.Load()-1)
+	}
+	w := &c.ways[base+victim]
+	s.seq.Add(1)
+	w.tag.Store(line + 1)
+	d := c.data[(base+victim)*c.lineWords:]
+	for i, v := range words {
+		atomic.StoreUint64(&d[i], v)
+	}
+	w.dirty.Store(dirty)
+	w.age.Store(s.clock.Add(1))
+	s.seq.Add(1)
+}
+
+// evict writes back a dirty way and invalidates it.
+//
+// Preconditions: c.mu and the way's set lock are held.
+func (c *GCCache) evict(wi int, line uint64) {
+	c.evictions.Add(1)
+	c.writeBack(wi, line)
+	s := &c.sets[wi/c.cfg.Ways]
+	s.seq.Add(1)
+	c.ways[wi].tag.Store(0)
+	s.seq.Add(1)
+}
+
+// writeBack posts a dirty way's line to host memory and marks it clean.
+//
+// Preconditions: c.mu and the way's set lock are held.
+func (c *GCCache) writeBack(wi int, line uint64) {
+	w := &c.ways[wi]
+	if !w.dirty.Load() {
+		return
+	}
+	addr, n := c.ad.lineAddr(line)
+	d := c.data[wi*c.lineWords : (wi+1)*c.lineWords]
+	for i := range d {
+		c.wbBuf[i] = atomic.LoadUint64(&d[i])
+	}
+	bytesFromWords(c.byteBuf, c.wbBuf)
+	if err := c.dma.Write(addr, c.byteBuf[:n]); err != nil {
+		c.faults.Add(1)
+		return
+	}
+	w.dirty.Store(false)
+	c.writeBacks.Add(1)
+}
+
+// Poll takes up to len(out) responses for a pipeline.
+func (c *GCCache) Poll(pipe int, out []Response) int {
+	q := c.resp[pipe]
+	n := 0
+	for n < len(out) {
+		r, ok := q.pop()
+		if !ok {
+			break
+		}
+		out[n] = r
+		n++
+	}
+	return n
+}
+
+// Data returns the entry a response answered; valid until Release.
+func (c *GCCache) Data(pid uint32) []uint64 {
+	return c.pidData[int(pid)*c.entryWords : (int(pid)+1)*c.entryWords]
+}
+
+// Release returns a PID once its response has been used.
+func (c *GCCache) Release(pid uint32) {
+	c.mu.Lock()
+	c.pidFree = append(c.pidFree, pid)
+	c.mu.Unlock()
+}
+
+// Stats returns the counters.
+func (c *GCCache) Stats() Stats {
+	s := Stats{
+		Misses: c.misses.Load(), Merged: c.merged.Load(), HostFetches: c.fetches.Load(),
+		Evictions: c.evictions.Load(), WriteBacks: c.writeBacks.Load(), Stalls: c.stalls.Load(), Faults: c.faults.Load(),
+	}
+	for i := range c.pipes {
+		s.Lookups += c.pipes[i].lookups.Load()
+		s.Hits += c.pipes[i].hits.Load()
+	}
+	return s
+}
+
+// findWay returns the way holding line in set si, or -1.
+//
+// Preconditions: the set's lock is held.
+func (c *GCCache) findWay(si int, line uint64) int {
+	base := si * c.cfg.Ways
+	for i := range c.cfg.Ways {
+		if c.ways[base+i].tag.Load() == line+1 {
+			return base + i
+		}
+	}
+	return -1
+}
+
+// writeCached stores src as the entry at off of a cached line, marking the
+// line dirty if asked; it reports whether the line was cached.
+func (c *GCCache) writeCached(line uint64, off int, src []uint64, dirty bool) bool {
+	si := c.setOf(line)
+	s := &c.sets[si]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wi := c.findWay(si, line)
+	if wi < 0 {
+		return false
+	}
+	d := c.data[wi*c.lineWords+off:]
+	s.seq.Add(1)
+	for i, v := range src[:c.entryWords] {
+		atomic.StoreUint64(&d[i], v)
+	}
+	if dirty {
+		c.ways[wi].dirty.Store(true)
+	}
+	s.seq.Add(1)
+	return true
+}
+
+// overlay records a write to a line that is being fetched, to be applied
+// to the fetched data; it reports whether the line was outstanding.
+//
+// Preconditions: c.mu is held.
+func (c *GCCache) overlay(line uint64, idx uint64, off int, src []uint64) bool {
+	for i := range c.ot {
+		ot := &c.ot[i]
+		if ot.valid && ot.line == line {
+			copy(ot.overlay[off:off+c.entryWords], src)
+			ot.written |= 1 << (idx % uint64(c.ad.EntriesPerLine))
+			return true
+		}
+	}
+	return false
+}
+
+// Update is a NIC-side change to an entry (a QP's PSN state, a CQ's
+// producer index). A cached entry is changed in place and written back to
+// host memory when evicted or flushed; an entry being fetched gets the
+// change when it arrives; any other is written straight to host memory.
+// It returns Hit if the entry was cached.
+func (c *GCCache) Update(idx uint64, src []uint64) Status {
+	if idx >= uint64(c.ad.Table.Count) {
+		c.faults.Add(1)
+		return Fault
+	}
+	line, off := c.ad.line(idx)
+	if c.writeCached(line, off, src, true) {
+		return Hit
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writeCached(line, off, src, true) {
+		return Hit
+	}
+	if !c.overlay(line, idx, off, src) {
+		c.writeHost(idx, src)
+	}
+	return Miss
+}
+
+// writeHost writes one entry to host memory through the DMA engine.
+//
+// Preconditions: c.mu is held.
+func (c *GCCache) writeHost(idx uint64, src []uint64) {
+	addr, _ := c.ad.Table.Addr(idx)
+	buf := c.byteBuf[:c.ad.Table.EntrySize]
+	bytesFromWords(buf, src[:c.entryWords])
+	if err := c.dma.Write(addr, buf); err != nil {
+		c.faults.Add(1)
+	}
+}
+
+// HostWrite is the command through which the host changes an entry
+// (modify QP, register MR): host memory and any cached or in-flight copy
+// are updated together, so they never disagree.
+func (c *GCCache) HostWrite(idx uint64, src []uint64) error {
+	if idx >= uint64(c.ad.Table.Count) {
+		return fmt.Errorf("ctxcache: %w", host.ErrIndex)
+	}
+	line, off := c.ad.line(idx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeHost(idx, src)
+	if !c.writeCached(line, off, src, false) {
+		c.overlay(line, idx, off, src)
+	}
+	return nil
+}
+
+// Invalidate is the command that drops an entry's line from the cache
+// (deregister MR, destroy QP), writing it back first if dirty. A fetch in
+// flight is still answered but not installed.
+func (c *GCCache) Invalidate(idx uint64) {
+	if idx >= uint64(c.ad.Table.Count) {
+		return
+	}
+	line, _ := c.ad.line(idx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.ot {
+		if c.ot[i].valid && c.ot[i].line == line {
+			c.ot[i].drop = true
+		}
+	}
+	si := c.setOf(line)
+	s := &c.sets[si]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wi := c.findWay(si, line); wi >= 0 {
+		c.writeBack(wi, line)
+		s.seq.Add(1)
+		c.ways[wi].tag.Store(0)
+		s.seq.Add(1)
+	}
+}
+
+// Flush writes every dirty line back to host memory.
+func (c *GCCache) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for si := range c.sets {
+		s := &c.sets[si]
+		s.mu.Lock()
+		for wi := si * c.cfg.Ways; wi < (si+1)*c.cfg.Ways; wi++ {
+			if t := c.ways[wi].tag.Load(); t != 0 {
+				c.writeBack(wi, t-1)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
