@@ -2,8 +2,8 @@ package ctxcache_test
 
 import (
 	"encoding/binary"
-	"runtime"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
