@@ -38,6 +38,9 @@ func (a Adapter) lineBytes() int  { return a.Table.EntrySize * a.EntriesPerLine 
 
 // line returns the line holding entry idx and the entry's word offset in it.
 func (a Adapter) line(idx uint64) (uint64, int) {
+	if a.EntriesPerLine == 1 {
+		return idx, 0
+	}
 	per := uint64(a.EntriesPerLine)
 	return idx / per, int(idx%per) * a.entryWords()
 }

@@ -40,6 +40,7 @@ type breq struct {
 	idx  uint64
 	done bool
 	err  bool
+	hit  bool
 }
 
 var _ Cache = (*Baseline)(nil)
@@ -66,7 +67,7 @@ func NewBaseline(ad Adapter, dma *host.DMA, cfg Config) (*Baseline, error) {
 		lineBuf: make([]uint64, ad.lineWords()),
 	}
 	for i := range b.resp {
-		b.resp[i] = newQueue[Response](cfg.PIDs)
+		b.resp[i] = newQueue[Response](2 * cfg.PIDs)
 	}
 	for i := range cfg.PIDs {
 		b.pidFree = append(b.pidFree, uint32(cfg.PIDs-1-i))
@@ -75,9 +76,7 @@ func NewBaseline(ad Adapter, dma *host.DMA, cfg Config) (*Baseline, error) {
 	return b, nil
 }
 
-func (b *Baseline) setOf(line uint64) int {
-	return int((line * 0x9e3779b97f4a7c15 >> 32) % uint64(b.cfg.Sets))
-}
+func (b *Baseline) setOf(line uint64) int { return setIndex(line, b.cfg.Sets) }
 
 // find returns the way holding line, or -1.
 //
@@ -127,7 +126,7 @@ func (b *Baseline) Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32) {
 		copy(b.Data(pid), b.data[w*b.lineWords+off:])
 		b.clock++
 		b.ages[w] = b.clock
-		b.fifo[slot].done = true
+		b.fifo[slot].done, b.fifo[slot].hit = true, true
 		b.stats.Hits++
 		b.mu.Unlock()
 		return Miss, pid
@@ -163,7 +162,7 @@ func (b *Baseline) DMADone(tag uint64, err error) {
 	r.done = true
 	for b.n > 0 && b.fifo[b.head].done {
 		h := b.fifo[b.head]
-		b.resp[h.pipe].push(Response{PID: h.pid, Index: h.idx, Err: h.err})
+		b.resp[h.pipe].mustPush(Response{PID: h.pid, Index: h.idx, Err: h.err, Hit: h.hit})
 		b.head = (b.head + 1) % len(b.fifo)
 		b.n--
 	}
@@ -195,6 +194,7 @@ func (b *Baseline) install(line uint64, words []uint64) {
 
 // Poll implements Cache.
 func (b *Baseline) Poll(pipe int, out []Response) int {
+	b.dma.Poll()
 	n := 0
 	for n < len(out) {
 		r, ok := b.resp[pipe].pop()

@@ -29,6 +29,7 @@ type Response struct {
 	PID   uint32
 	Index uint64
 	Err   bool // the host fetch failed; Data holds zeros
+	Hit   bool // the entry was cached when looked up, but the answer had to wait its turn (the baseline only)
 }
 
 // Cache is what a pipeline needs of a context cache; GCCache and the
@@ -82,10 +83,14 @@ type Stats struct {
 	Faults                uint64 // indices beyond the table, and failed host fetches
 }
 
-// pipeStats are one pipeline's counters, on their own cache line.
+// pipeStats are one pipeline's counters, on their own cache line. The
+// pipeline counts lookups in a plain field and publishes the count every
+// 64 lookups and on every Poll: a locked instruction per lookup would cost
+// a third of a hit.
 type pipeStats struct {
-	lookups, hits atomic.Uint64
-	_             [48]byte
+	local   uint64 // touched by the pipeline's goroutine only
+	lookups atomic.Uint64
+	_       [48]byte
 }
 
 // GCCache is the non-blocking context cache. Lookups from any number of
@@ -115,6 +120,7 @@ type GCCache struct {
 	data       []uint64 // sets × ways × lineWords, read and written atomically
 	pipes      []pipeStats
 	resp       []*queue[Response]
+	done       *queue[int32] // outstanding entries whose fetch has arrived
 
 	mu      sync.Mutex // the miss path: outstanding table and PIDs; taken before a set's lock
 	ot      []otEntry
@@ -134,15 +140,18 @@ type GCCache struct {
 }
 
 type set struct {
-	seq   atomic.Uint32 // odd while a writer changes the set
-	clock atomic.Uint32 // LRU clock
-	mu    sync.Mutex    // writers
-	_     [52]byte
+	seq atomic.Uint32 // odd while a writer changes the set
+	// mru has a bit per recently used way (bit pseudo-LRU): a hit sets its
+	// way's bit, and when every bit is set only the newest stays. The
+	// victim is the first way without one. A hit on a way already marked
+	// writes nothing.
+	mru atomic.Uint32
+	mu  sync.Mutex // writers
+	_   [52]byte
 }
 
 type way struct {
 	tag   atomic.Uint64 // line+1; 0 = invalid
-	age   atomic.Uint32 // set clock at last use
 	dirty atomic.Bool
 }
 
@@ -152,6 +161,7 @@ type otEntry struct {
 	line       uint64
 	head, tail int32
 	buf        []byte   // the fetched line
+	err        error    // the fetch's outcome
 	overlay    []uint64 // writes made while in flight
 	written    uint32   // entries in overlay (bit per entry of the line)
 }
@@ -187,8 +197,9 @@ func New(ad Adapter, dma *host.DMA, cfg Config) (*GCCache, error) {
 		byteBuf: make([]byte, ad.lineBytes()),
 	}
 	for i := range c.resp {
-		c.resp[i] = newQueue[Response](cfg.PIDs)
+		c.resp[i] = newQueue[Response](2 * cfg.PIDs)
 	}
+	c.done = newQueue[int32](2 * cfg.Outstanding)
 	for i := range c.ot {
 		c.ot[i].buf = make([]byte, ad.lineBytes())
 		c.ot[i].overlay = make([]uint64, ad.lineWords())
@@ -202,8 +213,16 @@ func New(ad Adapter, dma *host.DMA, cfg Config) (*GCCache, error) {
 
 // setOf spreads lines over sets (Fibonacci hashing, so that runs of
 // consecutive QP numbers do not crowd a few sets).
-func (c *GCCache) setOf(line uint64) int {
-	return int((line * 0x9e3779b97f4a7c15 >> 32) % uint64(len(c.sets)))
+func (c *GCCache) setOf(line uint64) int { return setIndex(line, c.cfg.Sets) }
+
+// setIndex hashes a line to one of sets sets, without a division when sets
+// is a power of two.
+func setIndex(line uint64, sets int) int {
+	h := line * 0x9e3779b97f4a7c15 >> 32
+	if sets&(sets-1) == 0 {
+		return int(h & uint64(sets-1))
+	}
+	return int(h % uint64(sets))
 }
 
 // read copies entry words at off of a cached line into dst, lock-free. It
@@ -226,7 +245,8 @@ func (c *GCCache) read(line uint64, off int, dst []uint64) bool {
 		}
 		if w >= 0 {
 			d := c.data[(base+w)*c.lineWords+off:]
-			for i := range dst {
+			d = d[:len(dst)]
+			for i := range d {
 				dst[i] = atomic.LoadUint64(&d[i])
 			}
 		}
@@ -234,7 +254,7 @@ func (c *GCCache) read(line uint64, off int, dst []uint64) bool {
 			continue
 		}
 		if w >= 0 {
-			c.ways[base+w].age.Store(s.clock.Add(1))
+			c.touch(s, w)
 		}
 		return w >= 0
 	}
@@ -243,16 +263,19 @@ func (c *GCCache) read(line uint64, off int, dst []uint64) bool {
 // Lookup looks up entry idx for a pipeline. On a hit the entry is copied
 // into dst (EntrySize/8 words). On a miss the returned PID's Response
 // arrives on the pipeline's queue.
+//
+// Preconditions: one goroutine at a time per pipeline.
 func (c *GCCache) Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32) {
 	ps := &c.pipes[pipe]
-	ps.lookups.Add(1)
+	if ps.local++; ps.local&63 == 0 {
+		ps.lookups.Store(ps.local)
+	}
 	if idx >= uint64(c.ad.Table.Count) {
 		c.faults.Add(1)
 		return Fault, 0
 	}
 	line, off := c.ad.line(idx)
 	if c.read(line, off, dst[:c.entryWords]) {
-		ps.hits.Add(1)
 		return Hit, 0
 	}
 	return c.miss(pipe, idx, line, off, dst)
@@ -265,7 +288,6 @@ func (c *GCCache) miss(pipe int, idx, line uint64, off int, dst []uint64) (Statu
 	// happen under c.mu, so this second look is final.
 	if c.read(line, off, dst[:c.entryWords]) {
 		c.mu.Unlock()
-		c.pipes[pipe].hits.Add(1)
 		return Hit, 0
 	}
 	if len(c.pidFree) == 0 {
@@ -311,13 +333,36 @@ func (c *GCCache) miss(pipe int, idx, line uint64, off int, dst []uint64) (Statu
 	return Miss, pid
 }
 
-// DMADone is the response handler: the host fetch for outstanding entry
-// tag has arrived. The line is installed (unless invalidated meanwhile) and
-// every ticket linked to it is answered in arrival order.
+// DMADone hears from the DMA engine that the fetch for outstanding entry
+// tag has arrived; the response handler (run by Poll, on the pipelines'
+// side) does the rest.
 func (c *GCCache) DMADone(tag uint64, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.ot[tag].err = err // published by the queue's release
+	c.done.mustPush(int32(tag))
+}
+
+// complete is the response handler: for each fetch that has arrived the
+// line is installed (unless invalidated meanwhile) and every ticket linked
+// to it is answered in arrival order.
+func (c *GCCache) complete() {
+	c.dma.Poll()
+	for {
+		tag, ok := c.done.pop()
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		c.serve(int(tag))
+		c.mu.Unlock()
+	}
+}
+
+// serve answers one arrived fetch.
+//
+// Preconditions: c.mu is held.
+func (c *GCCache) serve(tag int) {
 	ot := &c.ot[tag]
+	err := ot.err
 	words := c.lineBuf
 	wordsFromBytes(words, ot.buf)
 	for i := range c.ad.EntriesPerLine {
@@ -346,10 +391,9 @@ func (c *GCCache) DMADone(tag uint64, err error) {
 		} else {
 			clear(d)
 		}
-		// The queue holds as many responses as there are PIDs: never full.
-		c.resp[c.pidPipe[pid]].push(Response{PID: uint32(pid), Index: c.pidIdx[pid], Err: err != nil})
+		c.resp[c.pidPipe[pid]].mustPush(Response{PID: uint32(pid), Index: c.pidIdx[pid], Err: err != nil})
 	}
-	ot.valid = false
+	ot.valid, ot.err = false, nil
 	c.otFree = append(c.otFree, int32(tag))
 }
 
@@ -375,11 +419,12 @@ func (c *GCCache) install(line uint64, words []uint64, dirty bool) {
 		}
 	}
 	if victim < 0 {
-		oldest := uint32(0)
+		m := s.mru.Load()
+		victim = 0
 		for i := range c.cfg.Ways {
-			age := s.clock.Load() - c.ways[base+i].age.Load()
-			if victim < 0 || age > oldest {
-				victim, oldest = i, age
+			if m&(1<<i) == 0 {
+				victim = i
+				break
 			}
 		}
 		c.evict(base+victim, c.ways[base+victim].tag.Load()-1)
@@ -392,8 +437,22 @@ func (c *GCCache) install(line uint64, words []uint64, dirty bool) {
 		atomic.StoreUint64(&d[i], v)
 	}
 	w.dirty.Store(dirty)
-	w.age.Store(s.clock.Add(1))
+	c.touch(s, victim)
 	s.seq.Add(1)
+}
+
+// touch marks way w of a set as recently used.
+func (c *GCCache) touch(s *set, w int) {
+	bit := uint32(1) << w
+	m := s.mru.Load()
+	if m&bit != 0 {
+		return
+	}
+	if m|bit == uint32(1)<<c.cfg.Ways-1 {
+		s.mru.Store(bit) // every way was recent: start a new round
+		return
+	}
+	s.mru.Or(bit)
 }
 
 // evict writes back a dirty way and invalidates it.
@@ -430,8 +489,12 @@ func (c *GCCache) writeBack(wi int, line uint64) {
 	c.writeBacks.Add(1)
 }
 
-// Poll takes up to len(out) responses for a pipeline.
+// Poll answers the fetches that have arrived, then takes up to len(out)
+// responses for a pipeline.
 func (c *GCCache) Poll(pipe int, out []Response) int {
+	ps := &c.pipes[pipe]
+	ps.lookups.Store(ps.local)
+	c.complete()
 	q := c.resp[pipe]
 	n := 0
 	for n < len(out) {
@@ -457,7 +520,9 @@ func (c *GCCache) Release(pid uint32) {
 	c.mu.Unlock()
 }
 
-// Stats returns the counters.
+// Stats returns the counters. Lookups and hits are exact once every
+// pipeline has polled after its last lookup; until then they may lag by
+// up to 63 lookups per pipeline.
 func (c *GCCache) Stats() Stats {
 	s := Stats{
 		Misses: c.misses.Load(), Merged: c.merged.Load(), HostFetches: c.fetches.Load(),
@@ -465,7 +530,9 @@ func (c *GCCache) Stats() Stats {
 	}
 	for i := range c.pipes {
 		s.Lookups += c.pipes[i].lookups.Load()
-		s.Hits += c.pipes[i].hits.Load()
+	}
+	if other := s.Misses + s.Stalls + s.Faults; s.Lookups > other {
+		s.Hits = s.Lookups - other
 	}
 	return s
 }

@@ -1,6 +1,9 @@
 package ctxcache
 
-import "sync/atomic"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // queue is a bounded lock-free multi-producer multi-consumer queue (the
 // sequence-number design): a producer or consumer claims a cell with one
@@ -47,6 +50,15 @@ func (q *queue[T]) push(v T) bool {
 		case seq < pos:
 			return false
 		}
+	}
+}
+
+// mustPush pushes v into a queue sized for more values than can ever be in
+// it at once. A push can still find the queue full for an instant, while a
+// consumer that is freeing a cell has not finished: it then retries.
+func (q *queue[T]) mustPush(v T) {
+	for !q.push(v) {
+		runtime.Gosched()
 	}
 }
 

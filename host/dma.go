@@ -32,23 +32,24 @@ type DMAStats struct {
 }
 
 // DMA is the only way the NIC reaches host memory. With a PCIe model,
-// transfers are carried out in issue order by the engine's own goroutine,
-// each when its modelled completion time comes (so a read never passes an
-// earlier write); without one they happen at once.
+// transfers are queued in issue order, each with its modelled completion
+// time, and carried out by Poll once that time has come, by whoever polls
+// (the cache's pipelines, like a NIC polling its DMA completion ring): no
+// goroutine of its own, and a read never passes an earlier write. Without a
+// model every transfer happens at once, in the caller.
 type DMA struct {
 	mem   *Memory
 	model PCIe
 	stats DMAStats
 
-	mu       sync.Mutex // guards the queue and the model's clock
-	queue    []dmaOp    // ring of pending transfers
+	queued   atomic.Int32 // transfers in the queue, for a lock-free look
+	mu       sync.Mutex   // guards the queue and the model's clock
+	queue    []dmaOp      // ring of pending transfers
 	head, n  int
 	linkFree time.Time   // when the link finishes the last queued transfer
 	readDone []time.Time // completion times of the last MaxReads reads
 	readSeq  int
-	wake     chan struct{}
 	closed   bool
-	done     chan struct{}
 }
 
 type dmaOp struct {
@@ -58,14 +59,14 @@ type dmaOp struct {
 	buf   []byte
 	c     Completer
 	tag   uint64
+	err   error
 }
 
 // ErrDMABusy is returned when the engine's queue is full.
 var ErrDMABusy = errors.New("host: DMA queue full")
 
-// NewDMA returns an engine over mem. With a non-zero model it starts its
-// goroutine, which Close stops; queue is the number of transfers it can hold
-// (default 4096).
+// NewDMA returns an engine over mem; queue is the number of transfers a
+// PCIe model can hold in flight (default 4096).
 func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 	if queue == 0 {
 		queue = 4096
@@ -76,9 +77,6 @@ func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 		if model.MaxReads > 0 {
 			d.readDone = make([]time.Time, model.MaxReads)
 		}
-		d.wake = make(chan struct{}, 1)
-		d.done = make(chan struct{})
-		go d.run()
 	}
 	return d
 }
@@ -94,20 +92,28 @@ func (d *DMA) Read(addr uint64, dst []byte) error {
 	if d.model.instant() {
 		return d.copy(false, addr, dst)
 	}
-	w := waiter{ch: make(chan error, 1)}
+	var w waiter
 	if err := d.ReadAsync(addr, dst, &w, 0); err != nil {
 		return err
 	}
-	return <-w.ch
+	for !w.done {
+		if d.Poll() == 0 {
+			runtime.Gosched()
+		}
+	}
+	return w.err
 }
 
-type waiter struct{ ch chan error }
+type waiter struct {
+	done bool
+	err  error
+}
 
-func (w *waiter) DMADone(_ uint64, err error) { w.ch <- err }
+func (w *waiter) DMADone(_ uint64, err error) { w.done, w.err = true, err }
 
 // ReadAsync copies len(dst) bytes at addr into dst and then calls
-// c.DMADone(tag, err): at once without a PCIe model, else from the engine's
-// goroutine when the modelled transfer completes.
+// c.DMADone(tag, err): at once without a PCIe model, else from the Poll
+// that finds the modelled transfer complete.
 func (d *DMA) ReadAsync(addr uint64, dst []byte, c Completer, tag uint64) error {
 	if d.model.instant() {
 		c.DMADone(tag, d.copy(false, addr, dst))
@@ -181,81 +187,67 @@ func (d *DMA) enqueue(op dmaOp) error {
 	}
 	d.queue[(d.head+d.n)%len(d.queue)] = op
 	d.n++
+	d.queued.Add(1)
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
 	return nil
 }
 
-// run carries out queued transfers in order, each at its completion time,
-// spinning while transfers are due within microseconds.
-func (d *DMA) run() {
-	defer close(d.done)
+// Poll carries out, in issue order, every queued transfer whose modelled
+// completion time has come, then calls the completers of the reads among
+// them. It returns how many transfers it carried out.
+func (d *DMA) Poll() int {
+	if d.queued.Load() == 0 {
+		return 0
+	}
+	var done [16]dmaOp
+	total := 0
 	for {
+		k := 0
 		d.mu.Lock()
-		if d.n == 0 {
-			closed := d.closed
-			d.mu.Unlock()
-			if closed {
-				return
-			}
-			<-d.wake
-			continue
-		}
-		op := d.queue[d.head]
-		d.mu.Unlock()
-		for {
-			wait := time.Until(op.at)
-			if wait <= 0 {
-				break
-			}
-			if wait > 200*time.Microsecond {
-				time.Sleep(wait - 100*time.Microsecond)
-			} else {
-				runtime.Gosched() // spin, but let the pipelines run
+		if d.n > 0 {
+			now := time.Now()
+			for k < len(done) && d.n > 0 && !d.queue[d.head].at.After(now) {
+				op := d.queue[d.head]
+				d.queue[d.head] = dmaOp{}
+				d.head = (d.head + 1) % len(d.queue)
+				d.n--
+				d.queued.Add(-1)
+				op.err = d.copy(op.write, op.addr, op.buf) // under the lock: in order
+				done[k] = op
+				k++
 			}
 		}
-		err := d.copy(op.write, op.addr, op.buf)
-		d.mu.Lock()
-		d.queue[d.head] = dmaOp{}
-		d.head = (d.head + 1) % len(d.queue)
-		d.n--
 		d.mu.Unlock()
-		if op.c != nil {
-			op.c.DMADone(op.tag, err)
+		for i := range done[:k] {
+			if done[i].c != nil {
+				done[i].c.DMADone(done[i].tag, done[i].err)
+			}
+			done[i] = dmaOp{}
+		}
+		total += k
+		if k < len(done) {
+			return total
 		}
 	}
 }
 
-// Close stops the engine after the queued transfers.
+// Close refuses further transfers.
 func (d *DMA) Close() {
-	if d.model.instant() {
-		return
-	}
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-	<-d.done
 }
 
-// Quiesce waits until every transfer queued so far has been carried out.
+// Quiesce polls until every transfer queued so far has been carried out.
 func (d *DMA) Quiesce() {
-	if d.model.instant() {
-		return
-	}
 	for {
+		d.Poll()
 		d.mu.Lock()
 		n := d.n
 		d.mu.Unlock()
 		if n == 0 {
 			return
 		}
-		time.Sleep(10 * time.Microsecond)
+		runtime.Gosched()
 	}
 }

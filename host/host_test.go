@@ -85,7 +85,7 @@ func TestDMA(t *testing.T) {
 			}
 		}
 		for deadline := time.Now().Add(time.Second); r.n.Load() < 4 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
+			d.Poll()
 		}
 		d.Close()
 		for i, tag := range r.tags {
