@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames fuzz generate demo clean
+.PHONY: help build test lint bench bench-frames bench-cache fuzz generate demo clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -28,6 +28,9 @@ bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=1s)
 
 bench-frames: build ## frame rates of the xsk and udp ports vs kernel UDP and iperf3 over a veth pair (root)
 	./bin/softrnic bench frames
+
+bench-cache: build ## GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput
+	./bin/softrnic bench cache
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \

@@ -6,24 +6,48 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/softrnic/softrnic/ctxcache/cachebench"
 	"github.com/softrnic/softrnic/datapath/portbench"
 )
 
 // runBench dispatches the benchmarks.
 func runBench(args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "frames" {
-		fmt.Fprintln(stdout, "usage: softrnic bench frames [flags]   frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair")
-		if len(args) == 0 {
-			return flag.ErrHelp
-		}
-		return fmt.Errorf("unknown benchmark %q", args[0])
+	switch {
+	case len(args) > 0 && args[0] == "frames":
+		return runBenchFrames(args[1:], stdout)
+	case len(args) > 0 && args[0] == "cache":
+		return runBenchCache(args[1:], stdout)
 	}
-	return runBenchFrames(args[1:], stdout)
+	fmt.Fprintln(stdout, "usage: softrnic bench frames [flags]   frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair")
+	fmt.Fprintln(stdout, "       softrnic bench cache [flags]    GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput")
+	if len(args) == 0 {
+		return flag.ErrHelp
+	}
+	return fmt.Errorf("unknown benchmark %q", args[0])
+}
+
+func runBenchCache(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench cache", flag.ContinueOnError)
+	dur := fs.Duration("d", time.Second, "time per latency and throughput measurement")
+	lookups := fs.Int("n", 200000, "lookups per redundancy workload")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "GCCache against the blocking baseline, %v per measurement (GOMAXPROCS %d)\n\n", *dur, runtime.GOMAXPROCS(0))
+	ok, err := cachebench.Report(stdout, cachebench.Config{Duration: *dur, Lookups: *lookups})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("a claim did not hold in this run")
+	}
+	return nil
 }
 
 func runBenchFrames(args []string, stdout io.Writer) error {

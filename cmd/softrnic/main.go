@@ -3,6 +3,7 @@
 //	softrnic decode FILE...   parse RoCEv2 frames in pcap/pcapng files, check every ICRC
 //	softrnic demo             show what softrnic does on this machine
 //	softrnic bench frames     frame rates of the ports over a veth pair
+//	softrnic bench cache      GCCache against the blocking baseline
 //	softrnic version          print the version
 //
 // Each subcommand takes -h for its flags.
@@ -28,7 +29,7 @@ type command struct {
 var commands = []command{
 	{"decode", "parse RoCEv2 frames in pcap/pcapng files and check every ICRC", runDecode},
 	{"demo", "show what softrnic does on this machine", runDemo},
-	{"bench", "benchmarks: bench frames (frame rates of the ports over a veth pair)", runBench},
+	{"bench", "benchmarks: bench frames (ports over a veth pair), bench cache (GCCache)", runBench},
 	{"version", "print the version", func([]string, io.Writer) error { fmt.Println("softrnic", version); return nil }},
 }
 

@@ -21,16 +21,21 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
+	checked := 0
 	for _, want := range []string{"1. Hit latency", "2. Head-of-line", "3. Redundant", "4. Throughput"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no section %q", want)
 		}
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.Contains(line, "claim: GCCache host fetches") || strings.Contains(line, "claim: baseline: one host fetch") {
+		if strings.Contains(line, "host fetches = distinct") || strings.Contains(line, "one host fetch per miss") {
+			checked++
 			if !strings.HasSuffix(strings.TrimSpace(line), "ok") {
 				t.Errorf("%s", line)
 			}
 		}
+	}
+	if checked != 4 {
+		t.Errorf("%d host-fetch claims printed, want 4", checked)
 	}
 }
