@@ -199,3 +199,39 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("miss and update: %v allocs", a)
 	}
 }
+
+// TestEveryContextType: one cache design serves every context type; only
+// the adapter differs (entry size, entries per line).
+func TestEveryContextType(t *testing.T) {
+	for typ := range host.NumContextTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			f := newFixture(t, typ, 100, host.PCIe{Latency: 10 * time.Microsecond})
+			ew := host.EntrySizes[typ] / 8
+			for i := range uint64(100) {
+				f.setHost(i, value(i, 5, ew))
+			}
+			ad := ctxcache.NewAdapter(f.table)
+			c, err := ctxcache.New(ad, f.dma, ctxcache.Config{Sets: 8, Ways: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]uint64, ew)
+			for i := range uint64(100) {
+				get(t, c, 0, i, dst)
+				if v := checkValue(t, dst, i); v != 5 {
+					t.Fatalf("entry %d version %d", i, v)
+				}
+			}
+			c.Poll(0, nil) // publishes the pipeline's lookup count
+			s := c.Stats()
+			// Entries share a fetch when they share a line: 8 per line for the MTT.
+			wantFetches := uint64(100)
+			if ad.EntriesPerLine == 8 {
+				wantFetches = 13
+			}
+			if s.HostFetches != wantFetches || s.Lookups != 100 {
+				t.Errorf("%v: %d fetches for 100 entries, want %d (%+v)", typ, s.HostFetches, wantFetches, s)
+			}
+		})
+	}
+}
