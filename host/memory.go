@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Memory is host memory as the NIC's DMA engine sees it: regions of Go
@@ -19,8 +21,9 @@ type Memory struct {
 }
 
 type region struct {
-	base uint64
-	buf  []byte
+	base   uint64
+	buf    []byte
+	mapped bool // allocated with mmap, freed by Close
 }
 
 // ErrFault is returned for an access outside every mapped region.
@@ -37,17 +40,48 @@ func NewMemory() *Memory {
 	return m
 }
 
+// hugePage is the size from which allocations ask for transparent huge
+// pages: context tables are large and touched at random, and a TLB miss
+// per lookup would swamp the cache being modelled.
+const hugePage = 2 << 20
+
 // Alloc allocates size zeroed bytes and maps them; it returns their IOVA.
-func (m *Memory) Alloc(size int) uint64 { return m.Map(make([]byte, size)) }
+// Allocations of 2 MiB and more come from mmap with huge pages advised, and
+// are freed by Close.
+func (m *Memory) Alloc(size int) uint64 {
+	if size >= hugePage {
+		n := (size + hugePage - 1) &^ (hugePage - 1)
+		if buf, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err == nil {
+			unix.Madvise(buf, unix.MADV_HUGEPAGE) // best effort
+			return m.add(buf[:size], true)
+		}
+	}
+	return m.Map(make([]byte, size))
+}
+
+// Close frees the memory Alloc took with mmap. No region may be used after.
+func (m *Memory) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.regions.Load()
+	m.regions.Store(&[]region{})
+	for _, r := range old {
+		if r.mapped {
+			unix.Munmap(r.buf[:cap(r.buf)])
+		}
+	}
+}
 
 // Map makes buf reachable by DMA at the returned IOVA (page aligned).
-func (m *Memory) Map(buf []byte) uint64 {
+func (m *Memory) Map(buf []byte) uint64 { return m.add(buf, false) }
+
+func (m *Memory) add(buf []byte, mapped bool) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	base := m.next
 	m.next += (uint64(len(buf)) + 2*pageSize - 1) &^ (pageSize - 1) // and a guard page
 	old := *m.regions.Load()
-	regions := append(append(make([]region, 0, len(old)+1), old...), region{base: base, buf: buf})
+	regions := append(append(make([]region, 0, len(old)+1), old...), region{base: base, buf: buf, mapped: mapped})
 	m.regions.Store(&regions)
 	return base
 }
