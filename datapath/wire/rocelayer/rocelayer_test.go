@@ -171,3 +171,27 @@ func TestDecodeErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeBTH feeds arbitrary UDP payloads to the layer: it must not
+// panic, and what it accepts must agree with package wire on the same bytes
+// inside a frame.
+func FuzzDecodeBTH(f *testing.F) {
+	for i, op := range wiretest.Opcodes() {
+		frame := wiretest.SampleFrame(op, i*5%40, false, uint32(i))
+		f.Add(frame[wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen:])
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b rocelayer.BTH
+		if err := b.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err != nil {
+			return
+		}
+		if len(b.Contents) != b.Opcode.Info().HeaderLen || len(b.Contents)+len(b.Payload)+b.PadCount+wire.ICRCLen != len(data) {
+			t.Fatalf("layer lengths: headers %d payload %d pad %d of %d", len(b.Contents), len(b.Payload), b.PadCount, len(data))
+		}
+		var f wire.FrameFields
+		wire.DecodeTransport(data, &f)
+		if f.BTH != b.BTHFields || f.RETH != b.RETH || f.AETH != b.AETH || f.DETH != b.DETH || f.AtomicETH != b.AtomicETH {
+			t.Fatalf("layer and wire disagree: %+v vs %+v", b.BTHFields, f.BTH)
+		}
+	})
+}
