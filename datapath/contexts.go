@@ -1,0 +1,165 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/softrnic/softrnic/ctxcache"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// Access flags as the verbs API numbers them (IBV_ACCESS_*).
+const (
+	accessLocalWrite   = 1
+	accessRemoteWrite  = 2
+	accessRemoteRead   = 4
+	accessRemoteAtomic = 8
+)
+
+// QP states and types as the verbs API numbers them.
+const (
+	qpsRTR = 2
+	qpsRTS = 3
+	qpsErr = 6
+	qptRC  = 2
+)
+
+// ctx copies entry idx of a context type into dst through its cache. On a
+// miss it waits for the fetch: for now a miss holds the engine, not only
+// the packet's QP.
+func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
+	c := n.caches[t]
+	words := n.words[:host.EntrySizes[t]/8]
+	var resp [8]ctxcache.Response
+	for {
+		st, pid := c.Lookup(0, idx, words)
+		switch st {
+		case ctxcache.Fault:
+			return false
+		case ctxcache.Stall:
+			k := c.Poll(0, resp[:])
+			for _, r := range resp[:k] {
+				c.Release(r.PID)
+			}
+			continue
+		case ctxcache.Miss:
+			for got := false; !got; {
+				k := c.Poll(0, resp[:])
+				for _, r := range resp[:k] {
+					if r.PID == pid {
+						copy(words, c.Data(pid))
+						got = true
+					}
+					c.Release(r.PID)
+				}
+			}
+		}
+		for i, w := range words {
+			le.PutUint64(dst[8*i:], w)
+		}
+		return true
+	}
+}
+
+var le = binary.LittleEndian
+
+// qpc reads a QP's context.
+func (n *NIC) qpc(qpn uint32, q *host.QPCEntry) bool {
+	if !n.ctx(host.QPC, uint64(qpn), n.entry[:128]) {
+		return false
+	}
+	q.Decode(n.entry[:128])
+	return q.Valid
+}
+
+// memory moves len(buf) bytes between buf and registered memory at va
+// under key, checking the region's validity, key, protection domain,
+// access rights and bounds through the MPT and translating pages through
+// the MTT. write means into registered memory. It returns a WC-style
+// reason on failure (false).
+func (n *NIC) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+	var m host.MPTEntry
+	if !n.ctx(host.MPT, uint64(key>>8), n.entry[:64]) {
+		return false
+	}
+	m.Decode(n.entry[:64])
+	if !m.Valid || m.Key != uint8(key) || m.PD != pd || int(m.Access)&need != need {
+		return false
+	}
+	if va < m.VA || uint64(len(buf)) > m.Length || va-m.VA > m.Length-uint64(len(buf)) {
+		return false
+	}
+	off := va - m.VA
+	page := uint64(1) << m.PageShift
+	for done := 0; done < len(buf); {
+		p := (off + uint64(done)) >> m.PageShift
+		in := (off + uint64(done)) & (page - 1)
+		chunk := min(uint64(len(buf)-done), page-in)
+		if !n.ctx(host.MTT, m.FirstMTT+p, n.entry[:8]) {
+			return false
+		}
+		addr := le.Uint64(n.entry[:8])
+		var err error
+		if write {
+			err = n.cfg.DMA.Write(addr+in, buf[done:done+int(chunk)])
+		} else {
+			err = n.cfg.DMA.Read(addr+in, buf[done:done+int(chunk)])
+		}
+		if err != nil {
+			return false
+		}
+		done += int(chunk)
+	}
+	return true
+}
+
+// gidAddr is the IP address of a GID (unmapped for IPv4).
+func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+// frameTo fills the addressing of a frame for a QP's peer.
+func (n *NIC) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
+	*f = wire.FrameFields{}
+	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: n.cfg.MAC}
+	dst := gidAddr(q.DestGID)
+	if dst.Is4() {
+		f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
+	} else {
+		f.IPv6 = true
+		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: n.cfg.IP, Dst: dst}
+	}
+	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}
+}
+
+// send encodes and transmits one frame, waiting for a buffer if needed.
+func (n *NIC) send(f *wire.FrameFields) {
+	var fr [1]Frame
+	for n.cfg.Port.Alloc(fr[:]) == 0 {
+		if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
+			fl.Flush()
+		}
+	}
+	k, err := wire.Encode(fr[0].Data, f)
+	if err != nil {
+		n.cfg.Port.Free(fr[:])
+		n.counters.SendErr.Add(1)
+		return
+	}
+	fr[0].Data = fr[0].Data[:k]
+	for {
+		sent, err := n.cfg.Port.Send(fr[:])
+		if sent == 1 {
+			n.counters.SentPkts.Add(1)
+			return
+		}
+		if err != nil {
+			n.cfg.Port.Free(fr[:])
+			n.counters.SendErr.Add(1)
+			return
+		}
+		if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
+			fl.Flush()
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package datapath
+
+import (
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// receive parses a frame and hands it to the responder (requests) or the
+// completer (ACKs and responses).
+func (n *NIC) receive(fr *Frame) {
+	var p wire.Packet
+	var err error
+	if fr.NoICRC {
+		err = wire.ParseNoICRC(fr.Data, &p)
+	} else {
+		err = wire.Parse(fr.Data, &p)
+	}
+	switch {
+	case err == wire.ErrBadICRC:
+		n.counters.RcvdBadICRC.Add(1)
+		return
+	case err != nil:
+		n.counters.RcvdMalformed.Add(1)
+		return
+	}
+	n.counters.RcvdPkts.Add(1)
+	qpn := p.BTH().DestQP()
+	if p.Info.Transport != wire.TransportRC || qpn >= uint32(len(n.qps)) {
+		n.counters.RcvdUnknownQP.Add(1)
+		return
+	}
+	if p.Info.Flags&wire.OpRequest != 0 {
+		n.respond(qpn, &p)
+	} else {
+		n.completeResponse(qpn, &p)
+	}
+}
+
+// scatter writes payload at logical offset off of a scatter/gather list.
+func (n *NIC) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
+	for _, s := range sges {
+		if len(payload) == 0 {
+			return true
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		take := min(uint32(len(payload)), s.Length-off)
+		if !n.memory(s.LKey, pd, s.Addr+uint64(off), payload[:take], accessLocalWrite, true) {
+			return false
+		}
+		payload, off = payload[take:], 0
+	}
+	return len(payload) == 0
+}
+
+// respond is the responder: it checks a request's PSN, places its data,
+// consumes receive WQEs, answers READs and acknowledges.
+func (n *NIC) respond(qpn uint32, p *wire.Packet) {
+	var q host.QPCEntry
+	if !n.qpc(qpn, &q) || (q.State != qpsRTR && q.State != qpsRTS) {
+		n.counters.RcvdUnknownQP.Add(1)
+		return
+	}
+	r := &n.qps[qpn]
+	r.start(&q)
+	psn := p.BTH().PSN()
+	if d := psn.Diff(r.expPSN); d < 0 {
+		n.counters.DuplicateRequest.Add(1)
+		if p.Opcode == wire.RCRDMAReadRequest {
+			n.readResponse(&q, r, p, psn, false)
+		} else {
+			n.ack(&q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
+		}
+		return
+	} else if d > 0 {
+		n.counters.OutOfSeqRequest.Add(1)
+		n.ack(&q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
+		return
+	}
+	info := p.Info
+	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
+	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
+	payload := p.Payload()
+	switch {
+	case p.Opcode == wire.RCRDMAReadRequest:
+		n.readResponse(&q, r, p, psn, true)
+		return
+	case info.Flags&wire.OpSend != 0:
+		if first && !n.takeRecv(&q, r) {
+			n.ack(&q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+			return
+		}
+		if !r.recvActive {
+			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+			return
+		}
+		if !n.scatter(q.PD, r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)], r.recvOff, payload) {
+			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteOperationalErr))
+			return
+		}
+		r.recvOff += uint32(len(payload))
+		if last {
+			c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p)}
+			if h := p.ImmDt(); h != nil {
+				c.Flags, c.Imm = wcFlagImm, h.Imm()
+			}
+			if h := p.IETH(); h != nil {
+				c.Flags, c.Imm = wcFlagInv, h.RKey()
+			}
+			n.complete(q.RecvCQ, &c)
+			r.recvActive = false
+			r.msn++
+			n.counters.RdmaRecvs.Add(1)
+		}
+	case info.Flags&wire.OpWrite != 0:
+		if h := p.RETH(); h != nil {
+			r.writeVA, r.writeKey, r.writeLeft = h.VA(), h.RKey(), h.DMALen()
+		}
+		if uint32(len(payload)) > r.writeLeft || !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
+			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+			return
+		}
+		r.writeVA += uint64(len(payload))
+		r.writeLeft -= uint32(len(payload))
+		if last {
+			if h := p.ImmDt(); h != nil {
+				if !n.takeRecv(&q, r) {
+					n.ack(&q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+					return
+				}
+				c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecvRDMAImm, Flags: wcFlagImm, Imm: h.Imm(), QPN: qpnOf(p)}
+				n.complete(q.RecvCQ, &c)
+				r.recvActive = false
+			}
+			r.msn++
+		}
+	default:
+		n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return
+	}
+	r.expPSN = r.expPSN.Next()
+	if p.BTH().AckReq() {
+		n.ack(&q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
+	}
+}
+
+func qpnOf(p *wire.Packet) uint32 { return p.BTH().DestQP() }
+
+// takeRecv fetches the next receive WQE of a QP.
+func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
+	if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
+		return false
+	}
+	var b [host.RecvWQESize]byte
+	if n.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+		return false
+	}
+	r.recv.Decode(b[:])
+	r.rqConsumer++
+	r.recvActive, r.recvOff = true, 0
+	return true
+}
+
+// ack sends an ACK or NAK for psn.
+func (n *NIC) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+	var f wire.FrameFields
+	n.frameTo(&f, q, wire.RCAcknowledge, psn)
+	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.msn & 0xffffff}
+	n.send(&f)
+}
+
+// readResponse answers an RDMA READ request with its data, one packet per
+// path MTU, PSNs from the request's on.
+func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, fresh bool) {
+	h := p.RETH()
+	va, key, total := h.VA(), h.RKey(), int(h.DMALen())
+	mtu := pmtu(q)
+	packets := max(1, (total+mtu-1)/mtu)
+	var f wire.FrameFields
+	for i := range packets {
+		op := wire.RCRDMAReadResponseMiddle
+		switch {
+		case packets == 1:
+			op = wire.RCRDMAReadResponseOnly
+		case i == 0:
+			op = wire.RCRDMAReadResponseFirst
+		case i == packets-1:
+			op = wire.RCRDMAReadResponseLast
+		}
+		size := min(total-i*mtu, mtu)
+		buf := n.payload[:size]
+		if !n.memory(key, q.PD, va+uint64(i*mtu), buf, accessRemoteRead, false) {
+			n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+			return
+		}
+		n.frameTo(&f, q, op, psn.Add(uint32(i)))
+		f.Payload = buf
+		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: (r.msn + 1) & 0xffffff}
+		n.send(&f)
+	}
+	if fresh {
+		r.msn++
+		r.expPSN = psn.Add(uint32(packets))
+	}
+}

@@ -1,0 +1,268 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// Sentinel errors of the control path.
+var (
+	ErrNoResources = errors.New("verbs: out of resources")
+	ErrInvalid     = errors.New("verbs: invalid argument")
+	ErrQueueFull   = errors.New("verbs: work queue full")
+	ErrClosed      = errors.New("verbs: device closed")
+)
+
+// DeviceConfig sets up a device.
+type DeviceConfig struct {
+	Port     datapath.Port
+	MAC      wire.MAC
+	IP       netip.Addr
+	PCIe     host.PCIe // DMA model; zero is memory speed
+	PageSize int       // MR page size (default 4096)
+	MaxQPs   int       // default 256
+}
+
+// Device is a softrnic NIC and the driver state that goes with it.
+type Device struct {
+	cfg  DeviceConfig
+	mem  *host.Memory
+	dma  *host.DMA
+	nic  *datapath.NIC
+	reg  *host.Registrar
+	done chan struct{}
+
+	mu                     sync.Mutex
+	nextPD, nextMR, nextCQ uint32
+	nextQP                 uint32
+	cqs                    []*CQ // by number, for completion notices
+}
+
+// Open starts a device on a port.
+func Open(cfg DeviceConfig) (*Device, error) {
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 4096
+	}
+	if cfg.MaxQPs == 0 {
+		cfg.MaxQPs = 256
+	}
+	mem := host.NewMemory()
+	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: 1, nextMR: 1, cqs: make([]*CQ, 256)}
+	nic, err := datapath.NewNIC(datapath.NICConfig{
+		Port: cfg.Port, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
+		Notify: d.notify,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.nic = nic
+	if d.reg, err = host.NewRegistrar(mem, nic.Table(host.MTT), cfg.PageSize); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(d.done)
+		nic.Run()
+	}()
+	return d, nil
+}
+
+// NIC returns the device's engine, for its counters.
+func (d *Device) NIC() *datapath.NIC { return d.nic }
+
+// Close stops the device.
+func (d *Device) Close() error {
+	d.nic.Close()
+	<-d.done
+	d.dma.Close()
+	return nil
+}
+
+// notify is the NIC's completion notice: a CQE was written to CQ cqn.
+func (d *Device) notify(cqn uint32) {
+	if int(cqn) < len(d.cqs) {
+		if cq := d.cqs[cqn]; cq != nil {
+			cq.written.Add(1)
+			select {
+			case cq.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// hostWrite writes a context entry through the NIC's command, keeping the
+// cache and host memory in step.
+func (d *Device) hostWrite(t host.ContextType, idx uint32, b []byte) error {
+	words := make([]uint64, len(b)/8)
+	for i := range words {
+		words[i] = uint64(b[8*i]) | uint64(b[8*i+1])<<8 | uint64(b[8*i+2])<<16 | uint64(b[8*i+3])<<24 |
+			uint64(b[8*i+4])<<32 | uint64(b[8*i+5])<<40 | uint64(b[8*i+6])<<48 | uint64(b[8*i+7])<<56
+	}
+	var err error
+	d.nic.Command(func() { err = d.nic.Cache(t).HostWrite(uint64(idx), words) })
+	return err
+}
+
+// PD is a protection domain.
+type PD struct {
+	dev *Device
+	num uint32
+}
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (*PD, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nextPD++
+	return &PD{dev: d, num: d.nextPD}, nil
+}
+
+// MR is a registered memory region. Addr is the address remote peers use
+// with RKey (the region's IOVA).
+type MR struct {
+	pd         *PD
+	Buf        []byte
+	Addr       uint64
+	LKey, RKey uint32
+	index      uint32
+}
+
+// RegMR registers buf with the given access rights.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	d := pd.dev
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("%w: empty buffer", ErrInvalid)
+	}
+	d.mu.Lock()
+	idx := d.nextMR
+	d.nextMR++
+	d.mu.Unlock()
+	if idx >= uint32(d.nic.Table(host.MPT).Count) {
+		return nil, fmt.Errorf("%w: MPT full", ErrNoResources)
+	}
+	reg, err := d.reg.Register(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoResources, err)
+	}
+	for p := range reg.Pages { // the MTT entries were written by the host: drop stale cached lines
+		d.nic.Command(func() { d.nic.Cache(host.MTT).Invalidate(reg.FirstMTT + uint64(p)) })
+	}
+	key := uint8(idx*37 + 0x5a)
+	shift := uint8(0)
+	for 1<<shift < d.cfg.PageSize {
+		shift++
+	}
+	e := host.MPTEntry{Valid: true, Key: key, Access: uint16(access), PD: pd.num, VA: reg.IOVA, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
+	var b [64]byte
+	e.Encode(b[:])
+	if err := d.hostWrite(host.MPT, idx, b[:]); err != nil {
+		return nil, err
+	}
+	k := idx<<8 | uint32(key)
+	return &MR{pd: pd, Buf: buf, Addr: reg.IOVA, LKey: k, RKey: k, index: idx}, nil
+}
+
+// Dereg invalidates the region's keys.
+func (mr *MR) Dereg() error {
+	var b [64]byte
+	(&host.MPTEntry{}).Encode(b[:])
+	return mr.pd.dev.hostWrite(host.MPT, mr.index, b[:])
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	dev      *Device
+	num      uint32
+	base     uint64
+	size     uint32
+	ring     []byte
+	written  atomic.Uint64 // CQEs the NIC has written
+	consumed uint64
+	wake     chan struct{}
+	mu       sync.Mutex
+}
+
+// WC is a work completion.
+type WC struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  WCOpcode
+	ByteLen uint32
+	QPNum   uint32
+	SrcQP   uint32
+	Flags   WCFlags
+	Imm     uint32 // immediate data (host order) or invalidated R_Key
+}
+
+// CreateCQ creates a completion queue of at least entries entries.
+func (d *Device) CreateCQ(entries int) (*CQ, error) {
+	size := uint32(1)
+	for size < uint32(entries) {
+		size <<= 1
+	}
+	d.mu.Lock()
+	num := d.nextCQ
+	d.nextCQ++
+	d.mu.Unlock()
+	if int(num) >= len(d.cqs) {
+		return nil, fmt.Errorf("%w: CQ table full", ErrNoResources)
+	}
+	base := d.mem.Alloc(int(size) * host.CQESize)
+	ring, _ := d.mem.Slice(base, int(size)*host.CQESize)
+	cq := &CQ{dev: d, num: num, base: base, size: size, ring: ring, wake: make(chan struct{}, 1)}
+	d.cqs[num] = cq
+	e := host.RingEntry{Valid: true, Size: size, Base: base}
+	var b [64]byte
+	e.Encode(b[:])
+	if err := d.hostWrite(host.CQC, num, b[:]); err != nil {
+		return nil, err
+	}
+	return cq, nil
+}
+
+// Poll fills wc with completions and returns how many; it never blocks.
+func (cq *CQ) Poll(wc []WC) int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	avail := cq.written.Load() - cq.consumed
+	n := 0
+	for ; n < len(wc) && uint64(n) < avail; n++ {
+		var c host.CQE
+		i := cq.consumed % uint64(cq.size)
+		c.Decode(cq.ring[i*host.CQESize:])
+		wc[n] = WC{WRID: c.WRID, Status: WCStatus(c.Status), Opcode: WCOpcode(c.Opcode), ByteLen: c.ByteLen,
+			QPNum: c.QPN, SrcQP: c.SrcQP, Flags: WCFlags(c.Flags), Imm: c.Imm}
+		cq.consumed++
+	}
+	return n
+}
+
+// Wait blocks until the CQ has a completion or ctx ends.
+func (cq *CQ) Wait(ctx context.Context) error {
+	for {
+		if cq.written.Load() > cq.consumedNow() {
+			return nil
+		}
+		select {
+		case <-cq.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (cq *CQ) consumedNow() uint64 {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.consumed
+}

@@ -1,0 +1,260 @@
+package verbs
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// QPCap sizes a queue pair's work queues.
+type QPCap struct {
+	MaxSendWR, MaxRecvWR   int
+	MaxSendSGE, MaxRecvSGE int
+}
+
+// QPInitAttr describes a queue pair to create.
+type QPInitAttr struct {
+	Type           QPType
+	SendCQ, RecvCQ *CQ
+	Cap            QPCap
+}
+
+// AH is an address handle: where the peer is on the network.
+type AH struct {
+	DestMAC wire.MAC
+	DestGID netip.Addr // an IPv4 address means RoCEv2 over IPv4
+}
+
+// QPAttr holds the attributes Modify sets, as ibv_qp_attr does.
+type QPAttr struct {
+	State, CurState QPState
+	AccessFlags     Access
+	PKeyIndex       int
+	Port            int
+	QKey            uint32
+	AH              AH
+	PathMTU         int // ibv_mtu enum: 1 (256) to 5 (4096)
+	Timeout         uint8
+	RetryCnt        uint8
+	RNRRetry        uint8
+	RQPSN, SQPSN    uint32
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	MinRNRTimer     uint8
+	DestQPN         uint32
+}
+
+// QP is a queue pair.
+type QP struct {
+	pd   *PD
+	Num  uint32
+	Type QPType
+
+	mu         sync.Mutex
+	ctx        host.QPCEntry
+	state      QPState
+	sq, rq     []byte // rings in host memory
+	sqSize     uint32
+	rqSize     uint32
+	sqProducer uint32
+	rqProducer uint32
+	maxSendSGE int
+	maxRecvSGE int
+}
+
+func ringSize(n int) uint32 {
+	s := uint32(1)
+	for s < uint32(n) {
+		s <<= 1
+	}
+	return s
+}
+
+// CreateQP creates a queue pair in the RESET state.
+func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
+	d := pd.dev
+	if attr.Type != QPTRC {
+		return nil, fmt.Errorf("%w: only RC queue pairs so far", ErrInvalid)
+	}
+	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE {
+		return nil, fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE)
+	}
+	d.mu.Lock()
+	num := d.nextQP
+	d.nextQP++
+	d.mu.Unlock()
+	if num >= uint32(d.cfg.MaxQPs) {
+		return nil, fmt.Errorf("%w: QP table full", ErrNoResources)
+	}
+	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
+		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1)}
+	sqBase := d.mem.Alloc(int(qp.sqSize) * host.SendWQESize)
+	rqBase := d.mem.Alloc(int(qp.rqSize) * host.RecvWQESize)
+	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*host.SendWQESize)
+	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*host.RecvWQESize)
+	qp.ctx = host.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
+		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
+	return qp, qp.write()
+}
+
+func (qp *QP) write() error {
+	var b [128]byte
+	qp.ctx.Encode(b[:])
+	return qp.pd.dev.hostWrite(host.QPC, qp.Num, b[:])
+}
+
+// State returns the QP's state as the driver last set it.
+func (qp *QP) State() QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Modify changes the QP's state and attributes, following the libibverbs
+// state machine and its required attribute masks.
+func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	next := qp.state
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	if err := CheckModify(qp.Type, qp.state, next, mask, attr.CurState); err != nil {
+		return err
+	}
+	c := &qp.ctx
+	if mask&AttrAccessFlags != 0 {
+		c.Access = uint16(attr.AccessFlags)
+	}
+	if mask&AttrQKey != 0 {
+		c.QKey = attr.QKey
+	}
+	if mask&AttrAV != 0 {
+		c.DestMAC = attr.AH.DestMAC
+		c.DestGID = attr.AH.DestGID.As16()
+	}
+	if mask&AttrPathMTU != 0 {
+		if attr.PathMTU < 1 || attr.PathMTU > 5 {
+			return fmt.Errorf("%w: path MTU enum %d", ErrInvalidAttr, attr.PathMTU)
+		}
+		c.MTU = uint8(attr.PathMTU)
+	}
+	if mask&AttrDestQPN != 0 {
+		c.DestQPN = attr.DestQPN & 0xffffff
+		c.SrcPort = wire.SourcePort(qp.Num, c.DestQPN)
+	}
+	if mask&AttrRQPSN != 0 {
+		c.RQPSN = attr.RQPSN & 0xffffff
+	}
+	if mask&AttrSQPSN != 0 {
+		c.SQPSN = attr.SQPSN & 0xffffff
+	}
+	if mask&AttrTimeout != 0 {
+		c.Timeout = attr.Timeout
+	}
+	if mask&AttrRetryCnt != 0 {
+		c.RetryCnt = attr.RetryCnt
+	}
+	if mask&AttrRNRRetry != 0 {
+		c.RNRRetry = attr.RNRRetry
+	}
+	if mask&AttrMinRNRTimer != 0 {
+		c.MinRNRTimer = attr.MinRNRTimer
+	}
+	if mask&AttrMaxQPRdAtomic != 0 {
+		c.MaxRdAtomic = attr.MaxRdAtomic
+	}
+	if mask&AttrMaxDestRdAtomic != 0 {
+		c.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	c.State = uint8(next)
+	if err := qp.write(); err != nil {
+		return err
+	}
+	if next == QPSReset {
+		qp.pd.dev.nic.ResetQP(qp.Num)
+		qp.sqProducer, qp.rqProducer = 0, 0
+	}
+	qp.state = next
+	return nil
+}
+
+// SGE is a scatter/gather element in registered memory.
+type SGE struct {
+	Addr   uint64 // an address inside the MR (MR.Addr + offset)
+	Length uint32
+	LKey   uint32
+}
+
+// SendWR is a send work request.
+type SendWR struct {
+	WRID       uint64
+	Opcode     WROpcode
+	Flags      SendFlags
+	SGL        []SGE
+	Imm        uint32 // immediate data, or the R_Key to invalidate
+	RemoteAddr uint64
+	RKey       uint32
+}
+
+// RecvWR is a receive work request.
+type RecvWR struct {
+	WRID uint64
+	SGL  []SGE
+}
+
+// PostSend posts send work requests; on error it returns the index of the
+// first one it did not post.
+func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != QPSRTS {
+		return 0, fmt.Errorf("%w: QP %d is %v, not RTS", ErrInvalid, qp.Num, qp.state)
+	}
+	for i, wr := range wrs {
+		switch wr.Opcode {
+		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead:
+		default:
+			return i, fmt.Errorf("%w: work request %d: opcode %d not supported yet", ErrInvalid, i, wr.Opcode)
+		}
+		if len(wr.SGL) > qp.maxSendSGE {
+			return i, fmt.Errorf("%w: work request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), qp.maxSendSGE)
+		}
+		w := host.SendWQE{WRID: wr.WRID, Opcode: uint8(wr.Opcode), Flags: uint8(wr.Flags), NumSGE: uint8(len(wr.SGL)),
+			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr}
+		for j, s := range wr.SGL {
+			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
+		}
+		w.Encode(qp.sq[int(qp.sqProducer%qp.sqSize)*host.SendWQESize:])
+		qp.sqProducer++
+	}
+	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
+	return len(wrs), nil
+}
+
+// PostRecv posts receive work requests; on error it returns the index of
+// the first one it did not post.
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state == QPSReset {
+		return 0, fmt.Errorf("%w: QP %d is in RESET", ErrInvalid, qp.Num)
+	}
+	for i, wr := range wrs {
+		if len(wr.SGL) > qp.maxRecvSGE {
+			return i, fmt.Errorf("%w: receive request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), qp.maxRecvSGE)
+		}
+		w := host.RecvWQE{WRID: wr.WRID, NumSGE: uint8(len(wr.SGL))}
+		for j, s := range wr.SGL {
+			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
+		}
+		w.Encode(qp.rq[int(qp.rqProducer%qp.rqSize)*host.RecvWQESize:])
+		qp.rqProducer++
+	}
+	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.rqProducer, Recv: true})
+	return len(wrs), nil
+}
