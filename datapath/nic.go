@@ -24,7 +24,7 @@ type NICConfig struct {
 	DMA    *host.DMA
 
 	MaxQPs, MaxCQs, MaxSRQs, MaxMRs, MaxMTT int // table sizes (defaults 256, 256, 64, 1024, 65536)
-	Cache                                     ctxcache.Config
+	Cache                                   ctxcache.Config
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)
