@@ -153,9 +153,11 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoResources, err)
 	}
-	for p := range reg.Pages { // the MTT entries were written by the host: drop stale cached lines
-		d.nic.Command(func() { d.nic.Cache(host.MTT).Invalidate(reg.FirstMTT + uint64(p)) })
-	}
+	d.nic.Command(func() { // the host wrote the MTT entries: drop any stale cached lines
+		for p := range reg.Pages {
+			d.nic.Cache(host.MTT).Invalidate(reg.FirstMTT + uint64(p))
+		}
+	})
 	key := uint8(idx*37 + 0x5a)
 	shift := uint8(0)
 	for 1<<shift < d.cfg.PageSize {
