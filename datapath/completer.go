@@ -1,13 +1,17 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
 
 // completeResponse is the completer: ACKs retire the work requests they
-// cover, in order; READ responses place their data; NAKs complete the
-// work request in error and flush the rest.
+// cover, in order; READ responses place their data; a PSN sequence NAK or
+// a gap restarts transmission from the missing PSN (go-back-N); an RNR NAK
+// pauses the QP for the timer it carries; other NAKs complete the work
+// request in error and flush the rest.
 func (n *NIC) completeResponse(qpn uint32, p *wire.Packet) {
 	var q host.QPCEntry
 	if !n.qpc(qpn, &q) {
@@ -15,62 +19,139 @@ func (n *NIC) completeResponse(qpn uint32, p *wire.Packet) {
 		return
 	}
 	r := &n.qps[qpn]
-	if r.ifN == 0 {
+	if r.ifN == 0 || r.errored {
 		return // nothing in flight: a duplicate
 	}
 	psn := p.BTH().PSN()
-	switch p.Opcode {
-	case wire.RCAcknowledge:
-		s := p.AETH().Syndrome()
-		switch {
-		case s.IsACK():
-			n.retire(qpn, &q, r, psn)
-		case s.IsNAK():
-			n.counters.RcvdSeqErr.Add(1)
-			status := uint8(wcRemOpErr)
-			switch s.Value() {
-			case wire.NAKRemoteAccessError:
-				status = wcRemAccessErr
-			case wire.NAKInvalidRequest:
-				status = wcRemInvReqErr
-			}
-			n.retire(qpn, &q, r, psn.Sub(1))
-			n.fail(qpn, &q, r, status)
-		default: // RNR NAK: retrying after the timer comes with the reliability work
-			n.retire(qpn, &q, r, psn.Sub(1))
-			n.fail(qpn, &q, r, 13) // IBV_WC_RNR_RETRY_EXC_ERR
+	if psn.After(r.sentMax) {
+		n.counters.RcvdUnknownQP.Add(1) // answers a PSN never sent: ignore
+		return
+	}
+	if p.Opcode != wire.RCAcknowledge {
+		n.readData(qpn, &q, r, p, psn)
+		return
+	}
+	s := p.AETH().Syndrome()
+	switch {
+	case s.IsACK():
+		n.retire(qpn, &q, r, psn)
+	case s.IsNAK() && s.Value() == wire.NAKPSNSequenceError:
+		n.counters.RcvdSeqErr.Add(1)
+		n.retire(qpn, &q, r, psn.Sub(1))
+		n.counters.Retransmits.Add(1)
+		n.goBack(qpn, r, psn)
+	case s.IsNAK():
+		status := uint8(wcRemOpErr)
+		switch s.Value() {
+		case wire.NAKRemoteAccessError:
+			status = wcRemAccessErr
+		case wire.NAKInvalidRequest:
+			status = wcRemInvReqErr
 		}
-	default: // READ responses
-		head := &r.inflight[r.ifHead]
-		if head.wqe.Opcode != wrRDMARead || psn.Before(head.firstPSN) || psn.After(head.lastPSN) {
+		n.retire(qpn, &q, r, psn.Sub(1))
+		n.fail(qpn, &q, r, status)
+	case s.IsRNRNAK():
+		n.counters.RcvdRNRErr.Add(1)
+		n.retire(qpn, &q, r, psn.Sub(1))
+		if r.rnrRetries++; q.RNRRetry != 7 && r.rnrRetries > int(q.RNRRetry) {
+			n.counters.RetryRNRExceededErr.Add(1)
+			n.fail(qpn, &q, r, wcRNRRetryExcEr)
 			return
 		}
-		off := uint32(psn.Diff(head.firstPSN)) * uint32(pmtu(&q))
-		if !n.scatter(q.PD, head.wqe.SGE[:min(int(head.wqe.NumSGE), host.MaxSendSGE)], off, p.Payload()) {
-			n.fail(qpn, &q, r, wcLocProtErr)
-			return
-		}
-		if p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0 {
-			head.completed = true
-			n.retire(qpn, &q, r, psn)
+		// Stop sending; the timer restarts from the refused PSN.
+		n.goBackPaused(r, psn)
+		r.rnrWait = true
+		r.deadline = time.Now().Add(time.Duration(wire.RNRTimerMicros(s.Value())) * time.Microsecond)
+		if !r.armed {
+			r.armed = true
+			n.timers = append(n.timers, qpn)
 		}
 	}
 }
 
+// readData places a READ response. Responses come in PSN order: one past
+// a gap restarts the READ.
+func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+	var in *inflight
+	for i := range r.ifN {
+		c := &r.inflight[(r.ifHead+i)%len(r.inflight)]
+		if c.wqe.Opcode == wrRDMARead && !psn.Before(c.firstPSN) && !psn.After(c.lastPSN) {
+			in = c
+			break
+		}
+	}
+	if in == nil || psn.Before(r.una) {
+		return // a duplicate
+	}
+	n.retire(qpn, q, r, in.firstPSN.Sub(1)) // a response acknowledges every earlier request
+	if psn != r.una {
+		if !r.gapAsked || r.gapPSN != r.una { // one partial retry per gap
+			r.gapAsked, r.gapPSN = true, r.una
+			n.counters.Retransmits.Add(1)
+			n.goBack(qpn, r, r.una)
+		}
+		return
+	}
+	r.gapAsked = false
+	off := uint32(psn.Diff(in.firstPSN)) * uint32(pmtu(q))
+	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], off, p.Payload()) {
+		n.fail(qpn, q, r, wcLocProtErr)
+		return
+	}
+	r.una = psn.Next()
+	r.retries = 0
+	r.deadline = time.Now().Add(ackTimeout(q))
+	if p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0 {
+		in.completed = true
+		n.retire(qpn, q, r, psn)
+	}
+}
+
 // retire completes, in order, the in-flight work requests whose last PSN
-// is at or before psn; a READ retires only once its data has come.
+// is at or before psn (a READ only once its data has all come), moves the
+// unacknowledged mark, and lets the requester send again.
 func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
+	progressed := false
 	for r.ifN > 0 {
 		in := &r.inflight[r.ifHead]
 		if in.lastPSN.After(psn) || in.wqe.Opcode == wrRDMARead && !in.completed {
-			return
+			break
 		}
 		n.finish(qpn, q, in, wcSuccess)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
 		r.ifN--
+		if r.sendIdx > 0 {
+			r.sendIdx--
+		} else {
+			r.sendPkt = 0 // a go-back-N resend of it is no longer needed
+		}
+		progressed = true
 	}
-	if r.sqConsumer != r.sqProducer {
-		n.request(qpn) // room in flight again
+	if psn.Next().After(r.una) {
+		r.una = psn.Next()
+		progressed = true
+	}
+	if progressed {
+		r.retries, r.rnrRetries = 0, 0
+		if r.ifN == 0 {
+			r.deadline = time.Time{}
+		} else {
+			r.deadline = time.Now().Add(ackTimeout(q))
+		}
+	}
+	if !r.rnrWait {
+		n.request(qpn)
+	}
+}
+
+// goBackPaused points the requester at psn without sending.
+func (n *NIC) goBackPaused(r *qpRun, psn wire.PSN) {
+	for i := range r.ifN {
+		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
+		if !psn.Before(in.firstPSN) && !psn.After(in.lastPSN) {
+			r.sendIdx, r.sendPkt = i, int(psn.Diff(in.firstPSN))
+			return
+		}
 	}
 }
 
@@ -78,6 +159,7 @@ func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 // QP to the error state and flushes everything else.
 func (n *NIC) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 	r.errored = true
+	r.deadline = time.Time{}
 	for first := true; r.ifN > 0; first = false {
 		in := &r.inflight[r.ifHead]
 		in.signaled = true // errors always complete
@@ -89,6 +171,7 @@ func (n *NIC) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
 		r.ifN--
 	}
+	r.sendIdx, r.sendPkt = 0, 0
 	for r.sqConsumer != r.sqProducer {
 		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
 		r.sqConsumer++

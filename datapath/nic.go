@@ -41,6 +41,10 @@ type Counters struct {
 	RdmaSends, RdmaRecvs       atomic.Uint64
 	RcvdBadICRC, RcvdMalformed atomic.Uint64 // frames Parse refused
 	RcvdUnknownQP              atomic.Uint64
+	RcvdRNRErr, SendRNRErr     atomic.Uint64
+	RetryExceededErr           atomic.Uint64
+	RetryRNRExceededErr        atomic.Uint64
+	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs)
 }
 
 // Doorbell tells the NIC that a QP's send queue (or, with Recv, its
@@ -67,7 +71,9 @@ type NIC struct {
 	words     [32]uint64
 	entry     [256]byte
 	wqe       [host.SendWQESize]byte
-	payload   []byte // staging for one packet's payload
+	payload   []byte   // staging for one packet's payload
+	timers    []uint32 // QPs with a retransmission timer running
+	lastTick  time.Time
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -150,6 +156,12 @@ func (n *NIC) Run() {
 		n.cfg.Port.Release(frames[:k])
 		if f, ok := n.cfg.Port.(interface{ Flush() }); ok {
 			f.Flush()
+		}
+		if len(n.timers) > 0 {
+			if now := time.Now(); now.Sub(n.lastTick) > 200*time.Microsecond {
+				n.lastTick = now
+				n.expire(now)
+			}
 		}
 		if !busy && k == 0 {
 			n.cfg.Port.Wait(100 * time.Microsecond)

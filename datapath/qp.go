@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
@@ -10,16 +12,26 @@ type qpRun struct {
 	started bool // PSNs taken from the context
 	errored bool
 
-	// requester
+	// requester and completer
 	sqProducer, sqConsumer uint32
-	nextPSN                wire.PSN
-	inflight               [64]inflight // sent, not yet completed, in order
+	nextPSN                wire.PSN     // PSN of the next new message
+	una                    wire.PSN     // oldest unacknowledged PSN
+	sentMax                wire.PSN     // newest PSN sent
+	inflight               [64]inflight // fetched, not yet completed, in order
 	ifHead, ifN            int
+	sendIdx, sendPkt       int       // next packet to send: message (from ifHead) and packet
+	deadline               time.Time // retransmission timer; zero when idle
+	armed                  bool      // on the NIC's timer list
+	retries, rnrRetries    int
+	rnrWait                bool // paused by an RNR NAK until the deadline
+	gapAsked               bool // a READ gap at gapPSN has been asked for again
+	gapPSN                 wire.PSN
 
 	// responder
 	rqProducer, rqConsumer uint32
 	expPSN                 wire.PSN
 	msn                    uint32
+	nakSent                bool // a PSN sequence NAK is out for expPSN
 	recvActive             bool
 	recv                   host.RecvWQE
 	recvOff                uint32
@@ -28,15 +40,16 @@ type qpRun struct {
 	writeLeft              uint32
 }
 
-// inflight is a sent work request waiting for its ACK or response.
+// inflight is a fetched work request: sending, or waiting for its ACK or
+// READ response.
 type inflight struct {
 	wqe       host.SendWQE
 	firstPSN  wire.PSN
 	lastPSN   wire.PSN
+	packets   int
 	length    uint32
 	signaled  bool
-	readDone  uint32 // bytes of a READ response placed
-	completed bool
+	completed bool // a READ whose last response has come
 }
 
 // Work completion opcodes and statuses as verbs numbers them.
@@ -47,11 +60,14 @@ const (
 	wcRecv          = 128
 	wcRecvRDMAImm   = 129
 	wcSuccess       = 0
+	wcLocQPOpErr    = 2
 	wcLocProtErr    = 4
 	wcWRFlushErr    = 5
 	wcRemInvReqErr  = 9
 	wcRemAccessErr  = 10
 	wcRemOpErr      = 11
+	wcRetryExcErr   = 12
+	wcRNRRetryExcEr = 13
 	wcFlagImm       = 2
 	wcFlagInv       = 8
 	wrRDMAWrite     = 0
@@ -75,6 +91,8 @@ func (r *qpRun) start(q *host.QPCEntry) {
 	if !r.started {
 		r.started = true
 		r.nextPSN = wire.PSN(q.SQPSN) & wire.PSNMask
+		r.una = r.nextPSN
+		r.sentMax = r.nextPSN.Sub(1)
 		r.expPSN = wire.PSN(q.RQPSN) & wire.PSNMask
 	}
 }

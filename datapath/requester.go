@@ -1,13 +1,20 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
 
-// request sends the WQEs posted to a QP's send queue since the last call:
-// it fetches each through the DMA engine, segments it by the path MTU,
-// assigns PSNs and asks for an ACK on each message's last packet.
+// window is how many PSNs a QP may have unacknowledged, as rxe allows.
+const window = 128
+
+// request is the requester: it fetches the WQEs posted to a QP's send
+// queue through the DMA engine, segments them by the path MTU, assigns
+// PSNs, and sends packets while the window allows. A packet is never kept:
+// a retransmission gathers its payload again from host memory (the replay
+// state is the WQE and the PSN, not the bytes).
 func (n *NIC) request(qpn uint32) {
 	var q host.QPCEntry
 	if !n.qpc(qpn, &q) || q.State != qpsRTS || q.SQSize == 0 {
@@ -15,16 +22,65 @@ func (n *NIC) request(qpn uint32) {
 	}
 	r := &n.qps[qpn]
 	r.start(&q)
-	for r.sqConsumer != r.sqProducer && r.ifN < len(r.inflight) && !r.errored {
-		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
-		if n.cfg.DMA.Read(addr, n.wqe[:]) != nil {
+	mtu := pmtu(&q)
+	for !r.errored && !r.rnrWait {
+		if r.sendIdx == r.ifN { // everything in flight is sent: take the next WQE
+			if r.sqConsumer == r.sqProducer || r.ifN == len(r.inflight) {
+				return
+			}
+			addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
+			if n.cfg.DMA.Read(addr, n.wqe[:]) != nil {
+				return
+			}
+			var in inflight
+			in.wqe.Decode(n.wqe[:])
+			r.sqConsumer++
+			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)] {
+				in.length += s.Length
+			}
+			in.signaled = in.wqe.Flags&sendFlagSignald != 0
+			in.packets = max(1, (int(in.length)+mtu-1)/mtu)
+			in.firstPSN = r.nextPSN
+			in.lastPSN = r.nextPSN.Add(uint32(in.packets - 1))
+			r.nextPSN = in.lastPSN.Next()
+			if !supported(in.wqe.Opcode) {
+				in.signaled = true
+				n.track(r, in)
+				n.fail(qpn, &q, r, wcLocQPOpErr)
+				return
+			}
+			n.track(r, in)
+		}
+		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
+		psn := in.firstPSN.Add(uint32(r.sendPkt))
+		if psn.Diff(r.una) >= window {
 			return
 		}
-		var w host.SendWQE
-		w.Decode(n.wqe[:])
-		r.sqConsumer++
-		n.sendMessage(qpn, &q, r, &w)
+		if !n.sendPacket(&q, r, in, r.sendPkt, mtu) {
+			n.fail(qpn, &q, r, wcLocProtErr)
+			return
+		}
+		if in.wqe.Opcode == wrRDMARead {
+			psn = in.lastPSN // a READ request opens its whole response
+		}
+		if psn.After(r.sentMax) {
+			r.sentMax = psn
+		}
+		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == wrRDMARead {
+			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
+		}
+		if r.deadline.IsZero() {
+			n.arm(qpn, r, &q)
+		}
 	}
+}
+
+func supported(op uint8) bool {
+	switch op {
+	case wrSend, wrSendImm, wrSendInv, wrRDMAWrite, wrRDMAWriteImm, wrRDMARead:
+		return true
+	}
+	return false
 }
 
 // opcodes of a message: first, middle, last and only packets.
@@ -38,97 +94,94 @@ var (
 	opsWriteImm = msgOps{wire.RCRDMAWriteFirst, wire.RCRDMAWriteMiddle, wire.RCRDMAWriteLastWithImmediate, wire.RCRDMAWriteOnlyWithImmediate}
 )
 
-// sendMessage sends one work request's packets and records it as in flight.
-func (n *NIC) sendMessage(qpn uint32, q *host.QPCEntry, r *qpRun, w *host.SendWQE) {
-	var total uint32
-	for _, s := range w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)] {
-		total += s.Length
-	}
-	in := inflight{wqe: *w, firstPSN: r.nextPSN, length: total, signaled: w.Flags&sendFlagSignald != 0}
-	mtu := pmtu(q)
-	var f wire.FrameFields
-	if w.Opcode == wrRDMARead {
-		packets := max(1, (int(total)+mtu-1)/mtu)
-		n.frameTo(&f, q, wire.RCRDMAReadRequest, r.nextPSN)
-		f.BTH.AckReq = true
-		f.RETH = wire.RETHFields{VA: w.RemoteAddr, RKey: w.RKey, DMALen: total}
-		n.send(&f)
-		in.lastPSN = r.nextPSN.Add(uint32(packets - 1))
-		r.nextPSN = r.nextPSN.Add(uint32(packets))
-		n.track(r, in)
-		return
-	}
-	var ops msgOps
-	switch w.Opcode {
-	case wrSend:
-		ops = opsSend
+func opsOf(op uint8) msgOps {
+	switch op {
 	case wrSendImm:
-		ops = opsSendImm
+		return opsSendImm
 	case wrSendInv:
-		ops = opsSendInv
+		return opsSendInv
 	case wrRDMAWrite:
-		ops = opsWrite
+		return opsWrite
 	case wrRDMAWriteImm:
-		ops = opsWriteImm
-	default:
-		n.finish(qpn, q, &in, wcLocProtErr) // not supported yet: refused, not lost
-		return
+		return opsWriteImm
 	}
-	packets := max(1, (int(total)+mtu-1)/mtu)
-	sge, sgeOff := 0, uint32(0)
-	for p := range packets {
-		op := ops.middle
-		switch {
-		case packets == 1:
-			op = ops.only
-		case p == 0:
-			op = ops.first
-		case p == packets-1:
-			op = ops.last
-		}
-		n.frameTo(&f, q, op, r.nextPSN)
-		size := min(int(total)-p*mtu, mtu)
-		if size < 0 {
-			size = 0
-		}
-		payload := n.payload[:size]
-		// Gather this packet's bytes from the scatter/gather list.
-		for got := 0; got < size; {
-			s := w.SGE[sge]
-			take := min(uint32(size-got), s.Length-sgeOff)
-			if !n.memory(s.LKey, q.PD, s.Addr+uint64(sgeOff), payload[got:got+int(take)], 0, false) {
-				n.finish(qpn, q, &in, wcLocProtErr)
-				r.errored = true
-				return
-			}
-			got += int(take)
-			if sgeOff += take; sgeOff == s.Length {
-				sge, sgeOff = sge+1, 0
-			}
-		}
-		f.Payload = payload
-		info := op.Info()
-		if info.Has(wire.HdrRETH) {
-			f.RETH = wire.RETHFields{VA: w.RemoteAddr, RKey: w.RKey, DMALen: total}
-		}
-		if info.Has(wire.HdrImmDt) {
-			f.Imm = w.Imm
-		}
-		if info.Has(wire.HdrIETH) {
-			f.InvalidateRKey = w.Imm
-		}
-		f.BTH.AckReq = p == packets-1
-		n.send(&f)
-		r.nextPSN = r.nextPSN.Next()
-		if w.Opcode == wrSend || w.Opcode == wrSendImm || w.Opcode == wrSendInv {
-			n.counters.RdmaSends.Add(1)
-		}
-	}
-	in.lastPSN = r.nextPSN.Sub(1)
-	n.track(r, in)
+	return opsSend
 }
 
-// track records a sent message as in flight.
+// sendPacket sends packet k of an in-flight message, gathering its payload
+// from the WQE's scatter/gather list. It reports false on a local
+// protection error.
+func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) bool {
+	w := &in.wqe
+	var f wire.FrameFields
+	if w.Opcode == wrRDMARead {
+		// k > 0 is a partial retry: the rest of the READ from packet k on,
+		// as rxe asks for it.
+		off := min(uint32(k*mtu), in.length)
+		n.frameTo(&f, q, wire.RCRDMAReadRequest, in.firstPSN.Add(uint32(k)))
+		f.BTH.AckReq = true
+		f.RETH = wire.RETHFields{VA: w.RemoteAddr + uint64(off), RKey: w.RKey, DMALen: in.length - off}
+		n.send(&f)
+		return true
+	}
+	ops := opsOf(w.Opcode)
+	op := ops.middle
+	switch {
+	case in.packets == 1:
+		op = ops.only
+	case k == 0:
+		op = ops.first
+	case k == in.packets-1:
+		op = ops.last
+	}
+	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
+	size := max(0, min(int(in.length)-k*mtu, mtu))
+	payload := n.payload[:size]
+	if !n.gather(q.PD, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], uint32(k*mtu), payload) {
+		return false
+	}
+	f.Payload = payload
+	info := op.Info()
+	if info.Has(wire.HdrRETH) {
+		f.RETH = wire.RETHFields{VA: w.RemoteAddr, RKey: w.RKey, DMALen: in.length}
+	}
+	if info.Has(wire.HdrImmDt) {
+		f.Imm = w.Imm
+	}
+	if info.Has(wire.HdrIETH) {
+		f.InvalidateRKey = w.Imm
+	}
+	// Ask for an ACK at the end of the message and every 64 PSNs, so that
+	// a long message keeps the window moving.
+	f.BTH.AckReq = k == in.packets-1 || f.BTH.PSN&63 == 63
+	n.send(&f)
+	if info.Flags&wire.OpSend != 0 {
+		n.counters.RdmaSends.Add(1)
+	}
+	return true
+}
+
+// gather reads len(buf) bytes at logical offset off of a scatter/gather
+// list (local reads need no access right beyond the region's validity).
+func (n *NIC) gather(pd uint32, sges []host.SGE, off uint32, buf []byte) bool {
+	for _, s := range sges {
+		if len(buf) == 0 {
+			return true
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		take := min(uint32(len(buf)), s.Length-off)
+		if !n.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], 0, false) {
+			return false
+		}
+		buf, off = buf[take:], 0
+	}
+	return len(buf) == 0
+}
+
+// track records a message as in flight.
 func (n *NIC) track(r *qpRun, in inflight) {
 	r.inflight[(r.ifHead+r.ifN)%len(r.inflight)] = in
 	r.ifN++
@@ -148,4 +201,68 @@ func (n *NIC) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
 	}
 	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn}
 	n.complete(q.SendCQ, &c)
+}
+
+// ackTimeout is the local ACK timeout of a QP: 4.096 µs × 2^timeout, and
+// at least 10 ms: an engine goroutine on a loaded host can be descheduled
+// for milliseconds, and a spurious go-back-N only adds load.
+func ackTimeout(q *host.QPCEntry) time.Duration {
+	if q.Timeout == 0 || q.Timeout > 31 {
+		return 100 * time.Millisecond
+	}
+	return max(time.Duration(4096<<q.Timeout)*time.Nanosecond, 10*time.Millisecond)
+}
+
+// arm starts a QP's retransmission timer.
+func (n *NIC) arm(qpn uint32, r *qpRun, q *host.QPCEntry) {
+	r.deadline = time.Now().Add(ackTimeout(q))
+	if !r.armed {
+		r.armed = true
+		n.timers = append(n.timers, qpn)
+	}
+}
+
+// goBack retransmits from psn: every packet from the one carrying psn on
+// is sent again.
+func (n *NIC) goBack(qpn uint32, r *qpRun, psn wire.PSN) {
+	for i := range r.ifN {
+		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
+		if psn.Before(in.firstPSN) || psn.After(in.lastPSN) {
+			continue
+		}
+		r.sendIdx, r.sendPkt = i, int(psn.Diff(in.firstPSN))
+		n.request(qpn)
+		return
+	}
+}
+
+// expire handles the QPs whose retransmission timer has run out.
+func (n *NIC) expire(now time.Time) {
+	kept := n.timers[:0]
+	for _, qpn := range n.timers {
+		r := &n.qps[qpn]
+		if r.ifN == 0 || r.errored {
+			r.armed, r.deadline = false, time.Time{}
+			continue
+		}
+		kept = append(kept, qpn)
+		if now.Before(r.deadline) {
+			continue
+		}
+		var q host.QPCEntry
+		if !n.qpc(qpn, &q) {
+			continue
+		}
+		if r.rnrWait {
+			r.rnrWait = false
+		} else if r.retries++; r.retries > int(q.RetryCnt) {
+			n.counters.RetryExceededErr.Add(1)
+			n.fail(qpn, &q, r, wcRetryExcErr)
+			continue
+		}
+		n.counters.Retransmits.Add(1)
+		r.deadline = now.Add(ackTimeout(&q))
+		n.goBack(qpn, r, r.una)
+	}
+	n.timers = kept
 }

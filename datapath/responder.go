@@ -76,9 +76,13 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 		return
 	} else if d > 0 {
 		n.counters.OutOfSeqRequest.Add(1)
-		n.ack(&q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
+		if !r.nakSent { // one NAK per gap
+			r.nakSent = true
+			n.ack(&q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
+		}
 		return
 	}
+	r.nakSent = false
 	info := p.Info
 	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
