@@ -1,0 +1,111 @@
+// Package verbstest helps tests build connected queue pairs on any port.
+package verbstest
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// End is one side of a connected RC pair with one registered buffer.
+type End struct {
+	Dev    *verbs.Device
+	PD     *verbs.PD
+	CQ     *verbs.CQ
+	QP     *verbs.QP
+	Buf    []byte
+	MR     *verbs.MR
+	MAC    wire.MAC
+	IP     netip.Addr
+	Counts *datapath.Counters
+}
+
+// NewEnd opens a device on port with an RC QP, a CQ and a buffer of size
+// bytes registered for local write, remote write and remote read.
+func NewEnd(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int) *End {
+	t.Helper()
+	e := &End{MAC: mac, IP: ip}
+	var err error
+	if e.Dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: ip}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Dev.Close() })
+	e.PD, _ = e.Dev.AllocPD()
+	if e.CQ, err = e.Dev.CreateCQ(4096); err != nil {
+		t.Fatal(err)
+	}
+	if e.QP, err = e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: e.CQ, RecvCQ: e.CQ,
+		Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Buf = make([]byte, size)
+	if e.MR, err = e.PD.RegMR(e.Buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
+		t.Fatal(err)
+	}
+	e.Counts = e.Dev.NIC().Counters()
+	return e
+}
+
+// Connect takes both QPs through INIT and RTR to RTS, each pointing at the
+// other, with path MTU enum mtu and ACK timeout exponent timeout.
+func Connect(t testing.TB, a, b *End, mtu int, timeout uint8) {
+	t.Helper()
+	for _, p := range [][2]*End{{a, b}, {b, a}} {
+		me, peer := p[0], p[1]
+		steps := []struct {
+			attr verbs.QPAttr
+			mask verbs.AttrMask
+		}{
+			{verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+				verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
+			{verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: peer.MAC, DestGID: peer.IP}, PathMTU: mtu, DestQPN: peer.QP.Num,
+				RQPSN: 1000 + peer.QP.Num, MaxDestRdAtomic: 16, MinRNRTimer: 12},
+				verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
+			{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: 1000 + me.QP.Num, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
+				verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic},
+		}
+		for _, s := range steps {
+			if err := me.QP.Modify(&s.attr, s.mask); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// WaitWC waits up to 20 seconds for one completion.
+func WaitWC(t testing.TB, cq *verbs.CQ) verbs.WC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wc [1]verbs.WC
+	for {
+		if cq.Poll(wc[:]) == 1 {
+			return wc[0]
+		}
+		if err := cq.Wait(ctx); err != nil {
+			t.Fatalf("no completion: %v", err)
+		}
+	}
+}
+
+// SGL is one SGE over size bytes of e's buffer at off, or none for size 0.
+func SGL(e *End, off, size int) []verbs.SGE {
+	if size == 0 {
+		return nil
+	}
+	return []verbs.SGE{{Addr: e.MR.Addr + uint64(off), Length: uint32(size), LKey: e.MR.LKey}}
+}
+
+// Fill writes seeded random bytes.
+func Fill(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 9))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+}

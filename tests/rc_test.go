@@ -1,0 +1,148 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/udpport"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/datapath/xsk"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/host/verbs/verbstest"
+	"github.com/softrnic/softrnic/tests/topo"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const bufSize = 20 << 20 // room for two 8 MiB messages and guards
+
+// openPort opens a port of the given kind on veth0 of a namespace.
+func openPort(t *testing.T, ns *topo.Namespace, end topo.End, kind string) datapath.Port {
+	t.Helper()
+	var p datapath.Port
+	err := ns.Do(func() error {
+		switch kind {
+		case "xsk":
+			d, err := xsk.Open(end.Name, xsk.Config{}, nil)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { d.Close() })
+			p = d.Sockets()[0]
+		case "udp":
+			u, err := udpport.Open(udpport.Config{Local: end.Addrs[0].Addr(), LocalMAC: wire.MAC(end.MAC), Buffers: 8192})
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { u.Close() })
+			p = u
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// veth builds two NICs in two namespaces joined by a veth pair (MTU 1500,
+// so the path MTU is 1024) and connects an RC QP between them.
+func veth(t *testing.T, kind string) (*verbstest.End, *verbstest.End) {
+	spec := topo.PairSpec(1500, 1)
+	tp := topo.New(t, spec)
+	l := spec.Links[0]
+	pa := openPort(t, tp.NS("a"), l.A, kind)
+	pb := openPort(t, tp.NS("b"), l.B, kind)
+	a := verbstest.NewEnd(t, pa, wire.MAC(l.A.MAC), l.A.Addrs[0].Addr(), bufSize)
+	b := verbstest.NewEnd(t, pb, wire.MAC(l.B.MAC), l.B.Addrs[0].Addr(), bufSize)
+	verbstest.Connect(t, a, b, 3, 14)
+	return a, b
+}
+
+// guard is the pattern around every destination: it must survive.
+const guard = 0xa5
+
+func guarded(b []byte, off, size int) {
+	for i := off - 64; i < off+size+64; i++ {
+		b[i] = guard
+	}
+}
+
+func checkGuards(t *testing.T, what string, b []byte, off, size int) {
+	t.Helper()
+	for i := off - 64; i < off; i++ {
+		if b[i] != guard {
+			t.Fatalf("%s: byte before the destination changed", what)
+		}
+	}
+	for i := off + size; i < off+size+64; i++ {
+		if b[i] != guard {
+			t.Fatalf("%s: byte after the destination changed", what)
+		}
+	}
+}
+
+// TestRC runs every RC operation at the sizes a user would try, across a
+// real veth pair, with both the AF_XDP port and the kernel-UDP port, and
+// checks every byte, the guard bytes around every destination, immediate
+// data and the completions.
+func TestRC(t *testing.T) {
+	const pmtu = 1024
+	sizes := []int{0, 1, pmtu - 1, pmtu, pmtu + 1, 64 << 10, 1 << 20, 8 << 20}
+	for _, kind := range []string{"xsk", "udp"} {
+		t.Run(kind, func(t *testing.T) {
+			a, b := veth(t, kind)
+			const src, dst = 4096, 10 << 20
+			for i, size := range sizes {
+				verbstest.Fill(a.Buf[src:src+size], uint64(i))
+				for _, op := range []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead} {
+					name := fmt.Sprintf("%s op %d size %d", kind, op, size)
+					guarded(b.Buf, dst, size)
+					wr := verbs.SendWR{WRID: uint64(i), Opcode: op, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, src, size),
+						Imm: 0x1234 + uint32(i), RemoteAddr: b.MR.Addr + dst, RKey: b.MR.RKey}
+					wantRecv := op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRRDMAWriteWithImm
+					if wantRecv {
+						if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: 77, SGL: verbstest.SGL(b, dst, size)}}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if op == verbs.WRRDMARead { // read b's destination (holding the last write) into a
+						copy(b.Buf[dst:dst+size], a.Buf[src:src+size])
+						guarded(a.Buf, dst, size)
+						wr.SGL = verbstest.SGL(a, dst, size)
+					}
+					if _, err := a.QP.PostSend([]verbs.SendWR{wr}); err != nil {
+						t.Fatal(err)
+					}
+					if wc := verbstest.WaitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.WRID != uint64(i) {
+						t.Fatalf("%s: requester completion %+v", name, wc)
+					}
+					if wantRecv {
+						wc := verbstest.WaitWC(t, b.CQ)
+						if wc.Status != verbs.WCSuccess || wc.WRID != 77 {
+							t.Fatalf("%s: responder completion %+v", name, wc)
+						}
+						if op != verbs.WRSend && (wc.Flags&verbs.WCWithImm == 0 || wc.Imm != 0x1234+uint32(i)) {
+							t.Fatalf("%s: immediate data %+v", name, wc)
+						}
+					}
+					got, gb := b.Buf[dst:dst+size], b.Buf
+					if op == verbs.WRRDMARead {
+						got, gb = a.Buf[dst:dst+size], a.Buf
+					}
+					if !bytes.Equal(got, a.Buf[src:src+size]) {
+						t.Fatalf("%s: data differs", name)
+					}
+					checkGuards(t, name, gb, dst, size)
+				}
+			}
+			t.Logf("%s: a sent %d packets, retransmitted %d times; b received %d, duplicates %d, out of sequence %d",
+				kind, a.Counts.SentPkts.Load(), a.Counts.Retransmits.Load(), b.Counts.RcvdPkts.Load(),
+				b.Counts.DuplicateRequest.Load(), b.Counts.OutOfSeqRequest.Load())
+		})
+	}
+}
