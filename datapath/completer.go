@@ -27,6 +27,10 @@ func (n *NIC) completeResponse(qpn uint32, p *wire.Packet) {
 		n.counters.RcvdUnknownQP.Add(1) // answers a PSN never sent: ignore
 		return
 	}
+	if p.Opcode == wire.RCAtomicAcknowledge {
+		n.atomicData(qpn, &q, r, p, psn)
+		return
+	}
 	if p.Opcode != wire.RCAcknowledge {
 		n.readData(qpn, &q, r, p, psn)
 		return
@@ -107,6 +111,26 @@ func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, p
 	}
 }
 
+// atomicData places an atomic's original value and completes it.
+func (n *NIC) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+	for i := range r.ifN {
+		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
+		if !isAtomic(in.wqe.Opcode) || in.firstPSN != psn || in.completed {
+			continue
+		}
+		n.retire(qpn, q, r, psn.Sub(1))
+		var orig [8]byte
+		le.PutUint64(orig[:], p.AtomicAckETH().OrigData())
+		if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], 0, orig[:]) {
+			n.fail(qpn, q, r, wcLocProtErr)
+			return
+		}
+		in.completed = true
+		n.retire(qpn, q, r, psn)
+		return
+	}
+}
+
 // retire completes, in order, the in-flight work requests whose last PSN
 // is at or before psn (a READ only once its data has all come), moves the
 // unacknowledged mark, and lets the requester send again.
@@ -114,7 +138,7 @@ func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 	progressed := false
 	for r.ifN > 0 {
 		in := &r.inflight[r.ifHead]
-		if in.lastPSN.After(psn) || in.wqe.Opcode == wrRDMARead && !in.completed {
+		if in.lastPSN.After(psn) || (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) && !in.completed {
 			break
 		}
 		n.finish(qpn, q, in, wcSuccess)

@@ -38,6 +38,16 @@ type qpRun struct {
 	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
+	atomics                [16]atomicResult // answers to recent atomics, for duplicates
+	atomicNext             int
+}
+
+// atomicResult remembers the answer to an atomic request: a duplicate must
+// get the same answer, not a second execution.
+type atomicResult struct {
+	valid bool
+	psn   wire.PSN
+	orig  uint64
 }
 
 // inflight is a fetched work request: sending, or waiting for its ACK or
@@ -57,6 +67,10 @@ const (
 	wcSend          = 0
 	wcRDMAWrite     = 1
 	wcRDMARead      = 2
+	wcCompSwap      = 3
+	wcFetchAdd      = 4
+	wrAtomicCAS     = 5
+	wrAtomicFAA     = 6
 	wcRecv          = 128
 	wcRecvRDMAImm   = 129
 	wcSuccess       = 0

@@ -40,6 +40,9 @@ func (n *NIC) request(qpn uint32) {
 			}
 			in.signaled = in.wqe.Flags&sendFlagSignald != 0
 			in.packets = max(1, (int(in.length)+mtu-1)/mtu)
+			if isAtomic(in.wqe.Opcode) {
+				in.packets, in.length = 1, 8
+			}
 			in.firstPSN = r.nextPSN
 			in.lastPSN = r.nextPSN.Add(uint32(in.packets - 1))
 			r.nextPSN = in.lastPSN.Next()
@@ -75,9 +78,11 @@ func (n *NIC) request(qpn uint32) {
 	}
 }
 
+func isAtomic(op uint8) bool { return op == wrAtomicCAS || op == wrAtomicFAA }
+
 func supported(op uint8) bool {
 	switch op {
-	case wrSend, wrSendImm, wrSendInv, wrRDMAWrite, wrRDMAWriteImm, wrRDMARead:
+	case wrSend, wrSendImm, wrSendInv, wrRDMAWrite, wrRDMAWriteImm, wrRDMARead, wrAtomicCAS, wrAtomicFAA:
 		return true
 	}
 	return false
@@ -121,6 +126,17 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 		n.frameTo(&f, q, wire.RCRDMAReadRequest, in.firstPSN.Add(uint32(k)))
 		f.BTH.AckReq = true
 		f.RETH = wire.RETHFields{VA: w.RemoteAddr + uint64(off), RKey: w.RKey, DMALen: in.length - off}
+		n.send(&f)
+		return true
+	}
+	if isAtomic(w.Opcode) {
+		op := wire.RCCompareSwap
+		if w.Opcode == wrAtomicFAA {
+			op = wire.RCFetchAdd
+		}
+		n.frameTo(&f, q, op, in.firstPSN)
+		f.BTH.AckReq = true
+		f.AtomicETH = wire.AtomicETHFields{VA: w.RemoteAddr, RKey: w.RKey, SwapAdd: w.SwapAdd, Compare: w.Compare}
 		n.send(&f)
 		return true
 	}
@@ -198,6 +214,10 @@ func (n *NIC) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
 		op = wcRDMAWrite
 	case wrRDMARead:
 		op = wcRDMARead
+	case wrAtomicCAS:
+		op = wcCompSwap
+	case wrAtomicFAA:
+		op = wcFetchAdd
 	}
 	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn}
 	n.complete(q.SendCQ, &c)

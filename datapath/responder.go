@@ -70,6 +70,12 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 		n.counters.DuplicateRequest.Add(1)
 		if p.Opcode == wire.RCRDMAReadRequest {
 			n.readResponse(&q, r, p, psn, false)
+		} else if p.Info.Flags&wire.OpAtomic != 0 {
+			for _, a := range r.atomics {
+				if a.valid && a.psn == psn {
+					n.atomicAck(&q, r, psn, a.orig)
+				}
+			}
 		} else {
 			n.ack(&q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
 		}
@@ -90,6 +96,9 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 	switch {
 	case p.Opcode == wire.RCRDMAReadRequest:
 		n.readResponse(&q, r, p, psn, true)
+		return
+	case info.Flags&wire.OpAtomic != 0:
+		n.atomic(&q, r, p, psn)
 		return
 	case info.Flags&wire.OpSend != 0:
 		if first && !n.takeRecv(&q, r) {
@@ -208,4 +217,50 @@ func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		r.msn++
 		r.expPSN = psn.Add(uint32(packets))
 	}
+}
+
+// atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte
+// word of registered memory. The engine goroutine is the only one that
+// touches responder memory, so the read-modify-write is atomic with respect
+// to every other RDMA operation on this NIC.
+func (n *NIC) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+	h := p.AtomicETH()
+	va, key := h.VA(), h.RKey()
+	var word [8]byte
+	if va%8 != 0 {
+		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return
+	}
+	if !n.memory(key, q.PD, va, word[:], accessRemoteAtomic, false) {
+		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+		return
+	}
+	orig := le.Uint64(word[:])
+	next := orig
+	if p.Opcode == wire.RCCompareSwap {
+		if orig == h.Compare() {
+			next = h.SwapAdd()
+		}
+	} else {
+		next = orig + h.SwapAdd()
+	}
+	le.PutUint64(word[:], next)
+	if next != orig && !n.memory(key, q.PD, va, word[:], accessRemoteAtomic, true) {
+		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+		return
+	}
+	r.atomics[r.atomicNext] = atomicResult{valid: true, psn: psn, orig: orig}
+	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
+	r.msn++
+	r.expPSN = psn.Next()
+	n.atomicAck(q, r, psn, orig)
+}
+
+// atomicAck answers an atomic request with the original value.
+func (n *NIC) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64) {
+	var f wire.FrameFields
+	n.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
+	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn & 0xffffff}
+	f.AtomicOrigData = orig
+	n.send(&f)
 }

@@ -199,6 +199,8 @@ type SendWR struct {
 	Imm        uint32 // immediate data, or the R_Key to invalidate
 	RemoteAddr uint64
 	RKey       uint32
+	CompareAdd uint64 // atomics: the compare value (CAS) or the addend (FADD)
+	Swap       uint64 // CAS: the value to store on a match
 }
 
 // RecvWR is a receive work request.
@@ -218,6 +220,10 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	for i, wr := range wrs {
 		switch wr.Opcode {
 		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead:
+		case WRAtomicCmpAndSwp, WRAtomicFetchAdd:
+			if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 || wr.RemoteAddr%8 != 0 {
+				return i, fmt.Errorf("%w: work request %d: an atomic takes one 8-byte SGE and an aligned remote address", ErrInvalid, i)
+			}
 		default:
 			return i, fmt.Errorf("%w: work request %d: opcode %d not supported yet", ErrInvalid, i, wr.Opcode)
 		}
@@ -225,7 +231,10 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			return i, fmt.Errorf("%w: work request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), qp.maxSendSGE)
 		}
 		w := host.SendWQE{WRID: wr.WRID, Opcode: uint8(wr.Opcode), Flags: uint8(wr.Flags), NumSGE: uint8(len(wr.SGL)),
-			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr}
+			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Compare: wr.CompareAdd, SwapAdd: wr.Swap}
+		if wr.Opcode == WRAtomicFetchAdd {
+			w.Compare, w.SwapAdd = 0, wr.CompareAdd
+		}
 		for j, s := range wr.SGL {
 			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 		}

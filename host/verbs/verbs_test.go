@@ -170,3 +170,70 @@ func TestLossyLink(t *testing.T) {
 		t.Error("a lossy link caused no recovery")
 	}
 }
+
+// TestAtomics: 8 QPs hammer one counter with FETCH_ADD; every original
+// value is seen exactly once and the counter ends at the total. Then
+// COMPARE_SWAP succeeds once and fails once.
+func TestAtomics(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	verbstest.Connect(t, a, b, 3, 12)
+	qps := []*verbs.QP{a.QP}
+	peers := []*verbs.QP{b.QP}
+	for range 7 {
+		qa, _ := a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qb, _ := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		ea, eb := *a, *b
+		ea.QP, eb.QP = qa, qb
+		verbstest.Connect(t, &ea, &eb, 3, 12)
+		qps, peers = append(qps, qa), append(peers, qb)
+	}
+	const per = 50
+	counter := b.MR.Addr + 64
+	for round := range per {
+		for i, qp := range qps {
+			wr := verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRAtomicFetchAdd, Flags: verbs.SendSignaled, CompareAdd: 1,
+				SGL: verbstest.SGL(a, 8*(i*per+round), 8), RemoteAddr: counter, RKey: b.MR.RKey}
+			if _, err := qp.PostSend([]verbs.SendWR{wr}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range len(qps) * per {
+		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCFetchAdd {
+			t.Fatalf("completion %+v", wc)
+		}
+	}
+	seen := make([]bool, len(qps)*per)
+	for i := range len(qps) * per {
+		v := le64(a.Buf[8*i:])
+		if v >= uint64(len(seen)) || seen[v] {
+			t.Fatalf("fetch-and-add returned %d twice or out of range", v)
+		}
+		seen[v] = true
+	}
+	if got := le64(b.Buf[64:]); got != uint64(len(qps)*per) {
+		t.Fatalf("counter %d, want %d", got, len(qps)*per)
+	}
+	// COMPARE_SWAP: 400 -> 7 succeeds, then 400 -> 9 fails (the word is 7).
+	for i, cmp := range []uint64{400, 400} {
+		wr := verbs.SendWR{WRID: 90, Opcode: verbs.WRAtomicCmpAndSwp, Flags: verbs.SendSignaled, CompareAdd: cmp, Swap: 7 + 2*uint64(i),
+			SGL: verbstest.SGL(a, 8000, 8), RemoteAddr: counter, RKey: b.MR.RKey}
+		a.QP.PostSend([]verbs.SendWR{wr})
+		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCCompSwap {
+			t.Fatalf("CAS completion %+v", wc)
+		}
+		want := []uint64{400, 7}[i]
+		if got := le64(a.Buf[8000:]); got != want {
+			t.Errorf("CAS %d returned %d, want %d", i, got, want)
+		}
+	}
+	if got := le64(b.Buf[64:]); got != 7 {
+		t.Errorf("after CAS the word is %d, want 7", got)
+	}
+}
+
+func le64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
