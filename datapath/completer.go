@@ -89,14 +89,16 @@ func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, p
 	}
 	n.retire(qpn, q, r, in.firstPSN.Sub(1)) // a response acknowledges every earlier request
 	if psn != r.una {
-		if !r.gapAsked || r.gapPSN != r.una { // one partial retry per gap
-			r.gapAsked, r.gapPSN = true, r.una
+		// Ask once for the rest from the gap on; later out-of-order
+		// responses are stale copies of the first stream, not new gaps.
+		// Only the timer asks again.
+		if !r.gapAsked {
+			r.gapAsked = true
 			n.counters.Retransmits.Add(1)
 			n.goBack(qpn, r, r.una)
 		}
 		return
 	}
-	r.gapAsked = false
 	off := uint32(psn.Diff(in.firstPSN)) * uint32(pmtu(q))
 	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], off, p.Payload()) {
 		n.fail(qpn, q, r, wcLocProtErr)
@@ -107,6 +109,7 @@ func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, p
 	r.deadline = time.Now().Add(ackTimeout(q))
 	if p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0 {
 		in.completed = true
+		r.gapAsked = false
 		n.retire(qpn, q, r, psn)
 	}
 }

@@ -132,34 +132,46 @@ func (n *NIC) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}
 }
 
-// send encodes and transmits one frame, waiting for a buffer if needed.
+// send encodes one frame into a transmit buffer and queues it; frames go
+// out in batches (flushTX), one system call for many.
 func (n *NIC) send(f *wire.FrameFields) {
-	var fr [1]Frame
-	for n.cfg.Port.Alloc(fr[:]) == 0 {
+	if n.txN == len(n.tx) {
+		n.flushTX()
+	}
+	fr := n.tx[n.txN : n.txN+1]
+	for n.cfg.Port.Alloc(fr) == 0 {
+		n.flushTX()
 		if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
 			fl.Flush()
 		}
 	}
 	k, err := wire.Encode(fr[0].Data, f)
 	if err != nil {
-		n.cfg.Port.Free(fr[:])
+		n.cfg.Port.Free(fr)
 		n.counters.SendErr.Add(1)
 		return
 	}
 	fr[0].Data = fr[0].Data[:k]
-	for {
-		sent, err := n.cfg.Port.Send(fr[:])
-		if sent == 1 {
-			n.counters.SentPkts.Add(1)
-			return
-		}
+	n.txN++
+}
+
+// flushTX sends the queued frames, waiting while the port's ring is full.
+func (n *NIC) flushTX() {
+	sent := 0
+	for sent < n.txN {
+		k, err := n.cfg.Port.Send(n.tx[sent:n.txN])
+		sent += k
 		if err != nil {
-			n.cfg.Port.Free(fr[:])
-			n.counters.SendErr.Add(1)
-			return
+			n.counters.SendErr.Add(uint64(n.txN - sent))
+			n.cfg.Port.Free(n.tx[sent:n.txN])
+			break
 		}
-		if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
-			fl.Flush()
+		if k == 0 {
+			if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
+				fl.Flush()
+			}
 		}
 	}
+	n.counters.SentPkts.Add(uint64(min(sent, n.txN)))
+	n.txN = 0
 }

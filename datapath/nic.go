@@ -73,6 +73,9 @@ type NIC struct {
 	wqe       [host.SendWQESize]byte
 	payload   []byte   // staging for one packet's payload
 	timers    []uint32 // QPs with a retransmission timer running
+	readers   []uint32 // QPs answering a READ
+	tx        []Frame  // frames encoded, not yet handed to the port
+	txN       int
 	lastTick  time.Time
 
 	stopOnce sync.Once
@@ -95,7 +98,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxSRQs, 64)
 	def(&cfg.MaxMRs, 1024)
 	def(&cfg.MaxMTT, 65536)
-	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), payload: make([]byte, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
@@ -154,6 +157,11 @@ func (n *NIC) Run() {
 			n.receive(&frames[i])
 		}
 		n.cfg.Port.Release(frames[:k])
+		if len(n.readers) > 0 {
+			n.pumpReads()
+			busy = true
+		}
+		n.flushTX()
 		if f, ok := n.cfg.Port.(interface{ Flush() }); ok {
 			f.Flush()
 		}
@@ -161,6 +169,7 @@ func (n *NIC) Run() {
 			if now := time.Now(); now.Sub(n.lastTick) > 200*time.Microsecond {
 				n.lastTick = now
 				n.expire(now)
+				n.flushTX()
 			}
 		}
 		if !busy && k == 0 {

@@ -24,8 +24,7 @@ type qpRun struct {
 	armed                  bool      // on the NIC's timer list
 	retries, rnrRetries    int
 	rnrWait                bool // paused by an RNR NAK until the deadline
-	gapAsked               bool // a READ gap at gapPSN has been asked for again
-	gapPSN                 wire.PSN
+	gapAsked               bool // a READ gap has been asked for again
 
 	// responder
 	rqProducer, rqConsumer uint32
@@ -38,8 +37,20 @@ type qpRun struct {
 	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
+	read                   readState        // the READ being answered
 	atomics                [16]atomicResult // answers to recent atomics, for duplicates
 	atomicNext             int
+}
+
+// readState is a READ response in progress.
+type readState struct {
+	active, listed bool
+	psn            wire.PSN
+	va             uint64
+	key            uint32
+	total, packets int
+	next           int
+	msn            uint32
 }
 
 // atomicResult remembers the answer to an atomic request: a duplicate must

@@ -282,6 +282,7 @@ func (n *NIC) expire(now time.Time) {
 		}
 		n.counters.Retransmits.Add(1)
 		r.deadline = now.Add(ackTimeout(&q))
+		r.gapAsked = false
 		n.goBack(qpn, r, r.una)
 	}
 	n.timers = kept

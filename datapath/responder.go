@@ -184,39 +184,81 @@ func (n *NIC) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	n.send(&f)
 }
 
-// readResponse answers an RDMA READ request with its data, one packet per
-// path MTU, PSNs from the request's on.
+// readResponse starts answering an RDMA READ request: the response packets
+// go out a few at a time from the engine's loop (pump reads), so that a
+// long READ neither starves the engine's other work nor floods the
+// requester. A new request on the QP (a retry, full or partial) replaces
+// the one being answered.
 func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, fresh bool) {
 	h := p.RETH()
-	va, key, total := h.VA(), h.RKey(), int(h.DMALen())
-	mtu := pmtu(q)
-	packets := max(1, (total+mtu-1)/mtu)
-	var f wire.FrameFields
-	for i := range packets {
-		op := wire.RCRDMAReadResponseMiddle
-		switch {
-		case packets == 1:
-			op = wire.RCRDMAReadResponseOnly
-		case i == 0:
-			op = wire.RCRDMAReadResponseFirst
-		case i == packets-1:
-			op = wire.RCRDMAReadResponseLast
-		}
-		size := min(total-i*mtu, mtu)
-		buf := n.payload[:size]
-		if !n.memory(key, q.PD, va+uint64(i*mtu), buf, accessRemoteRead, false) {
-			n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
-			return
-		}
-		n.frameTo(&f, q, op, psn.Add(uint32(i)))
-		f.Payload = buf
-		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: (r.msn + 1) & 0xffffff}
-		n.send(&f)
-	}
+	total := int(h.DMALen())
+	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
 	if fresh {
 		r.msn++
 		r.expPSN = psn.Add(uint32(packets))
 	}
+	rd := &r.read
+	*rd = readState{active: true, listed: rd.listed, psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: r.msn}
+	if !rd.listed {
+		rd.listed = true
+		n.readers = append(n.readers, p.BTH().DestQP())
+	}
+}
+
+// readBurst is how many READ response packets a QP sends per engine pass.
+const readBurst = 16
+
+// pumpReads sends the next packets of every READ being answered.
+func (n *NIC) pumpReads() {
+	kept := n.readers[:0]
+	for _, qpn := range n.readers {
+		r := &n.qps[qpn]
+		rd := &r.read
+		if !rd.active {
+			rd.listed = false
+			continue
+		}
+		var q host.QPCEntry
+		if !n.qpc(qpn, &q) {
+			rd.active, rd.listed = false, false
+			continue
+		}
+		mtu := pmtu(&q)
+		var f wire.FrameFields
+		for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
+			i := rd.next
+			op := wire.RCRDMAReadResponseMiddle
+			switch {
+			case rd.packets == 1:
+				op = wire.RCRDMAReadResponseOnly
+			case i == 0:
+				op = wire.RCRDMAReadResponseFirst
+			case i == rd.packets-1:
+				op = wire.RCRDMAReadResponseLast
+			}
+			size := min(rd.total-i*mtu, mtu)
+			buf := n.payload[:size]
+			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, accessRemoteRead, false) {
+				n.ack(&q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+				rd.active = false
+				break
+			}
+			n.frameTo(&f, &q, op, rd.psn.Add(uint32(i)))
+			f.Payload = buf
+			f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
+			n.send(&f)
+			rd.next++
+		}
+		if rd.next == rd.packets {
+			rd.active = false
+		}
+		if rd.active {
+			kept = append(kept, qpn)
+		} else {
+			rd.listed = false
+		}
+	}
+	n.readers = kept
 }
 
 // atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte

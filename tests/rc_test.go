@@ -115,6 +115,7 @@ func TestRC(t *testing.T) {
 						guarded(a.Buf, dst, size)
 						wr.SGL = verbstest.SGL(a, dst, size)
 					}
+					b.Dev.Fence() // hand b's memory over to b's NIC
 					if _, err := a.QP.PostSend([]verbs.SendWR{wr}); err != nil {
 						t.Fatal(err)
 					}
@@ -130,6 +131,7 @@ func TestRC(t *testing.T) {
 							t.Fatalf("%s: immediate data %+v", name, wc)
 						}
 					}
+					b.Dev.Fence() // b's NIC wrote b's memory
 					got, gb := b.Buf[dst:dst+size], b.Buf
 					if op == verbs.WRRDMARead {
 						got, gb = a.Buf[dst:dst+size], a.Buf

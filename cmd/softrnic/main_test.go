@@ -59,10 +59,21 @@ func TestDemo(t *testing.T) {
 		t.Skip("the demo creates network namespaces: needs root")
 	}
 	var out bytes.Buffer
-	if err := runDemo(nil, &out); err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
+	if err := runDemo([]string{"-frames"}, &out); err != nil {
+		t.Fatalf("demo -frames: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "38 of 38 frames crossed the veth pair intact") {
-		t.Errorf("demo output:\n%s", out.String())
+		t.Errorf("demo -frames output:\n%s", out.String())
+	}
+	for _, port := range []string{"xsk", "udp"} {
+		out.Reset()
+		if err := runDemo([]string{"-port", port, "-n", "20"}, &out); err != nil {
+			t.Fatalf("demo -port %s: %v\n%s", port, err, out.String())
+		}
+		for _, want := range []string{"SEND/RECV", "WRITE_WITH_IMM", "READ", "CMP_AND_SWAP", "FETCH_AND_ADD", "all operations verified"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("demo -port %s output lacks %q:\n%s", port, want, out.String())
+			}
+		}
 	}
 }

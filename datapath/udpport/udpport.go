@@ -269,7 +269,8 @@ func (p *Port) Wait(timeout time.Duration) error {
 	if p.closed {
 		return datapath.ErrClosed
 	}
-	_, err := unix.Poll(p.pollfd[:], int(timeout/time.Millisecond))
+	ts := unix.NsecToTimespec(int64(timeout)) // ppoll: microsecond timeouts, unlike poll
+	_, err := unix.Ppoll(p.pollfd[:], &ts, nil)
 	if err == unix.EINTR {
 		return nil
 	}

@@ -478,7 +478,8 @@ func (s *Socket) Wait(timeout time.Duration) error {
 	if s.rx.avail(1) > 0 {
 		return nil
 	}
-	_, err := unix.Poll(s.pollfd[:], int(timeout/time.Millisecond))
+	ts := unix.NsecToTimespec(int64(timeout)) // ppoll: microsecond timeouts, unlike poll
+	_, err := unix.Ppoll(s.pollfd[:], &ts, nil)
 	if err == unix.EINTR {
 		return nil
 	}

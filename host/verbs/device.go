@@ -268,3 +268,12 @@ func (cq *CQ) consumedNow() uint64 {
 	defer cq.mu.Unlock()
 	return cq.consumed
 }
+
+// Fence waits until the NIC has finished the work it has taken in: a
+// synchronization point between the application and its NIC, both ways. A
+// remote peer's RDMA WRITE (without immediate), READ or atomic reaches
+// registered memory with no completion on this device, ordered only by the
+// network, which Go's memory model (and its race detector) cannot see:
+// call Fence after changing memory a peer will then access, and before
+// reading memory a peer has changed.
+func (d *Device) Fence() { d.nic.Command(func() {}) }

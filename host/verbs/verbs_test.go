@@ -79,6 +79,7 @@ func TestRCWriteAndRead(t *testing.T) {
 		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMAWrite {
 			t.Fatalf("size %d: write completion %+v", size, wc)
 		}
+		b.Dev.Fence()
 		if !bytes.Equal(b.Buf[4096:4096+size], src) {
 			t.Fatalf("size %d: written data differs", size)
 		}
@@ -117,6 +118,7 @@ func TestRemoteAccessError(t *testing.T) {
 	if second.WRID != 2 || second.Status != verbs.WCWRFlushErr {
 		t.Errorf("second completion %+v, want WR_FLUSH_ERR", second)
 	}
+	b.Dev.Fence()
 	if !bytes.Equal(b.Buf[:100], make([]byte, 100)) {
 		t.Error("a write with a bad rkey changed memory")
 	}
@@ -151,6 +153,7 @@ func TestLossyLink(t *testing.T) {
 		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
 			t.Fatalf("size %d: write %+v", size, wc)
 		}
+		b.Dev.Fence()
 		if !bytes.Equal(b.Buf[bufSize/2:bufSize/2+size], src) {
 			t.Fatalf("size %d: WRITE data differs", size)
 		}
@@ -213,6 +216,7 @@ func TestAtomics(t *testing.T) {
 		}
 		seen[v] = true
 	}
+	b.Dev.Fence()
 	if got := le64(b.Buf[64:]); got != uint64(len(qps)*per) {
 		t.Fatalf("counter %d, want %d", got, len(qps)*per)
 	}
@@ -229,6 +233,7 @@ func TestAtomics(t *testing.T) {
 			t.Errorf("CAS %d returned %d, want %d", i, got, want)
 		}
 	}
+	b.Dev.Fence()
 	if got := le64(b.Buf[64:]); got != 7 {
 		t.Errorf("after CAS the word is %d, want 7", got)
 	}

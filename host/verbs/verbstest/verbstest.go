@@ -52,29 +52,12 @@ func NewEnd(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size 
 	return e
 }
 
-// Connect takes both QPs through INIT and RTR to RTS, each pointing at the
-// other, with path MTU enum mtu and ACK timeout exponent timeout.
+// Connect takes both QPs to RTS, each pointing at the other, with path
+// MTU enum mtu and ACK timeout exponent timeout.
 func Connect(t testing.TB, a, b *End, mtu int, timeout uint8) {
 	t.Helper()
-	for _, p := range [][2]*End{{a, b}, {b, a}} {
-		me, peer := p[0], p[1]
-		steps := []struct {
-			attr verbs.QPAttr
-			mask verbs.AttrMask
-		}{
-			{verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-				verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
-			{verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: peer.MAC, DestGID: peer.IP}, PathMTU: mtu, DestQPN: peer.QP.Num,
-				RQPSN: 1000 + peer.QP.Num, MaxDestRdAtomic: 16, MinRNRTimer: 12},
-				verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
-			{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: 1000 + me.QP.Num, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-				verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic},
-		}
-		for _, s := range steps {
-			if err := me.QP.Modify(&s.attr, s.mask); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := verbs.ConnectRC(a.QP, b.QP, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, mtu, timeout); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,33 @@
+package verbs
+
+// ConnectRC takes two RC queue pairs (which may live on different devices)
+// from RESET through INIT and RTR to RTS, each pointed at the other: what
+// an application does after exchanging QP numbers, PSNs and addresses out
+// of band. aAH is how b reaches a, bAH how a reaches b. Remote write, read
+// and atomic access are enabled; pathMTU is the ibv_mtu enum and timeout
+// the ACK timeout exponent.
+func ConnectRC(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
+	for _, side := range []struct {
+		me, peer *QP
+		peerAH   AH
+	}{{a, b, bAH}, {b, a, aAH}} {
+		steps := []struct {
+			attr QPAttr
+			mask AttrMask
+		}{
+			{QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic},
+				AttrState | AttrPKeyIndex | AttrPort | AttrAccessFlags},
+			{QPAttr{State: QPSRTR, AH: side.peerAH, PathMTU: pathMTU, DestQPN: side.peer.Num, RQPSN: 1000 + side.peer.Num,
+				MaxDestRdAtomic: 16, MinRNRTimer: 12},
+				AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer},
+			{QPAttr{State: QPSRTS, SQPSN: 1000 + side.me.Num, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
+				AttrState | AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic},
+		}
+		for _, s := range steps {
+			if err := side.me.Modify(&s.attr, s.mask); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
