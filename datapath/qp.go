@@ -37,14 +37,15 @@ type qpRun struct {
 	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
-	read                   readState        // the READ being answered
+	reads                  [16]readState // READs being answered, in order
+	readHead, readN        int
+	readListed             bool             // on the NIC's list of QPs answering READs
 	atomics                [16]atomicResult // answers to recent atomics, for duplicates
 	atomicNext             int
 }
 
 // readState is a READ response in progress.
 type readState struct {
-	active, listed bool
 	psn            wire.PSN
 	va             uint64
 	key            uint32

@@ -197,10 +197,19 @@ func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		r.msn++
 		r.expPSN = psn.Add(uint32(packets))
 	}
-	rd := &r.read
-	*rd = readState{active: true, listed: rd.listed, psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: r.msn}
-	if !rd.listed {
-		rd.listed = true
+	if !fresh {
+		// A retry: the requester goes back to this PSN and will ask again
+		// for every later READ, so the queue restarts here.
+		r.readN = 0
+	}
+	if r.readN == len(r.reads) {
+		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest)) // more READs outstanding than allowed
+		return
+	}
+	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: r.msn}
+	r.readN++
+	if !r.readListed {
+		r.readListed = true
 		n.readers = append(n.readers, p.BTH().DestQP())
 	}
 }
@@ -213,16 +222,12 @@ func (n *NIC) pumpReads() {
 	kept := n.readers[:0]
 	for _, qpn := range n.readers {
 		r := &n.qps[qpn]
-		rd := &r.read
-		if !rd.active {
-			rd.listed = false
-			continue
-		}
 		var q host.QPCEntry
-		if !n.qpc(qpn, &q) {
-			rd.active, rd.listed = false, false
+		if r.readN == 0 || !n.qpc(qpn, &q) {
+			r.readN, r.readListed = 0, false
 			continue
 		}
+		rd := &r.reads[r.readHead]
 		mtu := pmtu(&q)
 		var f wire.FrameFields
 		for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
@@ -240,7 +245,7 @@ func (n *NIC) pumpReads() {
 			buf := n.payload[:size]
 			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, accessRemoteRead, false) {
 				n.ack(&q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
-				rd.active = false
+				rd.next = rd.packets // abandoned
 				break
 			}
 			n.frameTo(&f, &q, op, rd.psn.Add(uint32(i)))
@@ -250,12 +255,13 @@ func (n *NIC) pumpReads() {
 			rd.next++
 		}
 		if rd.next == rd.packets {
-			rd.active = false
+			r.readHead = (r.readHead + 1) % len(r.reads)
+			r.readN--
 		}
-		if rd.active {
+		if r.readN > 0 {
 			kept = append(kept, qpn)
 		} else {
-			rd.listed = false
+			r.readListed = false
 		}
 	}
 	n.readers = kept
