@@ -73,23 +73,29 @@ func (n *NIC) qpc(qpn uint32, q *host.QPCEntry) bool {
 	return q.Valid
 }
 
+// allowed checks, through the MPT, that key grants need on [va, va+length)
+// to protection domain pd.
+func (n *NIC) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
+	var m host.MPTEntry
+	if !n.ctx(host.MPT, uint64(key>>8), n.entry[:64]) {
+		return false
+	}
+	m.Decode(n.entry[:64])
+	return m.Valid && m.Key == uint8(key) && m.PD == pd && int(m.Access)&need == need &&
+		va >= m.VA && length <= m.Length && va-m.VA <= m.Length-length
+}
+
 // memory moves len(buf) bytes between buf and registered memory at va
 // under key, checking the region's validity, key, protection domain,
 // access rights and bounds through the MPT and translating pages through
 // the MTT. write means into registered memory. It returns a WC-style
 // reason on failure (false).
 func (n *NIC) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+	if !n.allowed(key, pd, va, uint64(len(buf)), need) {
+		return false
+	}
 	var m host.MPTEntry
-	if !n.ctx(host.MPT, uint64(key>>8), n.entry[:64]) {
-		return false
-	}
-	m.Decode(n.entry[:64])
-	if !m.Valid || m.Key != uint8(key) || m.PD != pd || int(m.Access)&need != need {
-		return false
-	}
-	if va < m.VA || uint64(len(buf)) > m.Length || va-m.VA > m.Length-uint64(len(buf)) {
-		return false
-	}
+	m.Decode(n.entry[:64]) // the entry allowed just read
 	off := va - m.VA
 	page := uint64(1) << m.PageShift
 	for done := 0; done < len(buf); {

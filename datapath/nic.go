@@ -124,6 +124,14 @@ func (n *NIC) Counters() *Counters { return &n.counters }
 // Ring queues a doorbell; it blocks only if the NIC is that far behind.
 func (n *NIC) Ring(d Doorbell) { n.doorbells <- d }
 
+// QPErrored reports whether the NIC has moved a QP to the error state
+// (after an error completion).
+func (n *NIC) QPErrored(qpn uint32) bool {
+	var e bool
+	n.Command(func() { e = qpn < uint32(len(n.qps)) && n.qps[qpn].errored })
+	return e
+}
+
 // ResetQP clears the NIC's running state of a QP (modify to RESET).
 func (n *NIC) ResetQP(qpn uint32) {
 	n.Command(func() { n.qps[qpn] = qpRun{} })

@@ -22,6 +22,10 @@ func (n *NIC) request(qpn uint32) {
 	}
 	r := &n.qps[qpn]
 	r.start(&q)
+	if r.errored { // a QP in error flushes what is posted to it
+		n.fail(qpn, &q, r, wcWRFlushErr)
+		return
+	}
 	mtu := pmtu(&q)
 	for !r.errored && !r.rnrWait {
 		if r.sendIdx == r.ifN { // everything in flight is sent: take the next WQE

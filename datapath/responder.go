@@ -130,6 +130,13 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 	case info.Flags&wire.OpWrite != 0:
 		if h := p.RETH(); h != nil {
 			r.writeVA, r.writeKey, r.writeLeft = h.VA(), h.RKey(), h.DMALen()
+			// The whole message's range, checked once: a refused WRITE
+			// changes nothing, not even its first packets' bytes.
+			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), accessRemoteWrite) {
+				r.writeLeft = 0
+				n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+				return
+			}
 		}
 		if uint32(len(payload)) > r.writeLeft || !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
 			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
@@ -193,6 +200,10 @@ func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
+	if total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), accessRemoteRead) {
+		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+		return
+	}
 	if fresh {
 		r.msn++
 		r.expPSN = psn.Add(uint32(packets))

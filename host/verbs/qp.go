@@ -107,10 +107,14 @@ func (qp *QP) write() error {
 	return qp.pd.dev.hostWrite(host.QPC, qp.Num, b[:])
 }
 
-// State returns the QP's state as the driver last set it.
+// State returns the QP's state: as the driver last set it, or ERR once
+// the NIC has completed a work request in error.
 func (qp *QP) State() QPState {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
+	if qp.state != QPSReset && qp.state != QPSErr && qp.pd.dev.nic.QPErrored(qp.Num) {
+		qp.state = QPSErr
+	}
 	return qp.state
 }
 
@@ -214,7 +218,7 @@ type RecvWR struct {
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.state != QPSRTS {
+	if qp.state != QPSRTS && qp.state != QPSErr && qp.state != QPSSQD {
 		return 0, fmt.Errorf("%w: QP %d is %v, not RTS", ErrInvalid, qp.Num, qp.state)
 	}
 	for i, wr := range wrs {

@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -242,3 +243,5 @@ func TestAtomics(t *testing.T) {
 func le64(b []byte) uint64 {
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
