@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache fuzz generate demo clean
+.PHONY: help build test lint bench bench-frames bench-cache bench-write fuzz generate demo clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -31,6 +31,9 @@ bench-frames: build ## frame rates of the xsk and udp ports vs kernel UDP and ip
 
 bench-cache: build ## GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput
 	./bin/softrnic bench cache
+
+bench-write: build ## RDMA WRITE 64 KiB throughput over a veth pair beside the raw xsk frame rate (root)
+	./bin/softrnic bench write
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \

@@ -14,6 +14,8 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache/cachebench"
 	"github.com/softrnic/softrnic/datapath/portbench"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/tests/topo"
 )
 
 // runBench dispatches the benchmarks.
@@ -23,9 +25,12 @@ func runBench(args []string, stdout io.Writer) error {
 		return runBenchFrames(args[1:], stdout)
 	case len(args) > 0 && args[0] == "cache":
 		return runBenchCache(args[1:], stdout)
+	case len(args) > 0 && args[0] == "write":
+		return runBenchWrite(args[1:], stdout)
 	}
 	fmt.Fprintln(stdout, "usage: softrnic bench frames [flags]   frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair")
 	fmt.Fprintln(stdout, "       softrnic bench cache [flags]    GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput")
+	fmt.Fprintln(stdout, "       softrnic bench write [flags]    RDMA WRITE throughput over a veth pair beside the raw xsk frame rate")
 	if len(args) == 0 {
 		return flag.ErrHelp
 	}
@@ -116,4 +121,56 @@ func printFrameResults(w io.Writer, results []portbench.Result) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t\n", payload, r.Method, size, pps, r.Gbps(), vs, allocs)
 	}
 	tw.Flush()
+}
+
+// runBenchWrite measures RDMA WRITE throughput between two NICs over a veth
+// pair (xsk port, IB MTU 4096) and, in the same run, the xsk port's raw
+// frame rate with 4096-byte payloads: the protocol's cost over raw frames.
+func runBenchWrite(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench write", flag.ContinueOnError)
+	size := fs.Int("s", 64<<10, "message size")
+	iters := fs.Int("n", 4000, "messages")
+	dur := fs.Duration("d", 2*time.Second, "time for the raw frame measurement")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("the benchmark creates network namespaces: run it as root")
+	}
+	raw, err := portbench.Run(portbench.Config{Payloads: []int{4096}, Duration: *dur, Methods: []string{portbench.XSK}, MTU: 9000})
+	if err != nil {
+		return err
+	}
+	spec := topo.PairSpec(9000, 1)
+	tp, err := topo.Build(spec)
+	if err != nil {
+		return err
+	}
+	defer tp.Close()
+	l := spec.Links[0]
+	a, err := newDemoEnd(tp.NS("a"), l.A, "xsk", 2*(*size)+4096)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	b, err := newDemoEnd(tp.NS("b"), l.B, "xsk", 2*(*size)+4096)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, 5, 14); err != nil {
+		return err
+	}
+	elapsed, err := demoOp(a, b, verbs.WRRDMAWrite, *size, *iters)
+	if err != nil {
+		return err
+	}
+	write := float64(*size) * float64(*iters) * 8 / elapsed.Seconds() / 1e9
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "veth MTU 9000, one run\tGbit/s\tpackets/s\t")
+	fmt.Fprintf(tw, "xsk port, raw frames, 4096-byte payloads\t%.2f\t%.0f\t\n", raw[0].Gbps(), raw[0].PPS())
+	fmt.Fprintf(tw, "RDMA WRITE %d B, 1 QP, 16 in flight, IB MTU 4096\t%.2f\t%.0f\t\n", *size, write, write*1e9/8/4096)
+	tw.Flush()
+	fmt.Fprintf(stdout, "\nRDMA WRITE reaches %.0f%% of the raw frame rate\n", 100*write/raw[0].Gbps())
+	return nil
 }
