@@ -50,9 +50,10 @@ type Counters struct {
 // Doorbell tells the NIC that a QP's send queue (or, with Recv, its
 // receive queue) producer index moved.
 type Doorbell struct {
-	QPN      uint32
+	QPN      uint32 // or, with SRQ, the SRQ number
 	Producer uint32
 	Recv     bool
+	SRQ      bool
 }
 
 // NIC is a softrnic engine on one port. Its contexts live in host memory,
@@ -67,7 +68,8 @@ type NIC struct {
 	doorbells chan Doorbell
 	cmds      chan func()
 	counters  Counters
-	qps       []qpRun // running state of each QP, as an RNIC keeps it on chip
+	qps       []qpRun  // running state of each QP, as an RNIC keeps it on chip
+	srqs      []srqRun // and of each SRQ
 	words     [32]uint64
 	entry     [256]byte
 	wqe       [host.SendWQESize]byte
@@ -98,7 +100,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxSRQs, 64)
 	def(&cfg.MaxMRs, 1024)
 	def(&cfg.MaxMTT, 65536)
-	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
@@ -197,6 +199,10 @@ func (n *NIC) doorbellsDue() bool {
 		case d := <-n.doorbells:
 			served = true
 			switch {
+			case d.SRQ:
+				if d.QPN < uint32(len(n.srqs)) {
+					n.srqs[d.QPN].producer = d.Producer
+				}
 			case d.QPN >= uint32(len(n.qps)):
 			case d.Recv:
 				n.qps[d.QPN].rqProducer = d.Producer

@@ -7,6 +7,9 @@ import (
 	"github.com/softrnic/softrnic/host"
 )
 
+// srqRun is the NIC's running state of a shared receive queue.
+type srqRun struct{ producer, consumer uint32 }
+
 // qpRun is the NIC's running state of one QP.
 type qpRun struct {
 	started bool // PSNs taken from the context

@@ -169,16 +169,35 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 func qpnOf(p *wire.Packet) uint32 { return p.BTH().DestQP() }
 
 // takeRecv fetches the next receive WQE of a QP.
+// A QP with an SRQ takes it from the SRQ, whose context comes through the
+// cache like every other.
 func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
-	if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
-		return false
-	}
 	var b [host.RecvWQESize]byte
-	if n.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
-		return false
+	if q.SRQ != 0 {
+		srqn := q.SRQ - 1
+		if srqn >= uint32(len(n.srqs)) || !n.ctx(host.SRQC, uint64(srqn), n.entry[:64]) {
+			return false
+		}
+		var e host.RingEntry
+		e.Decode(n.entry[:64])
+		s := &n.srqs[srqn]
+		if !e.Valid || e.Size == 0 || e.PD != q.PD || s.consumer == s.producer {
+			return false
+		}
+		if n.cfg.DMA.Read(e.Base+uint64(s.consumer%e.Size)*host.RecvWQESize, b[:]) != nil {
+			return false
+		}
+		s.consumer++
+	} else {
+		if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
+			return false
+		}
+		if n.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+			return false
+		}
+		r.rqConsumer++
 	}
 	r.recv.Decode(b[:])
-	r.rqConsumer++
 	r.recvActive, r.recvOff = true, 0
 	return true
 }

@@ -42,7 +42,7 @@ type Device struct {
 
 	mu                     sync.Mutex
 	nextPD, nextMR, nextCQ uint32
-	nextQP                 uint32
+	nextQP, nextSRQ        uint32
 	cqs                    []*CQ // by number, for completion notices
 }
 

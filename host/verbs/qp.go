@@ -20,6 +20,7 @@ type QPCap struct {
 type QPInitAttr struct {
 	Type           QPType
 	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ // receive from this SRQ instead of a receive queue of its own
 	Cap            QPCap
 }
 
@@ -64,6 +65,7 @@ type QP struct {
 	rqProducer uint32
 	maxSendSGE int
 	maxRecvSGE int
+	srq        *SRQ
 }
 
 func ringSize(n int) uint32 {
@@ -98,6 +100,13 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*host.RecvWQESize)
 	qp.ctx = host.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
 		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
+	if attr.SRQ != nil {
+		if attr.SRQ.pd != pd {
+			return nil, fmt.Errorf("%w: the SRQ belongs to another protection domain", ErrInvalid)
+		}
+		qp.ctx.SRQ = attr.SRQ.num + 1
+		qp.srq = attr.SRQ
+	}
 	return qp, qp.write()
 }
 
@@ -257,17 +266,68 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if qp.state == QPSReset {
 		return 0, fmt.Errorf("%w: QP %d is in RESET", ErrInvalid, qp.Num)
 	}
+	if qp.srq != nil {
+		return 0, fmt.Errorf("%w: QP %d receives from an SRQ: post there", ErrInvalid, qp.Num)
+	}
+	n, err := postRecv(qp.rq, qp.rqSize, &qp.rqProducer, qp.maxRecvSGE, wrs)
+	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.rqProducer, Recv: true})
+	return n, err
+}
+
+// postRecv writes receive WQEs into a ring.
+func postRecv(ring []byte, size uint32, producer *uint32, maxSGE int, wrs []RecvWR) (int, error) {
 	for i, wr := range wrs {
-		if len(wr.SGL) > qp.maxRecvSGE {
-			return i, fmt.Errorf("%w: receive request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), qp.maxRecvSGE)
+		if len(wr.SGL) > maxSGE {
+			return i, fmt.Errorf("%w: receive request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), maxSGE)
 		}
 		w := host.RecvWQE{WRID: wr.WRID, NumSGE: uint8(len(wr.SGL))}
 		for j, s := range wr.SGL {
 			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 		}
-		w.Encode(qp.rq[int(qp.rqProducer%qp.rqSize)*host.RecvWQESize:])
-		qp.rqProducer++
+		w.Encode(ring[int(*producer%size)*host.RecvWQESize:])
+		*producer++
 	}
-	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.rqProducer, Recv: true})
 	return len(wrs), nil
+}
+
+// SRQ is a shared receive queue.
+type SRQ struct {
+	pd       *PD
+	num      uint32
+	ring     []byte
+	size     uint32
+	maxSGE   int
+	mu       sync.Mutex
+	producer uint32
+}
+
+// CreateSRQ creates a shared receive queue of at least maxWR entries.
+func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	d := pd.dev
+	if maxSGE > host.MaxRecvSGE {
+		return nil, fmt.Errorf("%w: at most %d receive SGEs", ErrInvalid, host.MaxRecvSGE)
+	}
+	d.mu.Lock()
+	num := d.nextSRQ
+	d.nextSRQ++
+	d.mu.Unlock()
+	if int(num) >= d.nic.Table(host.SRQC).Count {
+		return nil, fmt.Errorf("%w: SRQ table full", ErrNoResources)
+	}
+	s := &SRQ{pd: pd, num: num, size: ringSize(max(maxWR, 1)), maxSGE: max(maxSGE, 1)}
+	base := d.mem.Alloc(int(s.size) * host.RecvWQESize)
+	s.ring, _ = d.mem.Slice(base, int(s.size)*host.RecvWQESize)
+	e := host.RingEntry{Valid: true, PD: pd.num, Size: s.size, Base: base}
+	var b [64]byte
+	e.Encode(b[:])
+	return s, d.hostWrite(host.SRQC, num, b[:])
+}
+
+// PostRecv posts receive work requests to the SRQ.
+func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := postRecv(s.ring, s.size, &s.producer, s.maxSGE, wrs)
+	s.pd.dev.nic.Ring(datapath.Doorbell{QPN: s.num, Producer: s.producer, SRQ: true})
+	return n, err
 }

@@ -245,3 +245,67 @@ func le64(b []byte) uint64 {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// TestSRQ: three QPs share one SRQ; every message lands in a buffer the
+// SRQ handed out, and each completion names the QP it came through.
+func TestSRQ(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	srq, err := b.PD.CreateSRQ(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const qps, per, size = 3, 10, 64
+	var senders []*verbs.QP
+	receivers := map[uint32]int{}
+	for i := range qps {
+		qa, _ := a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qb, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, SRQ: srq, Cap: verbs.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verbs.ConnectRC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 12); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := qb.PostRecv([]verbs.RecvWR{{WRID: 1}}); err == nil {
+			t.Error("posting to the receive queue of an SRQ QP succeeded")
+		}
+		senders = append(senders, qa)
+		receivers[qb.Num] = i
+	}
+	for slot := range qps * per {
+		if _, err := srq.PostRecv([]verbs.RecvWR{{WRID: uint64(slot), SGL: verbstest.SGL(b, slot*size, size)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m := range per {
+		for i, qp := range senders {
+			off := (i*per + m) * size
+			for k := range size {
+				a.Buf[off+k] = byte(i*16 + m)
+			}
+			if _, err := qp.PostSend([]verbs.SendWR{{WRID: uint64(off), Opcode: verbs.WRSend, SGL: verbstest.SGL(a, off, size)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got := map[int]int{}
+	for range qps * per {
+		wc := waitWC(t, b.CQ)
+		i, ok := receivers[wc.QPNum]
+		if wc.Status != verbs.WCSuccess || !ok || wc.ByteLen != size {
+			t.Fatalf("completion %+v", wc)
+		}
+		slot := b.Buf[int(wc.WRID)*size : int(wc.WRID+1)*size]
+		if int(slot[0])/16 != i || !bytes.Equal(slot, bytes.Repeat(slot[:1], size)) {
+			t.Fatalf("slot %d holds %x, not a message of QP %d", wc.WRID, slot[:4], wc.QPNum)
+		}
+		got[i]++
+	}
+	for i := range qps {
+		if got[i] != per {
+			t.Errorf("QP %d delivered %d messages, want %d", i, got[i], per)
+		}
+	}
+}
