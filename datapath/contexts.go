@@ -23,6 +23,8 @@ const (
 	qpsRTS = 3
 	qpsErr = 6
 	qptRC  = 2
+	qptUC  = 3
+	qptUD  = 4
 )
 
 // ctx copies entry idx of a context type into dst through its cache. On a

@@ -34,6 +34,7 @@ type qpRun struct {
 	expPSN                 wire.PSN
 	msn                    uint32
 	nakSent                bool // a PSN sequence NAK is out for expPSN
+	ucDrop                 bool // UC: dropping the rest of a broken message
 	recvActive             bool
 	recv                   host.RecvWQE
 	recvOff                uint32

@@ -50,7 +50,7 @@ func (n *NIC) request(qpn uint32) {
 			in.firstPSN = r.nextPSN
 			in.lastPSN = r.nextPSN.Add(uint32(in.packets - 1))
 			r.nextPSN = in.lastPSN.Next()
-			if !supported(in.wqe.Opcode) {
+			if !supported(in.wqe.Opcode) || q.Type == qptUC && (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
 				n.track(r, in)
 				n.fail(qpn, &q, r, wcLocQPOpErr)
@@ -75,8 +75,16 @@ func (n *NIC) request(qpn uint32) {
 		}
 		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == wrRDMARead {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
+			if q.Type == qptUC { // unreliable: complete as soon as it is sent
+				n.finish(qpn, &q, in, wcSuccess)
+				r.ifHead = (r.ifHead + 1) % len(r.inflight)
+				r.ifN--
+				r.sendIdx--
+				r.una = r.nextPSN
+				continue
+			}
 		}
-		if r.deadline.IsZero() {
+		if r.deadline.IsZero() && q.Type != qptUC {
 			n.arm(qpn, r, &q)
 		}
 	}
@@ -154,6 +162,9 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 	case k == in.packets-1:
 		op = ops.last
 	}
+	if q.Type == qptUC {
+		op |= wire.Opcode(wire.TransportUC)
+	}
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
 	size := max(0, min(int(in.length)-k*mtu, mtu))
 	payload := n.payload[:size]
@@ -173,7 +184,7 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 	}
 	// Ask for an ACK at the end of the message and every 64 PSNs, so that
 	// a long message keeps the window moving.
-	f.BTH.AckReq = k == in.packets-1 || f.BTH.PSN&63 == 63
+	f.BTH.AckReq = q.Type != qptUC && (k == in.packets-1 || f.BTH.PSN&63 == 63)
 	n.send(&f)
 	if info.Flags&wire.OpSend != 0 {
 		n.counters.RdmaSends.Add(1)

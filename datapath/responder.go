@@ -25,7 +25,7 @@ func (n *NIC) receive(fr *Frame) {
 	}
 	n.counters.RcvdPkts.Add(1)
 	qpn := p.BTH().DestQP()
-	if p.Info.Transport != wire.TransportRC || qpn >= uint32(len(n.qps)) {
+	if (p.Info.Transport != wire.TransportRC && p.Info.Transport != wire.TransportUC) || qpn >= uint32(len(n.qps)) {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
@@ -66,6 +66,13 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 	r := &n.qps[qpn]
 	r.start(&q)
 	psn := p.BTH().PSN()
+	if uc := q.Type == qptUC; uc != (p.Info.Transport == wire.TransportUC) {
+		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP or the other way round
+		return
+	} else if uc {
+		n.respondUC(&q, r, p, psn)
+		return
+	}
 	if d := psn.Diff(r.expPSN); d < 0 {
 		n.counters.DuplicateRequest.Add(1)
 		if p.Opcode == wire.RCRDMAReadRequest {
@@ -89,75 +96,7 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 		return
 	}
 	r.nakSent = false
-	info := p.Info
-	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
-	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
-	payload := p.Payload()
-	switch {
-	case p.Opcode == wire.RCRDMAReadRequest:
-		n.readResponse(&q, r, p, psn, true)
-		return
-	case info.Flags&wire.OpAtomic != 0:
-		n.atomic(&q, r, p, psn)
-		return
-	case info.Flags&wire.OpSend != 0:
-		if first && !n.takeRecv(&q, r) {
-			n.ack(&q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
-			return
-		}
-		if !r.recvActive {
-			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-			return
-		}
-		if !n.scatter(q.PD, r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)], r.recvOff, payload) {
-			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteOperationalErr))
-			return
-		}
-		r.recvOff += uint32(len(payload))
-		if last {
-			c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p)}
-			if h := p.ImmDt(); h != nil {
-				c.Flags, c.Imm = wcFlagImm, h.Imm()
-			}
-			if h := p.IETH(); h != nil {
-				c.Flags, c.Imm = wcFlagInv, h.RKey()
-			}
-			n.complete(q.RecvCQ, &c)
-			r.recvActive = false
-			r.msn++
-			n.counters.RdmaRecvs.Add(1)
-		}
-	case info.Flags&wire.OpWrite != 0:
-		if h := p.RETH(); h != nil {
-			r.writeVA, r.writeKey, r.writeLeft = h.VA(), h.RKey(), h.DMALen()
-			// The whole message's range, checked once: a refused WRITE
-			// changes nothing, not even its first packets' bytes.
-			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), accessRemoteWrite) {
-				r.writeLeft = 0
-				n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
-				return
-			}
-		}
-		if uint32(len(payload)) > r.writeLeft || !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
-			n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
-			return
-		}
-		r.writeVA += uint64(len(payload))
-		r.writeLeft -= uint32(len(payload))
-		if last {
-			if h := p.ImmDt(); h != nil {
-				if !n.takeRecv(&q, r) {
-					n.ack(&q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
-					return
-				}
-				c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecvRDMAImm, Flags: wcFlagImm, Imm: h.Imm(), QPN: qpnOf(p)}
-				n.complete(q.RecvCQ, &c)
-				r.recvActive = false
-			}
-			r.msn++
-		}
-	default:
-		n.ack(&q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+	if !n.execute(&q, r, p, psn) {
 		return
 	}
 	r.expPSN = r.expPSN.Next()
@@ -341,4 +280,119 @@ func (n *NIC) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64) {
 	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn & 0xffffff}
 	f.AtomicOrigData = orig
 	n.send(&f)
+}
+
+// execute carries out an in-sequence SEND or WRITE packet (READs and
+// atomics are answered from here too, and report false: they move the
+// expected PSN themselves). It reports whether the packet was accepted.
+func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	info := p.Info
+	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
+	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
+	payload := p.Payload()
+	switch {
+	case p.Opcode == wire.RCRDMAReadRequest:
+		n.readResponse(q, r, p, psn, true)
+		return false
+	case info.Flags&wire.OpAtomic != 0:
+		n.atomic(q, r, p, psn)
+		return false
+	case info.Flags&wire.OpSend != 0:
+		if first && !n.takeRecv(q, r) {
+			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+			return false
+		}
+		if !r.recvActive {
+			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+			return false
+		}
+		if !n.scatter(q.PD, r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)], r.recvOff, payload) {
+			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteOperationalErr))
+			return false
+		}
+		r.recvOff += uint32(len(payload))
+		if last {
+			c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p)}
+			if h := p.ImmDt(); h != nil {
+				c.Flags, c.Imm = wcFlagImm, h.Imm()
+			}
+			if h := p.IETH(); h != nil {
+				c.Flags, c.Imm = wcFlagInv, h.RKey()
+			}
+			n.complete(q.RecvCQ, &c)
+			r.recvActive = false
+			r.msn++
+			n.counters.RdmaRecvs.Add(1)
+		}
+	case info.Flags&wire.OpWrite != 0:
+		if h := p.RETH(); h != nil {
+			r.writeVA, r.writeKey, r.writeLeft = h.VA(), h.RKey(), h.DMALen()
+			// The whole message's range, checked once: a refused WRITE
+			// changes nothing, not even its first packets' bytes.
+			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), accessRemoteWrite) {
+				r.writeLeft = 0
+				n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+				return false
+			}
+		}
+		if uint32(len(payload)) > r.writeLeft || !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
+			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+			return false
+		}
+		r.writeVA += uint64(len(payload))
+		r.writeLeft -= uint32(len(payload))
+		if last {
+			if h := p.ImmDt(); h != nil {
+				if !n.takeRecv(q, r) {
+					n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+					return false
+				}
+				c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecvRDMAImm, Flags: wcFlagImm, Imm: h.Imm(), QPN: qpnOf(p)}
+				n.complete(q.RecvCQ, &c)
+				r.recvActive = false
+			}
+			r.msn++
+		}
+	default:
+		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return false
+	}
+	return true
+}
+
+// reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
+func (n *NIC) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+	if q.Type == qptUC {
+		r.ucDrop = true // the rest of the message is dropped
+		return
+	}
+	n.ack(q, r, psn, s)
+}
+
+// respondUC is the UC responder: no ACKs, no retries. A gap drops the rest
+// of the message; the next FIRST or ONLY packet starts over, reusing a
+// receive WQE that the dropped message had taken.
+func (n *NIC) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
+	if psn != r.expPSN || r.ucDrop {
+		if !first {
+			if psn != r.expPSN {
+				n.counters.OutOfSeqRequest.Add(1)
+			}
+			r.ucDrop = true
+			r.expPSN = psn.Next()
+			return
+		}
+		r.expPSN = psn
+	}
+	r.ucDrop = false
+	if first && r.recvActive && p.Info.Flags&wire.OpSend != 0 {
+		r.recvActive = false
+		r.rqConsumer-- // give the abandoned message's WQE to this one
+		if q.SRQ != 0 {
+			n.srqs[q.SRQ-1].consumer--
+		}
+	}
+	n.execute(q, r, p, psn)
+	r.expPSN = psn.Next()
 }

@@ -7,6 +7,16 @@ package verbs
 // and atomic access are enabled; pathMTU is the ibv_mtu enum and timeout
 // the ACK timeout exponent.
 func ConnectRC(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
+	return connect(a, b, aAH, bAH, pathMTU, timeout)
+}
+
+// ConnectUC does for two UC queue pairs what ConnectRC does for RC ones;
+// UC takes no ACK timeout, retry counts or READ/atomic resources.
+func ConnectUC(a, b *QP, aAH, bAH AH, pathMTU int) error {
+	return connect(a, b, aAH, bAH, pathMTU, 0)
+}
+
+func connect(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
 	for _, side := range []struct {
 		me, peer *QP
 		peerAH   AH
@@ -22,6 +32,11 @@ func ConnectRC(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
 				AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer},
 			{QPAttr{State: QPSRTS, SQPSN: 1000 + side.me.Num, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
 				AttrState | AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic},
+		}
+		if side.me.Type == QPTUC {
+			steps[0].attr.AccessFlags = AccessRemoteWrite
+			steps[1].mask &^= AttrMaxDestRdAtomic | AttrMinRNRTimer
+			steps[2].mask = AttrState | AttrSQPSN
 		}
 		for _, s := range steps {
 			if err := side.me.Modify(&s.attr, s.mask); err != nil {

@@ -79,8 +79,8 @@ func ringSize(n int) uint32 {
 // CreateQP creates a queue pair in the RESET state.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
-	if attr.Type != QPTRC {
-		return nil, fmt.Errorf("%w: only RC queue pairs so far", ErrInvalid)
+	if attr.Type != QPTRC && attr.Type != QPTUC {
+		return nil, fmt.Errorf("%w: RC and UC queue pairs so far", ErrInvalid)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE {
 		return nil, fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE)
@@ -232,8 +232,15 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	}
 	for i, wr := range wrs {
 		switch wr.Opcode {
-		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead:
+		case WRRDMARead, WRSendWithInv:
+			if qp.Type != QPTRC {
+				return i, fmt.Errorf("%w: work request %d: opcode %d needs an RC QP", ErrInvalid, i, wr.Opcode)
+			}
+		case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
 		case WRAtomicCmpAndSwp, WRAtomicFetchAdd:
+			if qp.Type != QPTRC {
+				return i, fmt.Errorf("%w: work request %d: atomics need an RC QP", ErrInvalid, i)
+			}
 			if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 || wr.RemoteAddr%8 != 0 {
 				return i, fmt.Errorf("%w: work request %d: an atomic takes one 8-byte SGE and an aligned remote address", ErrInvalid, i)
 			}

@@ -309,3 +309,55 @@ func TestSRQ(t *testing.T) {
 		}
 	}
 }
+
+// TestUC: UC SEND (with immediate) and RDMA WRITE deliver their data with
+// no ACKs; READ is refused at post time.
+func TestUC(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<20)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<20)
+	mk := func(e *verbstest.End) *verbs.QP {
+		qp, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUC, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qp
+	}
+	qa, qb := mk(a), mk(b)
+	if err := verbs.ConnectUC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range []int{0, 1, 1024, 1025, 64 << 10} {
+		src := a.Buf[:size]
+		fill(src, uint64(i)+7)
+		qb.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: verbstest.SGL(b, 0, size)}})
+		if _, err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 42, SGL: verbstest.SGL(a, 0, size)}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.QPNum != qa.Num {
+			t.Fatalf("UC send completion %+v", wc)
+		}
+		if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess || int(wc.ByteLen) != size || wc.Imm != 42 || wc.QPNum != qb.Num {
+			t.Fatalf("UC receive completion %+v", wc)
+		}
+		if !bytes.Equal(b.Buf[:size], src) {
+			t.Fatalf("UC SEND %d: data differs", size)
+		}
+		if _, err := qa.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, size), RemoteAddr: b.MR.Addr + 1<<19, RKey: b.MR.RKey}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("UC write completion %+v", wc)
+		}
+		// No completion on b for a WRITE: a SEND after it, on the same QP, orders it.
+		qb.PostRecv([]verbs.RecvWR{{WRID: 6}})
+		qa.PostSend([]verbs.SendWR{{WRID: 3, Opcode: verbs.WRSend}})
+		waitWC(t, b.CQ)
+		if !bytes.Equal(b.Buf[1<<19:1<<19+size], src) {
+			t.Fatalf("UC WRITE %d: data differs", size)
+		}
+	}
+	if _, err := qa.PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMARead, SGL: verbstest.SGL(a, 0, 8), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}}); !errorsIs(err, verbs.ErrInvalid) {
+		t.Errorf("UC READ: %v", err)
+	}
+}
