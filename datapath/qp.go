@@ -90,6 +90,7 @@ const (
 	wcRecv          = 128
 	wcRecvRDMAImm   = 129
 	wcSuccess       = 0
+	wcLocLenErr     = 1
 	wcLocQPOpErr    = 2
 	wcLocProtErr    = 4
 	wcWRFlushErr    = 5
@@ -98,6 +99,7 @@ const (
 	wcRemOpErr      = 11
 	wcRetryExcErr   = 12
 	wcRNRRetryExcEr = 13
+	wcFlagGRH       = 1
 	wcFlagImm       = 2
 	wcFlagInv       = 8
 	wrRDMAWrite     = 0

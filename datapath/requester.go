@@ -43,6 +43,10 @@ func (n *NIC) request(qpn uint32) {
 				in.length += s.Length
 			}
 			in.signaled = in.wqe.Flags&sendFlagSignald != 0
+			if q.Type == qptUD { // one datagram, completed once sent
+				n.finish(qpn, &q, &in, n.sendUD(qpn, &q, r, &in, mtu))
+				continue
+			}
 			in.packets = max(1, (int(in.length)+mtu-1)/mtu)
 			if isAtomic(in.wqe.Opcode) {
 				in.packets, in.length = 1, 8
@@ -301,4 +305,42 @@ func (n *NIC) expire(now time.Time) {
 		n.goBack(qpn, r, r.una)
 	}
 	n.timers = kept
+}
+
+// sendUD sends a UD work request as one datagram to the address vector it
+// carries, and returns its completion status.
+func (n *NIC) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
+	w := &in.wqe
+	op := wire.UDSendOnly
+	switch {
+	case w.Opcode == wrSendImm:
+		op = wire.UDSendOnlyWithImmediate
+	case w.Opcode != wrSend || !w.HasAV:
+		return wcLocQPOpErr
+	}
+	if int(in.length) > mtu {
+		return wcLocLenErr
+	}
+	payload := n.payload[:in.length]
+	if !n.gather(q.PD, w.SGE[:min(int(w.NumSGE), 2)], 0, payload) {
+		return wcLocProtErr
+	}
+	var f wire.FrameFields
+	dst := gidAddr(w.DestGID)
+	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(w.DestMAC), Src: n.cfg.MAC}
+	if dst.Is4() {
+		f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
+	} else {
+		f.IPv6 = true
+		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: n.cfg.IP, Dst: dst}
+	}
+	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.nextPSN}
+	f.DETH = wire.DETHFields{QKey: w.QKey, SrcQP: qpn}
+	f.Imm = w.Imm
+	f.Payload = payload
+	n.send(&f)
+	r.nextPSN = r.nextPSN.Next()
+	n.counters.RdmaSends.Add(1)
+	return wcSuccess
 }

@@ -25,7 +25,7 @@ func (n *NIC) receive(fr *Frame) {
 	}
 	n.counters.RcvdPkts.Add(1)
 	qpn := p.BTH().DestQP()
-	if (p.Info.Transport != wire.TransportRC && p.Info.Transport != wire.TransportUC) || qpn >= uint32(len(n.qps)) {
+	if p.Info.Transport == wire.TransportCNP || qpn >= uint32(len(n.qps)) {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
@@ -66,6 +66,13 @@ func (n *NIC) respond(qpn uint32, p *wire.Packet) {
 	r := &n.qps[qpn]
 	r.start(&q)
 	psn := p.BTH().PSN()
+	if ud := q.Type == qptUD; ud != (p.Info.Transport == wire.TransportUD) {
+		n.counters.RcvdMalformed.Add(1)
+		return
+	} else if ud {
+		n.respondUD(&q, r, p)
+		return
+	}
 	if uc := q.Type == qptUC; uc != (p.Info.Transport == wire.TransportUC) {
 		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP or the other way round
 		return
@@ -395,4 +402,37 @@ func (n *NIC) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 	}
 	n.execute(q, r, p, psn)
 	r.expPSN = psn.Next()
+}
+
+// respondUD delivers a datagram: the Q_Key must match the QP's; the
+// receive buffer gets the 40-byte GRH first (for IPv4, the IPv4 header in
+// its last 20 bytes, as rxe writes it), then the payload.
+func (n *NIC) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
+	d := p.DETH()
+	if d.QKey() != q.QKey {
+		n.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped
+		return
+	}
+	if !n.takeRecv(q, r) {
+		n.counters.SendRNRErr.Add(1) // no receive posted: UD drops
+		return
+	}
+	r.recvActive = false
+	var grh [40]byte
+	if p.IPv6 {
+		copy(grh[:], p.Frame[p.IPOff:p.IPOff+wire.IPv6Len])
+	} else {
+		copy(grh[20:], p.Frame[p.IPOff:p.IPOff+wire.IPv4MinLen])
+	}
+	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+	c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, Flags: wcFlagGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP()}
+	if !n.scatter(q.PD, sges, 0, grh[:]) || !n.scatter(q.PD, sges, 40, p.Payload()) {
+		c.Status = wcLocLenErr
+	}
+	if h := p.ImmDt(); h != nil {
+		c.Flags |= wcFlagImm
+		c.Imm = h.Imm()
+	}
+	n.complete(q.RecvCQ, &c)
+	n.counters.RdmaRecvs.Add(1)
 }

@@ -36,9 +36,13 @@ func (s *SGE) decode(b []byte) {
 
 // SendWQE is a send work request in a send queue.
 //
-//	0  wr_id          8  opcode flags nsge -  imm/inv(4)
+//	0  wr_id          8  opcode flags nsge av   imm/inv(4)
 //	16 rkey  dest QPN 24 remote address      32 compare      40 swap/add
-//	48 qkey  AH index 56 inline length (4)   64 four SGEs of 16 bytes
+//	48 qkey  AH index 56 reserved            64 four SGEs of 16 bytes
+//
+// A UD work request carries its address vector inline, as hardware NICs'
+// datagram segments do: with av set, bytes 96-127 hold the destination MAC
+// and GID instead of the third and fourth SGE.
 type SendWQE struct {
 	WRID       uint64
 	Opcode     uint8 // verbs.WROpcode
@@ -53,6 +57,9 @@ type SendWQE struct {
 	QKey       uint32 // UD
 	AH         uint32 // UD: address handle index
 	SGE        [MaxSendSGE]SGE
+	HasAV      bool     // UD: DestMAC and DestGID are set (at most two SGEs then)
+	DestMAC    [6]byte  // UD
+	DestGID    [16]byte // UD
 }
 
 // Encode writes the WQE into b (SendWQESize bytes).
@@ -60,6 +67,9 @@ func (w *SendWQE) Encode(b []byte) {
 	_ = b[SendWQESize-1]
 	le.PutUint64(b[0:], w.WRID)
 	b[8], b[9], b[10], b[11] = w.Opcode, w.Flags, w.NumSGE, 0
+	if w.HasAV {
+		b[11] = 1
+	}
 	le.PutUint32(b[12:], w.Imm)
 	le.PutUint32(b[16:], w.RKey)
 	le.PutUint32(b[20:], w.DestQPN)
@@ -72,6 +82,11 @@ func (w *SendWQE) Encode(b []byte) {
 	for i := range w.SGE {
 		w.SGE[i].encode(b[64+16*i:])
 	}
+	if w.HasAV {
+		clear(b[96:128])
+		copy(b[96:102], w.DestMAC[:])
+		copy(b[104:120], w.DestGID[:])
+	}
 }
 
 // Decode reads a WQE from b.
@@ -81,6 +96,14 @@ func (w *SendWQE) Decode(b []byte) {
 		WRID: le.Uint64(b[0:]), Opcode: b[8], Flags: b[9], NumSGE: b[10], Imm: le.Uint32(b[12:]),
 		RKey: le.Uint32(b[16:]), DestQPN: le.Uint32(b[20:]), RemoteAddr: le.Uint64(b[24:]),
 		Compare: le.Uint64(b[32:]), SwapAdd: le.Uint64(b[40:]), QKey: le.Uint32(b[48:]), AH: le.Uint32(b[52:]),
+	}
+	if b[11] == 1 {
+		w.HasAV = true
+		copy(w.DestMAC[:], b[96:102])
+		copy(w.DestGID[:], b[104:120])
+		w.SGE[0].decode(b[64:])
+		w.SGE[1].decode(b[80:])
+		return
 	}
 	for i := range w.SGE {
 		w.SGE[i].decode(b[64+16*i:])

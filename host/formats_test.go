@@ -27,6 +27,13 @@ func TestFormatsRoundTrip(t *testing.T) {
 		if got != w {
 			t.Fatalf("SendWQE %+v -> %+v", w, got)
 		}
+		w.HasAV, w.SGE[2], w.SGE[3] = true, host.SGE{}, host.SGE{}
+		w.DestMAC[2], w.DestGID[15] = byte(r.Uint32()), byte(r.Uint32())
+		w.Encode(b)
+		got.Decode(b)
+		if got != w {
+			t.Fatalf("UD SendWQE %+v -> %+v", w, got)
+		}
 		rw := host.RecvWQE{WRID: r.Uint64(), NumSGE: uint8(r.Uint32())}
 		for i := range rw.SGE {
 			rw.SGE[i] = sge()

@@ -46,3 +46,21 @@ func connect(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
 	}
 	return nil
 }
+
+// ReadyUD takes a UD queue pair from RESET to RTS with the given Q_Key.
+func ReadyUD(qp *QP, qkey uint32) error {
+	steps := []struct {
+		attr QPAttr
+		mask AttrMask
+	}{
+		{QPAttr{State: QPSInit, Port: 1, QKey: qkey}, AttrState | AttrPKeyIndex | AttrPort | AttrQKey},
+		{QPAttr{State: QPSRTR}, AttrState},
+		{QPAttr{State: QPSRTS, SQPSN: 1}, AttrState | AttrSQPSN},
+	}
+	for _, s := range steps {
+		if err := qp.Modify(&s.attr, s.mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}

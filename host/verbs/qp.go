@@ -79,8 +79,8 @@ func ringSize(n int) uint32 {
 // CreateQP creates a queue pair in the RESET state.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
-	if attr.Type != QPTRC && attr.Type != QPTUC {
-		return nil, fmt.Errorf("%w: RC and UC queue pairs so far", ErrInvalid)
+	if attr.Type != QPTRC && attr.Type != QPTUC && attr.Type != QPTUD {
+		return nil, fmt.Errorf("%w: queue pair type %v", ErrInvalid, attr.Type)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE {
 		return nil, fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE)
@@ -214,6 +214,9 @@ type SendWR struct {
 	RKey       uint32
 	CompareAdd uint64 // atomics: the compare value (CAS) or the addend (FADD)
 	Swap       uint64 // CAS: the value to store on a match
+	AH         *AH    // UD: where the datagram goes
+	RemoteQPN  uint32 // UD
+	RemoteQKey uint32 // UD
 }
 
 // RecvWR is a receive work request.
@@ -247,6 +250,9 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		default:
 			return i, fmt.Errorf("%w: work request %d: opcode %d not supported yet", ErrInvalid, i, wr.Opcode)
 		}
+		if qp.Type == QPTUD && (wr.Opcode != WRSend && wr.Opcode != WRSendWithImm || wr.AH == nil || len(wr.SGL) > 2) {
+			return i, fmt.Errorf("%w: work request %d: UD sends SEND or SEND_WITH_IMM to an AH, from at most 2 SGEs", ErrInvalid, i)
+		}
 		if len(wr.SGL) > qp.maxSendSGE {
 			return i, fmt.Errorf("%w: work request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), qp.maxSendSGE)
 		}
@@ -254,6 +260,10 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Compare: wr.CompareAdd, SwapAdd: wr.Swap}
 		if wr.Opcode == WRAtomicFetchAdd {
 			w.Compare, w.SwapAdd = 0, wr.CompareAdd
+		}
+		if qp.Type == QPTUD {
+			w.HasAV, w.DestMAC, w.DestGID = true, wr.AH.DestMAC, wr.AH.DestGID.As16()
+			w.DestQPN, w.QKey = wr.RemoteQPN, wr.RemoteQKey
 		}
 		for j, s := range wr.SGL {
 			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}

@@ -361,3 +361,54 @@ func TestUC(t *testing.T) {
 		t.Errorf("UC READ: %v", err)
 	}
 }
+
+// TestUD: datagrams carry the sender's QP number and a GRH with the IP
+// header into the completion and buffer; a wrong Q_Key is dropped.
+func TestUD(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	mk := func(e *verbstest.End) *verbs.QP {
+		qp, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verbs.ReadyUD(qp, 0x11111111); err != nil {
+			t.Fatal(err)
+		}
+		return qp
+	}
+	qa, qb := mk(a), mk(b)
+	ah := &verbs.AH{DestMAC: b.MAC, DestGID: b.IP}
+	const size = 700
+	fill(a.Buf[:size], 3)
+	qb.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: verbstest.SGL(b, 0, 40+size)}})
+	// Wrong Q_Key first: dropped. Then the right one.
+	for i, qkey := range []uint32{0x22222222, 0x11111111} {
+		if _, err := qa.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 99,
+			SGL: verbstest.SGL(a, 0, size), AH: ah, RemoteQPN: qb.Num, RemoteQKey: qkey}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("UD send completion %+v", wc)
+		}
+	}
+	wc := waitWC(t, b.CQ)
+	if wc.Status != verbs.WCSuccess || wc.WRID != 1 || wc.ByteLen != 40+size || wc.SrcQP != qa.Num || wc.QPNum != qb.Num ||
+		wc.Flags&verbs.WCWithGRH == 0 || wc.Flags&verbs.WCWithImm == 0 || wc.Imm != 99 {
+		t.Fatalf("UD receive completion %+v", wc)
+	}
+	if !bytes.Equal(b.Buf[40:40+size], a.Buf[:size]) {
+		t.Error("UD payload differs")
+	}
+	grhIP := b.Buf[20:40]
+	if grhIP[0] != 0x45 || !bytes.Equal(grhIP[12:16], []byte{10, 47, 0, 1}) {
+		t.Errorf("GRH holds %x, want the IPv4 header from 10.47.0.1", grhIP)
+	}
+	if b.Counts.RcvdMalformed.Load() != 1 {
+		t.Errorf("Q_Key violations counted: %d", b.Counts.RcvdMalformed.Load())
+	}
+	if _, err := qa.PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMAWrite, AH: ah}}); !errorsIs(err, verbs.ErrInvalid) {
+		t.Errorf("UD WRITE: %v", err)
+	}
+}
