@@ -154,8 +154,15 @@ func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 		}
 		progressed = true
 	}
-	if psn.Next().After(r.una) {
-		r.una = psn.Next()
+	// An ACK does not acknowledge READ or atomic data: while one of those
+	// heads the queue, only its responses move the mark (an ACK re-sent
+	// for an old duplicate would otherwise skip data never received).
+	mark := psn.Next()
+	if h := &r.inflight[r.ifHead]; r.ifN > 0 && (h.wqe.Opcode == wrRDMARead || isAtomic(h.wqe.Opcode)) && mark.After(h.firstPSN) {
+		mark = h.firstPSN
+	}
+	if mark.After(r.una) {
+		r.una = mark
 		progressed = true
 	}
 	if progressed {
