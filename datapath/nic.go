@@ -80,6 +80,7 @@ type NIC struct {
 	txN       int
 	lastTick  time.Time
 
+	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
@@ -123,8 +124,14 @@ func (n *NIC) Cache(t host.ContextType) *ctxcache.GCCache { return n.caches[t] }
 // Counters returns the NIC's counters.
 func (n *NIC) Counters() *Counters { return &n.counters }
 
-// Ring queues a doorbell; it blocks only if the NIC is that far behind.
-func (n *NIC) Ring(d Doorbell) { n.doorbells <- d }
+// Ring queues a doorbell, waking the engine if it sleeps on its port; it
+// blocks only if the NIC is that far behind.
+func (n *NIC) Ring(d Doorbell) {
+	n.doorbells <- d
+	if n.sleeping.Load() {
+		n.cfg.Port.Wake()
+	}
+}
 
 // QPErrored reports whether the NIC has moved a QP to the error state
 // (after an error completion).
@@ -144,6 +151,9 @@ func (n *NIC) ResetQP(qpn uint32) {
 func (n *NIC) Command(fn func()) {
 	done := make(chan struct{})
 	n.cmds <- func() { fn(); close(done) }
+	if n.sleeping.Load() {
+		n.cfg.Port.Wake()
+	}
 	<-done
 }
 
@@ -183,7 +193,13 @@ func (n *NIC) Run() {
 			}
 		}
 		if !busy && k == 0 {
-			n.cfg.Port.Wait(100 * time.Microsecond)
+			// Sleep on the port until a frame, a doorbell (Wake) or the
+			// timers' next tick.
+			n.sleeping.Store(true)
+			if len(n.doorbells) == 0 && len(n.cmds) == 0 {
+				n.cfg.Port.Wait(time.Millisecond)
+			}
+			n.sleeping.Store(false)
 		}
 	}
 }
@@ -218,7 +234,7 @@ func (n *NIC) doorbellsDue() bool {
 
 // Close stops the engine.
 func (n *NIC) Close() {
-	n.stopOnce.Do(func() { close(n.stop) })
+	n.stopOnce.Do(func() { close(n.stop); n.cfg.Port.Wake() })
 	<-n.done
 }
 

@@ -41,9 +41,13 @@ type Port interface {
 	Send(frames []Frame) (int, error)
 	// Free returns transmit buffers that were not sent.
 	Free(frames []Frame)
-	// Wait blocks until frames may be received, the timeout passes or the
-	// port is closed.
+	// Wait blocks until frames may be received, the timeout passes, Wake
+	// is called or the port is closed.
 	Wait(timeout time.Duration) error
+	// Wake makes a Wait in progress, or the next one, return at once. It
+	// may be called from any goroutine: it is how a doorbell reaches an
+	// engine asleep on its port.
+	Wake()
 	// MaxFrameLen is the largest frame the port can send or receive.
 	MaxFrameLen() int
 	// Stats returns the port's counters.

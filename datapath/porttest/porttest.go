@@ -38,6 +38,8 @@ type Port struct {
 	peer   *Port
 	notify chan struct{}
 	stats  datapath.PortStats
+	waitMu sync.Mutex
+	timer  *time.Timer
 	// Link counts the faults applied to frames this port sent.
 	Link LinkStats
 	rng  *rand.Rand // faults on frames this port sends; used by Send only
@@ -225,13 +227,27 @@ func (p *Port) Wait(timeout time.Duration) error {
 	if ready {
 		return nil
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	p.waitMu.Lock() // one timer, reused: Wait allocates nothing
+	defer p.waitMu.Unlock()
+	if p.timer == nil {
+		p.timer = time.NewTimer(timeout)
+	} else {
+		p.timer.Reset(timeout)
+	}
 	select {
 	case <-p.notify:
-	case <-t.C:
+	case <-p.timer.C:
 	}
+	p.timer.Stop()
 	return nil
+}
+
+// Wake implements datapath.Port.
+func (p *Port) Wake() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
 }
 
 // MaxFrameLen implements datapath.Port.

@@ -39,7 +39,8 @@ type Port struct {
 	pool   *datapath.Pool
 	rx, tx batch
 	rxBufs []uint32
-	pollfd [1]unix.PollFd
+	pollfd [2]unix.PollFd // the socket and the wake eventfd
+	wakefd int
 	stats  datapath.PortStats
 	closed bool
 }
@@ -70,7 +71,7 @@ func Open(cfg Config) (*Port, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpport: socket: %w", err)
 	}
-	p := &Port{fd: fd, cfg: cfg, hdrLen: hdrLen}
+	p := &Port{fd: fd, cfg: cfg, hdrLen: hdrLen, wakefd: -1}
 	if err := p.setup(family); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -78,7 +79,12 @@ func Open(cfg Config) (*Port, error) {
 	p.pool = datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen)
 	p.rx, p.tx = newBatch(cfg.Batch), newBatch(cfg.Batch)
 	p.rxBufs = make([]uint32, cfg.Batch)
+	if p.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("udpport: eventfd: %w", err)
+	}
 	p.pollfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	p.pollfd[1] = unix.PollFd{Fd: int32(p.wakefd), Events: unix.POLLIN}
 	return p, nil
 }
 
@@ -271,10 +277,20 @@ func (p *Port) Wait(timeout time.Duration) error {
 	}
 	ts := unix.NsecToTimespec(int64(timeout)) // ppoll: microsecond timeouts, unlike poll
 	_, err := unix.Ppoll(p.pollfd[:], &ts, nil)
+	if p.pollfd[1].Revents&unix.POLLIN != 0 {
+		var b [8]byte
+		unix.Read(p.wakefd, b[:])
+	}
 	if err == unix.EINTR {
 		return nil
 	}
 	return err
+}
+
+// Wake implements datapath.Port.
+func (p *Port) Wake() {
+	one := [8]byte{1}
+	unix.Write(p.wakefd, one[:])
 }
 
 // Stats implements datapath.Port.
@@ -289,5 +305,6 @@ func (p *Port) Close() error {
 		return datapath.ErrClosed
 	}
 	p.closed = true
+	unix.Close(p.wakefd)
 	return unix.Close(p.fd)
 }

@@ -98,7 +98,8 @@ type Socket struct {
 	gatherLen int
 	gatherWhy *atomic.Uint64 // the counter a dropped frame goes to
 
-	pollfd [1]unix.PollFd
+	pollfd [2]unix.PollFd // the socket and the wake eventfd
+	wakefd int
 	stats  datapath.PortStats
 	closed bool
 }
@@ -118,7 +119,7 @@ func NewSocket(ifindex, queue int, cfg Config) (_ *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("xsk: socket: %w", err)
 	}
-	s := &Socket{fd: fd, ifindex: ifindex, queue: queue, cfg: cfg, gatherBuf: -1}
+	s := &Socket{fd: fd, ifindex: ifindex, queue: queue, cfg: cfg, gatherBuf: -1, wakefd: -1}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -186,7 +187,12 @@ func NewSocket(ifindex, queue int, cfg Config) (_ *Socket, err error) {
 			s.jumboFree = append(s.jumboFree, uint32(i))
 		}
 	}
+	s.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("xsk: eventfd: %w", err)
+	}
 	s.pollfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	s.pollfd[1] = unix.PollFd{Fd: int32(s.wakefd), Events: unix.POLLIN}
 	return s, nil
 }
 
@@ -480,10 +486,20 @@ func (s *Socket) Wait(timeout time.Duration) error {
 	}
 	ts := unix.NsecToTimespec(int64(timeout)) // ppoll: microsecond timeouts, unlike poll
 	_, err := unix.Ppoll(s.pollfd[:], &ts, nil)
+	if s.pollfd[1].Revents&unix.POLLIN != 0 {
+		var b [8]byte
+		unix.Read(s.wakefd, b[:])
+	}
 	if err == unix.EINTR {
 		return nil
 	}
 	return err
+}
+
+// Wake implements datapath.Port.
+func (s *Socket) Wake() {
+	one := [8]byte{1}
+	unix.Write(s.wakefd, one[:])
 }
 
 // Stats implements datapath.Port. RxDropKernel is refreshed from the
@@ -545,6 +561,10 @@ func (s *Socket) release() error {
 	if s.fd >= 0 {
 		err = unix.Close(s.fd)
 		s.fd = -1
+	}
+	if s.wakefd >= 0 {
+		unix.Close(s.wakefd)
+		s.wakefd = -1
 	}
 	for _, r := range []*ring{&s.fill.ring, &s.comp.ring, &s.rx.ring, &s.tx.ring} {
 		r.unmap()
