@@ -208,11 +208,11 @@ func (n *NIC) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 	r.sendIdx, r.sendPkt = 0, 0
 	for r.sqConsumer != r.sqProducer {
 		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
+		in := inflight{signaled: true, index: r.sqConsumer}
 		r.sqConsumer++
 		if n.cfg.DMA.Read(addr, n.wqe[:]) != nil {
 			continue
 		}
-		in := inflight{signaled: true}
 		in.wqe.Decode(n.wqe[:])
 		n.finish(qpn, q, &in, wcWRFlushErr)
 	}

@@ -37,6 +37,7 @@ type qpRun struct {
 	ucDrop                 bool // UC: dropping the rest of a broken message
 	recvActive             bool
 	recv                   host.RecvWQE
+	recvIndex              uint32 // the receive WQE's queue index
 	recvOff                uint32
 	writeVA                uint64
 	writeKey               uint32
@@ -70,6 +71,7 @@ type atomicResult struct {
 // READ response.
 type inflight struct {
 	wqe       host.SendWQE
+	index     uint32 // the WQE's send queue index
 	firstPSN  wire.PSN
 	lastPSN   wire.PSN
 	packets   int

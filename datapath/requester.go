@@ -38,6 +38,7 @@ func (n *NIC) request(qpn uint32) {
 			}
 			var in inflight
 			in.wqe.Decode(n.wqe[:])
+			in.index = r.sqConsumer
 			r.sqConsumer++
 			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)] {
 				in.length += s.Length
@@ -238,7 +239,7 @@ func (n *NIC) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
 	case wrAtomicFAA:
 		op = wcFetchAdd
 	}
-	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn}
+	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
 	n.complete(q.SendCQ, &c)
 }
 

@@ -133,6 +133,7 @@ func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
 		if n.cfg.DMA.Read(e.Base+uint64(s.consumer%e.Size)*host.RecvWQESize, b[:]) != nil {
 			return false
 		}
+		r.recvIndex = s.consumer
 		s.consumer++
 	} else {
 		if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
@@ -141,6 +142,7 @@ func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
 		if n.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
 			return false
 		}
+		r.recvIndex = r.rqConsumer
 		r.rqConsumer++
 	}
 	r.recv.Decode(b[:])
@@ -319,7 +321,7 @@ func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) 
 		}
 		r.recvOff += uint32(len(payload))
 		if last {
-			c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p)}
+			c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 			if h := p.ImmDt(); h != nil {
 				c.Flags, c.Imm = wcFlagImm, h.Imm()
 			}
@@ -354,7 +356,7 @@ func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) 
 					n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 					return false
 				}
-				c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecvRDMAImm, Flags: wcFlagImm, Imm: h.Imm(), QPN: qpnOf(p)}
+				c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecvRDMAImm, Flags: wcFlagImm, Imm: h.Imm(), QPN: qpnOf(p), WQEIndex: r.recvIndex}
 				n.complete(q.RecvCQ, &c)
 				r.recvActive = false
 			}
@@ -425,7 +427,7 @@ func (n *NIC) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 		copy(grh[20:], p.Frame[p.IPOff:p.IPOff+wire.IPv4MinLen])
 	}
 	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
-	c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, Flags: wcFlagGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP()}
+	c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, Flags: wcFlagGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
 	if !n.scatter(q.PD, sges, 0, grh[:]) || !n.scatter(q.PD, sges, 40, p.Payload()) {
 		c.Status = wcLocLenErr
 	}

@@ -148,7 +148,9 @@ type CQE struct {
 	QPN     uint32
 	SrcQP   uint32
 	Imm     uint32 // immediate data or invalidated R_Key
-	_       uint32
+	// WQEIndex is the work queue index of the WQE completed: the driver
+	// learns from it how far the NIC has consumed its queue.
+	WQEIndex uint32
 }
 
 // Encode writes the CQE into b (CQESize bytes); the owner byte last, so
@@ -161,6 +163,7 @@ func (c *CQE) Encode(b []byte) {
 	le.PutUint32(b[16:], c.QPN)
 	le.PutUint32(b[20:], c.SrcQP)
 	le.PutUint32(b[24:], c.Imm)
+	le.PutUint32(b[28:], c.WQEIndex)
 	b[11] = c.Owner
 }
 
@@ -170,6 +173,7 @@ func (c *CQE) Decode(b []byte) {
 	*c = CQE{
 		WRID: le.Uint64(b[0:]), Status: b[8], Opcode: b[9], Flags: b[10], Owner: b[11],
 		ByteLen: le.Uint32(b[12:]), QPN: le.Uint32(b[16:]), SrcQP: le.Uint32(b[20:]), Imm: le.Uint32(b[24:]),
+		WQEIndex: le.Uint32(b[28:]),
 	}
 }
 

@@ -46,7 +46,7 @@ func TestFormatsRoundTrip(t *testing.T) {
 			t.Fatalf("RecvWQE %+v -> %+v", rw, rgot)
 		}
 		c := host.CQE{WRID: r.Uint64(), Status: uint8(r.Uint32()), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()),
-			Owner: uint8(r.Uint32()), ByteLen: r.Uint32(), QPN: r.Uint32(), SrcQP: r.Uint32(), Imm: r.Uint32()}
+			Owner: uint8(r.Uint32()), ByteLen: r.Uint32(), QPN: r.Uint32(), SrcQP: r.Uint32(), Imm: r.Uint32(), WQEIndex: r.Uint32()}
 		cb := make([]byte, host.CQESize)
 		c.Encode(cb)
 		var cgot host.CQE

@@ -43,7 +43,8 @@ type Device struct {
 	mu                     sync.Mutex
 	nextPD, nextMR, nextCQ uint32
 	nextQP, nextSRQ        uint32
-	cqs                    []*CQ // by number, for completion notices
+	cqs                    []*CQ    // by number, for completion notices
+	qps                    sync.Map // QP number -> *QP, for queue accounting
 }
 
 // Open starts a device on a port.
@@ -243,6 +244,9 @@ func (cq *CQ) Poll(wc []WC) int {
 		wc[n] = WC{WRID: c.WRID, Status: WCStatus(c.Status), Opcode: WCOpcode(c.Opcode), ByteLen: c.ByteLen,
 			QPNum: c.QPN, SrcQP: c.SrcQP, Flags: WCFlags(c.Flags), Imm: c.Imm}
 		cq.consumed++
+		if v, ok := cq.dev.qps.Load(c.QPN); ok { // the NIC has consumed the queue up to this WQE
+			v.(*QP).consumed(c.Opcode&0x80 != 0, c.WQEIndex)
+		}
 	}
 	return n
 }

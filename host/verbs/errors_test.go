@@ -130,3 +130,35 @@ func TestModifyErrors(t *testing.T) {
 		t.Errorf("post send in RESET: %v", err)
 	}
 }
+
+// TestQueueFull: a send queue holds MaxSendWR work requests until their
+// completions have been polled; one more is refused with ErrQueueFull.
+func TestQueueFull(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	qa, _ := a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qb, _ := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err := verbs.ConnectRC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+		t.Fatal(err)
+	}
+	wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, 64), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}
+	wrs := []verbs.SendWR{wr, wr, wr, wr, wr}
+	if n, err := qa.PostSend(wrs); n != 4 || !errorsIs(err, verbs.ErrQueueFull) {
+		t.Fatalf("PostSend of 5 into 4 = %d, %v", n, err)
+	}
+	for range 4 {
+		if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("%+v", wc)
+		}
+	}
+	if n, err := qa.PostSend(wrs[:4]); n != 4 || err != nil {
+		t.Fatalf("after polling: %d, %v", n, err)
+	}
+	for range 4 {
+		waitWC(t, a.CQ)
+	}
+	if _, err := qb.PostRecv(make([]verbs.RecvWR, 5)); !errorsIs(err, verbs.ErrQueueFull) {
+		t.Errorf("PostRecv of 5 into 4: %v", err)
+	}
+}

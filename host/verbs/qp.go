@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -66,6 +67,32 @@ type QP struct {
 	maxSendSGE int
 	maxRecvSGE int
 	srq        *SRQ
+	sqDone     atomic.Uint32 // send WQEs the NIC has finished with (from completions)
+	rqDone     atomic.Uint32
+}
+
+// consumed records, from a completion, that the NIC is done with the work
+// queue up to and including index.
+func (qp *QP) consumed(recv bool, index uint32) {
+	if recv && qp.srq != nil {
+		advance(&qp.srq.done, index+1)
+		return
+	}
+	if recv {
+		advance(&qp.rqDone, index+1)
+	} else {
+		advance(&qp.sqDone, index+1)
+	}
+}
+
+// advance moves a consumed count forward (counts wrap at 2^32).
+func advance(c *atomic.Uint32, to uint32) {
+	for {
+		old := c.Load()
+		if int32(to-old) <= 0 || c.CompareAndSwap(old, to) {
+			return
+		}
+	}
 }
 
 func ringSize(n int) uint32 {
@@ -98,6 +125,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	rqBase := d.mem.Alloc(int(qp.rqSize) * host.RecvWQESize)
 	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*host.SendWQESize)
 	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*host.RecvWQESize)
+	defer func() { d.qps.Store(num, qp) }()
 	qp.ctx = host.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
 		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
 	if attr.SRQ != nil {
@@ -191,6 +219,8 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	if next == QPSReset {
 		qp.pd.dev.nic.ResetQP(qp.Num)
 		qp.sqProducer, qp.rqProducer = 0, 0
+		qp.sqDone.Store(0)
+		qp.rqDone.Store(0)
 	}
 	qp.state = next
 	return nil
@@ -256,6 +286,10 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		if len(wr.SGL) > qp.maxSendSGE {
 			return i, fmt.Errorf("%w: work request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), qp.maxSendSGE)
 		}
+		if qp.sqProducer-qp.sqDone.Load() >= qp.sqSize {
+			qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
+			return i, fmt.Errorf("%w: send queue of QP %d holds %d work requests not yet completed", ErrQueueFull, qp.Num, qp.sqSize)
+		}
 		w := host.SendWQE{WRID: wr.WRID, Opcode: uint8(wr.Opcode), Flags: uint8(wr.Flags), NumSGE: uint8(len(wr.SGL)),
 			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Compare: wr.CompareAdd, SwapAdd: wr.Swap}
 		if wr.Opcode == WRAtomicFetchAdd {
@@ -286,16 +320,19 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if qp.srq != nil {
 		return 0, fmt.Errorf("%w: QP %d receives from an SRQ: post there", ErrInvalid, qp.Num)
 	}
-	n, err := postRecv(qp.rq, qp.rqSize, &qp.rqProducer, qp.maxRecvSGE, wrs)
+	n, err := postRecv(qp.rq, qp.rqSize, &qp.rqProducer, &qp.rqDone, qp.maxRecvSGE, wrs)
 	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.rqProducer, Recv: true})
 	return n, err
 }
 
 // postRecv writes receive WQEs into a ring.
-func postRecv(ring []byte, size uint32, producer *uint32, maxSGE int, wrs []RecvWR) (int, error) {
+func postRecv(ring []byte, size uint32, producer *uint32, done *atomic.Uint32, maxSGE int, wrs []RecvWR) (int, error) {
 	for i, wr := range wrs {
 		if len(wr.SGL) > maxSGE {
 			return i, fmt.Errorf("%w: receive request %d has %d SGEs, at most %d", ErrInvalid, i, len(wr.SGL), maxSGE)
+		}
+		if *producer-done.Load() >= size {
+			return i, fmt.Errorf("%w: receive queue holds %d requests not yet completed", ErrQueueFull, size)
 		}
 		w := host.RecvWQE{WRID: wr.WRID, NumSGE: uint8(len(wr.SGL))}
 		for j, s := range wr.SGL {
@@ -316,6 +353,7 @@ type SRQ struct {
 	maxSGE   int
 	mu       sync.Mutex
 	producer uint32
+	done     atomic.Uint32
 }
 
 // CreateSRQ creates a shared receive queue of at least maxWR entries.
@@ -344,7 +382,7 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, err := postRecv(s.ring, s.size, &s.producer, s.maxSGE, wrs)
+	n, err := postRecv(s.ring, s.size, &s.producer, &s.done, s.maxSGE, wrs)
 	s.pd.dev.nic.Ring(datapath.Doorbell{QPN: s.num, Producer: s.producer, SRQ: true})
 	return n, err
 }
