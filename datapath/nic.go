@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -237,6 +236,3 @@ func (n *NIC) Close() {
 	n.stopOnce.Do(func() { close(n.stop); n.cfg.Port.Wake() })
 	<-n.done
 }
-
-// errorf wraps an engine error.
-func errorf(format string, args ...any) error { return fmt.Errorf("datapath: "+format, args...) }

@@ -200,21 +200,7 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 // gather reads len(buf) bytes at logical offset off of a scatter/gather
 // list (local reads need no access right beyond the region's validity).
 func (n *NIC) gather(pd uint32, sges []host.SGE, off uint32, buf []byte) bool {
-	for _, s := range sges {
-		if len(buf) == 0 {
-			return true
-		}
-		if off >= s.Length {
-			off -= s.Length
-			continue
-		}
-		take := min(uint32(len(buf)), s.Length-off)
-		if !n.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], 0, false) {
-			return false
-		}
-		buf, off = buf[take:], 0
-	}
-	return len(buf) == 0
+	return n.sglCopy(pd, sges, off, buf, false)
 }
 
 // track records a message as in flight.

@@ -36,23 +36,34 @@ func (n *NIC) receive(fr *Frame) {
 	}
 }
 
-// scatter writes payload at logical offset off of a scatter/gather list.
+// scatter writes payload at logical offset off of a scatter/gather list
+// (the regions must grant local write).
 func (n *NIC) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
+	return n.sglCopy(pd, sges, off, payload, true)
+}
+
+// sglCopy moves buf to (write) or from logical offset off of a
+// scatter/gather list.
+func (n *NIC) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
+	need := 0
+	if write {
+		need = accessLocalWrite
+	}
 	for _, s := range sges {
-		if len(payload) == 0 {
+		if len(buf) == 0 {
 			return true
 		}
 		if off >= s.Length {
 			off -= s.Length
 			continue
 		}
-		take := min(uint32(len(payload)), s.Length-off)
-		if !n.memory(s.LKey, pd, s.Addr+uint64(off), payload[:take], accessLocalWrite, true) {
+		take := min(uint32(len(buf)), s.Length-off)
+		if !n.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write) {
 			return false
 		}
-		payload, off = payload[take:], 0
+		buf, off = buf[take:], 0
 	}
-	return len(payload) == 0
+	return len(buf) == 0
 }
 
 // respond is the responder: it checks a request's PSN, places its data,
