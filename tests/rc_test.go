@@ -52,6 +52,13 @@ func openPort(t *testing.T, ns *topo.Namespace, end topo.End, kind string) datap
 // veth builds two NICs in two namespaces joined by a veth pair (MTU 1500,
 // so the path MTU is 1024) and connects an RC QP between them.
 func veth(t *testing.T, kind string) (*verbstest.End, *verbstest.End) {
+	a, b := vethEnds(t, kind)
+	verbstest.Connect(t, a, b, 3, 14)
+	return a, b
+}
+
+// vethEnds builds the two NICs without connecting their QPs.
+func vethEnds(t *testing.T, kind string) (*verbstest.End, *verbstest.End) {
 	spec := topo.PairSpec(1500, 1)
 	tp := topo.New(t, spec)
 	l := spec.Links[0]
@@ -59,7 +66,6 @@ func veth(t *testing.T, kind string) (*verbstest.End, *verbstest.End) {
 	pb := openPort(t, tp.NS("b"), l.B, kind)
 	a := verbstest.NewEnd(t, pa, wire.MAC(l.A.MAC), l.A.Addrs[0].Addr(), bufSize)
 	b := verbstest.NewEnd(t, pb, wire.MAC(l.B.MAC), l.B.Addrs[0].Addr(), bufSize)
-	verbstest.Connect(t, a, b, 3, 14)
 	return a, b
 }
 
@@ -99,12 +105,12 @@ func TestRC(t *testing.T) {
 			const src, dst = 4096, 10 << 20
 			for i, size := range sizes {
 				verbstest.Fill(a.Buf[src:src+size], uint64(i))
-				for _, op := range []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead} {
+				for _, op := range []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRSendWithInv, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead} {
 					name := fmt.Sprintf("%s op %d size %d", kind, op, size)
 					guarded(b.Buf, dst, size)
 					wr := verbs.SendWR{WRID: uint64(i), Opcode: op, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, src, size),
 						Imm: 0x1234 + uint32(i), RemoteAddr: b.MR.Addr + dst, RKey: b.MR.RKey}
-					wantRecv := op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRRDMAWriteWithImm
+					wantRecv := op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRSendWithInv || op == verbs.WRRDMAWriteWithImm
 					if wantRecv {
 						if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: 77, SGL: verbstest.SGL(b, dst, size)}}); err != nil {
 							t.Fatal(err)
@@ -127,8 +133,12 @@ func TestRC(t *testing.T) {
 						if wc.Status != verbs.WCSuccess || wc.WRID != 77 {
 							t.Fatalf("%s: responder completion %+v", name, wc)
 						}
-						if op != verbs.WRSend && (wc.Flags&verbs.WCWithImm == 0 || wc.Imm != 0x1234+uint32(i)) {
-							t.Fatalf("%s: immediate data %+v", name, wc)
+						flag := verbs.WCWithImm
+						if op == verbs.WRSendWithInv {
+							flag = verbs.WCWithInv // the R_Key to invalidate, delivered
+						}
+						if op != verbs.WRSend && (wc.Flags&flag == 0 || wc.Imm != 0x1234+uint32(i)) {
+							t.Fatalf("%s: immediate data or invalidated R_Key %+v", name, wc)
 						}
 					}
 					b.Dev.Fence() // b's NIC wrote b's memory
@@ -146,5 +156,22 @@ func TestRC(t *testing.T) {
 				kind, a.Counts.SentPkts.Load(), a.Counts.Retransmits.Load(), b.Counts.RcvdPkts.Load(),
 				b.Counts.DuplicateRequest.Load(), b.Counts.OutOfSeqRequest.Load())
 		})
+	}
+}
+
+// TestScenarios runs the atomics (8 QPs on one counter), SRQ, UC and UD
+// scenarios across the veth pair with each port.
+func TestScenarios(t *testing.T) {
+	scenarios := []struct {
+		name string
+		run  func(*testing.T, *verbstest.End, *verbstest.End)
+	}{{"atomics", verbstest.Atomics}, {"SRQ", verbstest.SRQ}, {"UC", verbstest.UC}, {"UD", verbstest.UD}}
+	for _, kind := range []string{"xsk", "udp"} {
+		for _, s := range scenarios {
+			t.Run(kind+"/"+s.name, func(t *testing.T) {
+				a, b := vethEnds(t, kind)
+				s.run(t, a, b)
+			})
+		}
 	}
 }
