@@ -56,6 +56,7 @@ func Atomics(t *testing.T, a, b *End) {
 	if got := le64(b.Buf[64:]); got != uint64(len(qps)*per) {
 		t.Fatalf("counter %d, want %d", got, len(qps)*per)
 	}
+	b.Dev.Fence() // hand the counter back to b's NIC
 	// COMPARE_SWAP: 400 -> 7 succeeds, then 400 -> 9 fails (the word is 7).
 	for i, cmp := range []uint64{400, 400} {
 		wr := verbs.SendWR{WRID: 90, Opcode: verbs.WRAtomicCmpAndSwp, Flags: verbs.SendSignaled, CompareAdd: cmp, Swap: 7 + 2*uint64(i),
@@ -151,6 +152,7 @@ func UC(t *testing.T, a, b *End) {
 		t.Fatal(err)
 	}
 	for i, size := range []int{0, 1, 1024, 1025, 64 << 10} {
+		b.Dev.Fence() // hand b's memory over to b's NIC
 		src := a.Buf[:size]
 		Fill(src, uint64(i)+7)
 		qb.PostRecv([]verbs.RecvWR{{WRID: 5, SGL: SGL(b, 0, size)}})
