@@ -64,7 +64,8 @@ type NIC struct {
 	cfg       NICConfig
 	tables    [host.NumContextTypes]*host.Table
 	caches    [host.NumContextTypes]*ctxcache.GCCache
-	doorbells chan Doorbell
+	doorbells chan Doorbell // send queues
+	recvBells chan Doorbell // receive queues and SRQs: the responder may drain them mid-batch
 	cmds      chan func()
 	counters  Counters
 	qps       []qpRun  // running state of each QP, as an RNIC keeps it on chip
@@ -100,7 +101,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxSRQs, 64)
 	def(&cfg.MaxMRs, 1024)
 	def(&cfg.MaxMTT, 65536)
-	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
@@ -126,7 +127,11 @@ func (n *NIC) Counters() *Counters { return &n.counters }
 // Ring queues a doorbell, waking the engine if it sleeps on its port; it
 // blocks only if the NIC is that far behind.
 func (n *NIC) Ring(d Doorbell) {
-	n.doorbells <- d
+	if d.Recv || d.SRQ {
+		n.recvBells <- d
+	} else {
+		n.doorbells <- d
+	}
 	if n.sleeping.Load() {
 		n.cfg.Port.Wake()
 	}
@@ -195,7 +200,7 @@ func (n *NIC) Run() {
 			// Sleep on the port until a frame, a doorbell (Wake) or the
 			// timers' next tick.
 			n.sleeping.Store(true)
-			if len(n.doorbells) == 0 && len(n.cmds) == 0 {
+			if len(n.doorbells) == 0 && len(n.recvBells) == 0 && len(n.cmds) == 0 {
 				n.cfg.Port.Wait(time.Millisecond)
 			}
 			n.sleeping.Store(false)
@@ -203,9 +208,26 @@ func (n *NIC) Run() {
 	}
 }
 
+// recvBellsDue takes in the receive doorbells rung so far.
+func (n *NIC) recvBellsDue() bool {
+	for served := false; ; served = true {
+		select {
+		case d := <-n.recvBells:
+			switch {
+			case d.SRQ && d.QPN < uint32(len(n.srqs)):
+				n.srqs[d.QPN].producer = d.Producer
+			case !d.SRQ && d.QPN < uint32(len(n.qps)):
+				n.qps[d.QPN].rqProducer = d.Producer
+			}
+		default:
+			return served
+		}
+	}
+}
+
 // doorbellsDue serves the doorbells rung so far.
 func (n *NIC) doorbellsDue() bool {
-	served := false
+	served := n.recvBellsDue()
 	for {
 		select {
 		case fn := <-n.cmds:
@@ -213,15 +235,7 @@ func (n *NIC) doorbellsDue() bool {
 			fn()
 		case d := <-n.doorbells:
 			served = true
-			switch {
-			case d.SRQ:
-				if d.QPN < uint32(len(n.srqs)) {
-					n.srqs[d.QPN].producer = d.Producer
-				}
-			case d.QPN >= uint32(len(n.qps)):
-			case d.Recv:
-				n.qps[d.QPN].rqProducer = d.Producer
-			default:
+			if d.QPN < uint32(len(n.qps)) {
 				n.qps[d.QPN].sqProducer = d.Producer
 				n.request(d.QPN)
 			}

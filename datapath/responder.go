@@ -129,6 +129,15 @@ func qpnOf(p *wire.Packet) uint32 { return p.BTH().DestQP() }
 // A QP with an SRQ takes it from the SRQ, whose context comes through the
 // cache like every other.
 func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
+	if n.takeRecvWQE(q, r) {
+		return true
+	}
+	// A receive posted before the peer sent may have its doorbell still
+	// queued: take the doorbells in and look again.
+	return n.recvBellsDue() && n.takeRecvWQE(q, r)
+}
+
+func (n *NIC) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 	var b [host.RecvWQESize]byte
 	if q.SRQ != 0 {
 		srqn := q.SRQ - 1
