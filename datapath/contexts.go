@@ -42,18 +42,27 @@ func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 		case ctxcache.Stall:
 			k := c.Poll(0, resp[:])
 			for _, r := range resp[:k] {
-				c.Release(r.PID)
+				if t == host.QPC {
+					n.qpcArrived(r)
+				} else {
+					c.Release(r.PID)
+				}
 			}
 			continue
 		case ctxcache.Miss:
 			for got := false; !got; {
 				k := c.Poll(0, resp[:])
 				for _, r := range resp[:k] {
-					if r.PID == pid {
+					switch {
+					case r.PID == pid:
 						copy(words, c.Data(pid))
 						got = true
+						c.Release(r.PID)
+					case t == host.QPC:
+						n.qpcArrived(r) // a parked QP's ticket
+					default:
+						c.Release(r.PID)
 					}
-					c.Release(r.PID)
 				}
 			}
 		}

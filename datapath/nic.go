@@ -44,6 +44,7 @@ type Counters struct {
 	RetryExceededErr           atomic.Uint64
 	RetryRNRExceededErr        atomic.Uint64
 	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs)
+	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
 }
 
 // Doorbell tells the NIC that a QP's send queue (or, with Recv, its
@@ -75,6 +76,9 @@ type NIC struct {
 	wqe       [host.SendWQESize]byte
 	payload   []byte   // staging for one packet's payload
 	timers    []uint32 // QPs with a retransmission timer running
+	parkPool  *Pool    // parked packets' copies
+	parkPID   []uint32 // QPC cache ticket -> QP number + 1 of a parked QP
+	ready     []uint32 // parked QPs whose context has come
 	readers   []uint32 // QPs answering a READ
 	tx        []Frame  // frames encoded, not yet handed to the port
 	txN       int
@@ -103,6 +107,13 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxMTT, 65536)
 	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
+	pids := cfg.Cache.PIDs
+	if pids == 0 {
+		pids = 256
+	}
+	n.parkPool = NewPool(parkBuffers, 9216)
+	n.parkPID = make([]uint32, pids)
+	n.ready = make([]uint32, 0, cfg.MaxQPs)
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
 		c, err := ctxcache.New(ctxcache.NewAdapter(n.tables[t]), cfg.DMA, cfg.Cache)
@@ -181,6 +192,7 @@ func (n *NIC) Run() {
 			n.receive(&frames[i])
 		}
 		n.cfg.Port.Release(frames[:k])
+		n.unparkReady()
 		if len(n.readers) > 0 {
 			n.pumpReads()
 			busy = true

@@ -29,6 +29,10 @@ type qpRun struct {
 	rnrWait                bool // paused by an RNR NAK until the deadline
 	gapAsked               bool // a READ gap has been asked for again
 
+	// packets waiting for the QP's context (see park.go)
+	parked          [parkDepth]parkedFrame
+	parkHead, parkN int
+
 	// responder
 	rqProducer, rqConsumer uint32
 	expPSN                 wire.PSN

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
@@ -29,10 +30,27 @@ func (n *NIC) receive(fr *Frame) {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
+	// A QP whose context is not cached waits, its packets parked in
+	// order, while the packets of other QPs go on.
+	r := &n.qps[qpn]
+	if r.parkN > 0 {
+		n.park(qpn, fr)
+		return
+	}
+	if st, pid := n.caches[host.QPC].Lookup(0, uint64(qpn), n.words[:16]); st == ctxcache.Miss {
+		n.parkPID[pid] = qpn + 1
+		n.park(qpn, fr)
+		return
+	}
+	n.dispatch(qpn, &p)
+}
+
+// dispatch hands a parsed packet to the responder or the completer.
+func (n *NIC) dispatch(qpn uint32, p *wire.Packet) {
 	if p.Info.Flags&wire.OpRequest != 0 {
-		n.respond(qpn, &p)
+		n.respond(qpn, p)
 	} else {
-		n.completeResponse(qpn, &p)
+		n.completeResponse(qpn, p)
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
 )
@@ -199,4 +201,42 @@ func TestUC(t *testing.T) {
 func TestUD(t *testing.T) {
 	a, b := newPair(t)
 	verbstest.UD(t, a, b)
+}
+
+// TestParkOnMiss: when a QP's context misses in the responder's cache (and
+// the fetch takes 30 ms over a modelled PCIe link), only that QP waits: a
+// WRITE on another QP, posted after, completes first.
+func TestParkOnMiss(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+	var qas, qbs [2]*verbs.QP
+	for i := range 2 {
+		qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(i int, wrid uint64) {
+		if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL: verbstest.SGL(a, 0, 64), RemoteAddr: b.MR.Addr + uint64(64*i), RKey: b.MR.RKey}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 { // warm b's caches: both QPs, the MR
+		write(i, 10)
+		waitWC(t, a.CQ)
+	}
+	nic := b.Dev.NIC()
+	nic.Command(func() { nic.Cache(host.QPC).Invalidate(uint64(qbs[0].Num)) })
+	write(0, 1) // misses: parked for 30 ms
+	write(1, 2) // hits: goes on
+	first, second := waitWC(t, a.CQ), waitWC(t, a.CQ)
+	if first.WRID != 2 || second.WRID != 1 || first.Status != verbs.WCSuccess || second.Status != verbs.WCSuccess {
+		t.Errorf("completions %d then %d, want the unparked QP's (2) first", first.WRID, second.WRID)
+	}
+	if nic.Counters().Parked.Load() == 0 {
+		t.Error("nothing was parked")
+	}
 }

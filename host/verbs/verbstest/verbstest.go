@@ -10,6 +10,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -29,10 +30,15 @@ type End struct {
 // NewEnd opens a device on port with an RC QP, a CQ and a buffer of size
 // bytes registered for local write, remote write and remote read.
 func NewEnd(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int) *End {
+	return NewEndPCIe(t, port, mac, ip, size, host.PCIe{})
+}
+
+// NewEndPCIe is NewEnd with a PCIe model between the NIC and host memory.
+func NewEndPCIe(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int, model host.PCIe) *End {
 	t.Helper()
 	e := &End{MAC: mac, IP: ip}
 	var err error
-	if e.Dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: ip}); err != nil {
+	if e.Dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: ip, PCIe: model}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Dev.Close() })
