@@ -43,6 +43,9 @@ func (n *NIC) request(qpn uint32) {
 			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)] {
 				in.length += s.Length
 			}
+			if in.wqe.InlineLen > 0 {
+				in.length = in.wqe.InlineLen
+			}
 			in.signaled = in.wqe.Flags&sendFlagSignald != 0
 			if q.Type == qptUD { // one datagram, completed once sent
 				n.finish(qpn, &q, &in, n.sendUD(qpn, &q, r, &in, mtu))
@@ -173,7 +176,7 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
 	size := max(0, min(int(in.length)-k*mtu, mtu))
 	payload := n.payload[:size]
-	if !n.gather(q.PD, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], uint32(k*mtu), payload) {
+	if !n.gather(q.PD, w, uint32(k*mtu), payload) {
 		return false
 	}
 	f.Payload = payload
@@ -197,10 +200,14 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 	return true
 }
 
-// gather reads len(buf) bytes at logical offset off of a scatter/gather
-// list (local reads need no access right beyond the region's validity).
-func (n *NIC) gather(pd uint32, sges []host.SGE, off uint32, buf []byte) bool {
-	return n.sglCopy(pd, sges, off, buf, false)
+// gather reads len(buf) bytes at logical offset off of a WQE's data: its
+// inline bytes, or its scatter/gather list (local reads need no access
+// right beyond the region's validity).
+func (n *NIC) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
+	if w.InlineLen > 0 {
+		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
+	}
+	return n.sglCopy(pd, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, buf, false)
 }
 
 // track records a message as in flight.
@@ -309,7 +316,7 @@ func (n *NIC) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu i
 		return wcLocLenErr
 	}
 	payload := n.payload[:in.length]
-	if !n.gather(q.PD, w.SGE[:min(int(w.NumSGE), 2)], 0, payload) {
+	if !n.gather(q.PD, w, 0, payload) {
 		return wcLocProtErr
 	}
 	var f wire.FrameFields

@@ -13,6 +13,7 @@ const (
 	CQESize     = 32
 	MaxSendSGE  = 4
 	MaxRecvSGE  = 3
+	MaxInline   = 64 // bytes of inline data a send WQE holds, in place of its SGEs
 )
 
 var le = binary.LittleEndian
@@ -38,7 +39,7 @@ func (s *SGE) decode(b []byte) {
 //
 //	0  wr_id          8  opcode flags nsge av   imm/inv(4)
 //	16 rkey  dest QPN 24 remote address      32 compare      40 swap/add
-//	48 qkey  AH index 56 reserved            64 four SGEs of 16 bytes
+//	48 qkey  AH index 56 inline length (4)   64 four SGEs of 16 bytes, or inline data
 //
 // A UD work request carries its address vector inline, as hardware NICs'
 // datagram segments do: with av set, bytes 96-127 hold the destination MAC
@@ -57,9 +58,11 @@ type SendWQE struct {
 	QKey       uint32 // UD
 	AH         uint32 // UD: address handle index
 	SGE        [MaxSendSGE]SGE
-	HasAV      bool     // UD: DestMAC and DestGID are set (at most two SGEs then)
-	DestMAC    [6]byte  // UD
-	DestGID    [16]byte // UD
+	InlineLen  uint32          // with IBV_SEND_INLINE: bytes of Inline used (no SGEs then)
+	Inline     [MaxInline]byte // the data itself, copied at post time
+	HasAV      bool            // UD: DestMAC and DestGID are set (at most two SGEs then)
+	DestMAC    [6]byte         // UD
+	DestGID    [16]byte        // UD
 }
 
 // Encode writes the WQE into b (SendWQESize bytes).
@@ -78,9 +81,12 @@ func (w *SendWQE) Encode(b []byte) {
 	le.PutUint64(b[40:], w.SwapAdd)
 	le.PutUint32(b[48:], w.QKey)
 	le.PutUint32(b[52:], w.AH)
-	le.PutUint64(b[56:], 0)
+	le.PutUint64(b[56:], uint64(w.InlineLen))
 	for i := range w.SGE {
 		w.SGE[i].encode(b[64+16*i:])
+	}
+	if w.InlineLen > 0 {
+		copy(b[64:64+MaxInline], w.Inline[:])
 	}
 	if w.HasAV {
 		clear(b[96:128])
@@ -96,6 +102,11 @@ func (w *SendWQE) Decode(b []byte) {
 		WRID: le.Uint64(b[0:]), Opcode: b[8], Flags: b[9], NumSGE: b[10], Imm: le.Uint32(b[12:]),
 		RKey: le.Uint32(b[16:]), DestQPN: le.Uint32(b[20:]), RemoteAddr: le.Uint64(b[24:]),
 		Compare: le.Uint64(b[32:]), SwapAdd: le.Uint64(b[40:]), QKey: le.Uint32(b[48:]), AH: le.Uint32(b[52:]),
+	}
+	if n := le.Uint32(b[56:]); n > 0 && n <= MaxInline {
+		w.InlineLen = n
+		copy(w.Inline[:], b[64:64+MaxInline])
+		return
 	}
 	if b[11] == 1 {
 		w.HasAV = true

@@ -27,6 +27,16 @@ func TestFormatsRoundTrip(t *testing.T) {
 		if got != w {
 			t.Fatalf("SendWQE %+v -> %+v", w, got)
 		}
+		iw := host.SendWQE{WRID: r.Uint64(), Opcode: 2, InlineLen: 1 + r.Uint32()%host.MaxInline}
+		for i := range iw.Inline[:iw.InlineLen] {
+			iw.Inline[i] = byte(r.Uint32())
+		}
+		iw.Encode(b)
+		var igot host.SendWQE
+		igot.Decode(b)
+		if igot != iw {
+			t.Fatalf("inline SendWQE %+v -> %+v", iw, igot)
+		}
 		w.HasAV, w.SGE[2], w.SGE[3] = true, host.SGE{}, host.SGE{}
 		w.DestMAC[2], w.DestGID[15] = byte(r.Uint32()), byte(r.Uint32())
 		w.Encode(b)

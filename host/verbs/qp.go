@@ -15,6 +15,7 @@ import (
 type QPCap struct {
 	MaxSendWR, MaxRecvWR   int
 	MaxSendSGE, MaxRecvSGE int
+	MaxInlineData          int // at most host.MaxInline
 }
 
 // QPInitAttr describes a queue pair to create.
@@ -66,6 +67,7 @@ type QP struct {
 	rqProducer uint32
 	maxSendSGE int
 	maxRecvSGE int
+	maxInline  int
 	srq        *SRQ
 	sqDone     atomic.Uint32 // send WQEs the NIC has finished with (from completions)
 	rqDone     atomic.Uint32
@@ -109,8 +111,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.Type != QPTRC && attr.Type != QPTUC && attr.Type != QPTUD {
 		return nil, fmt.Errorf("%w: queue pair type %v", ErrInvalid, attr.Type)
 	}
-	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE {
-		return nil, fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE)
+	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE || attr.Cap.MaxInlineData > host.MaxInline {
+		return nil, fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE, host.MaxInline)
 	}
 	d.mu.Lock()
 	num := d.nextQP
@@ -120,7 +122,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("%w: QP table full", ErrNoResources)
 	}
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
-		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1)}
+		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData}
 	sqBase := d.mem.Alloc(int(qp.sqSize) * host.SendWQESize)
 	rqBase := d.mem.Alloc(int(qp.rqSize) * host.RecvWQESize)
 	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*host.SendWQESize)
@@ -299,6 +301,14 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			w.HasAV, w.DestMAC, w.DestGID = true, wr.AH.DestMAC, wr.AH.DestGID.As16()
 			w.DestQPN, w.QKey = wr.RemoteQPN, wr.RemoteQKey
 		}
+		if wr.Flags&SendInline != 0 {
+			if err := qp.inline(&w, wr.SGL); err != nil {
+				if i > 0 {
+					qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
+				}
+				return i, fmt.Errorf("work request %d: %w", i, err)
+			}
+		}
 		for j, s := range wr.SGL {
 			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 		}
@@ -307,6 +317,33 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	}
 	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
 	return len(wrs), nil
+}
+
+// inline copies a work request's data into its WQE (IBV_SEND_INLINE): the
+// driver reads the registered memory now, and the buffers may be reused as
+// soon as PostSend returns.
+func (qp *QP) inline(w *host.SendWQE, sgl []SGE) error {
+	var total int
+	for _, s := range sgl {
+		total += int(s.Length)
+	}
+	if total > qp.maxInline || qp.Type == QPTUD {
+		return fmt.Errorf("%w: %d bytes inline, at most %d (and none on UD)", ErrInvalid, total, qp.maxInline)
+	}
+	w.InlineLen, w.NumSGE = uint32(total), 0
+	w.SGE = [host.MaxSendSGE]host.SGE{}
+	off := 0
+	for _, s := range sgl {
+		b, err := qp.pd.dev.mem.Slice(s.Addr, int(s.Length))
+		if err != nil {
+			return fmt.Errorf("%w: inline data outside registered memory", ErrInvalid)
+		}
+		off += copy(w.Inline[off:], b)
+	}
+	if total == 0 {
+		w.InlineLen = 0
+	}
+	return nil
 }
 
 // PostRecv posts receive work requests; on error it returns the index of

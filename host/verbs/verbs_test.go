@@ -240,3 +240,32 @@ func TestParkOnMiss(t *testing.T) {
 		t.Error("nothing was parked")
 	}
 }
+
+// TestInline: with IBV_SEND_INLINE the data is taken at post time, so the
+// buffer can change right after PostSend returns.
+func TestInline(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	qa, _ := a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 64}})
+	qb, _ := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err := verbs.ConnectRC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.Buf, "inline data, ")
+	copy(a.Buf[100:], "two pieces")
+	qb.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: verbstest.SGL(b, 0, 64)}})
+	sgl := []verbs.SGE{{Addr: a.MR.Addr, Length: 13, LKey: a.MR.LKey}, {Addr: a.MR.Addr + 100, Length: 10, LKey: a.MR.LKey}}
+	if _, err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline, SGL: sgl}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.Buf, "overwritten!!")
+	waitWC(t, a.CQ)
+	if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess || wc.ByteLen != 23 || string(b.Buf[:23]) != "inline data, two pieces" {
+		t.Fatalf("%+v: %q", wc, b.Buf[:23])
+	}
+	big := []verbs.SGE{{Addr: a.MR.Addr, Length: 65, LKey: a.MR.LKey}}
+	if _, err := qa.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGL: big}}); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("65 bytes inline: %v", err)
+	}
+}
