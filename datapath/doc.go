@@ -1,5 +1,32 @@
-// Package datapath is the NIC's packet engine: ports that move frames, RX
-// dispatch, the requester, responder and completer, and TX.
+// Package datapath is the NIC's packet engine: the Port interface through
+// which frames come and go in batches, and the NIC, one goroutine that runs
+// the requester, the responder and the completer for every QP of its port.
 //
-// The RoCEv2 wire format itself lives in the wire sub-package.
+//	 host (verbs)                       NIC goroutine (Run)
+//	 ────────────                       ───────────────────
+//	 PostSend ─ WQE in SQ ─ doorbell ──► request: fetch WQE (DMA), segment by
+//	                                      PMTU, PSNs, window ─► TX batch ─► Port
+//	 PostRecv ─ WQE in RQ ─ doorbell ──► (receive doorbells, taken in by the
+//	                                      responder when a SEND needs a WQE)
+//	                        Port ─► RX batch ─► parse + ICRC ─► QPC in cache?
+//	                                      │ miss: park the QP's packets in order
+//	                                      ▼ hit
+//	                             requests ──► respond: PSN check, MPT/MTT access
+//	                                      checks, scatter (DMA), READ responses
+//	                                      paced per QP, atomics, ACK/NAK/RNR
+//	                             responses ─► completeResponse: retire in order,
+//	                                      READ/atomic data, go-back-N, RNR wait
+//	 PollCQ ◄─ CQE in CQ ring ◄── complete (DMA) ◄─┘
+//	                             timers ─► expire: retransmit from the oldest
+//	                                      unacknowledged PSN, or fail the QP
+//
+// Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
+// GCCache, and host memory only through the host.DMA engine. The engine
+// keeps each QP's running state (PSNs, in-flight WQEs, receive progress) in
+// fixed arrays, as an RNIC keeps it on chip; nothing on the packet path
+// allocates.
+//
+// The ports live in sub-packages: xsk (AF_XDP), udpport (kernel UDP
+// sockets) and porttest (an in-memory pair with a faulty link); wire is the
+// RoCEv2 frame format.
 package datapath
