@@ -2,23 +2,23 @@
 // which frames come and go in batches, and the NIC, one goroutine that runs
 // the requester, the responder and the completer for every QP of its port.
 //
-//	 host (verbs)                       NIC goroutine (Run)
-//	 ────────────                       ───────────────────
-//	 PostSend ─ WQE in SQ ─ doorbell ──► request: fetch WQE (DMA), segment by
-//	                                      PMTU, PSNs, window ─► TX batch ─► Port
-//	 PostRecv ─ WQE in RQ ─ doorbell ──► (receive doorbells, taken in by the
-//	                                      responder when a SEND needs a WQE)
-//	                        Port ─► RX batch ─► parse + ICRC ─► QPC in cache?
-//	                                      │ miss: park the QP's packets in order
-//	                                      ▼ hit
-//	                             requests ──► respond: PSN check, MPT/MTT access
-//	                                      checks, scatter (DMA), READ responses
-//	                                      paced per QP, atomics, ACK/NAK/RNR
-//	                             responses ─► completeResponse: retire in order,
-//	                                      READ/atomic data, go-back-N, RNR wait
-//	 PollCQ ◄─ CQE in CQ ring ◄── complete (DMA) ◄─┘
-//	                             timers ─► expire: retransmit from the oldest
-//	                                      unacknowledged PSN, or fail the QP
+//	host (verbs)                       NIC goroutine (Run)
+//	────────────                       ───────────────────
+//	PostSend ─ WQE in SQ ─ doorbell ──► request: fetch WQE (DMA), segment by
+//	                                     PMTU, PSNs, window ─► TX batch ─► Port
+//	PostRecv ─ WQE in RQ ─ doorbell ──► (receive doorbells, taken in by the
+//	                                     responder when a SEND needs a WQE)
+//	                       Port ─► RX batch ─► parse + ICRC ─► QPC in cache?
+//	                                     │ miss: park the QP's packets in order
+//	                                     ▼ hit
+//	                            requests ──► respond: PSN check, MPT/MTT access
+//	                                     checks, scatter (DMA), READ responses
+//	                                     paced per QP, atomics, ACK/NAK/RNR
+//	                            responses ─► completeResponse: retire in order,
+//	                                     READ/atomic data, go-back-N, RNR wait
+//	PollCQ ◄─ CQE in CQ ring ◄── complete (DMA) ◄─┘
+//	                            timers ─► expire: retransmit from the oldest
+//	                                     unacknowledged PSN, or fail the QP
 //
 // Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
 // GCCache, and host memory only through the host.DMA engine. The engine
