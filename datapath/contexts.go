@@ -28,8 +28,10 @@ const (
 )
 
 // ctx copies entry idx of a context type into dst through its cache. On a
-// miss it waits for the fetch: for now a miss holds the engine, not only
-// the packet's QP.
+// miss it waits for the fetch. Packets avoid this wait where it matters:
+// receive parks a QP whose QPC, or whose request's MPT entry or first MTT
+// line, is not cached (park.go), so ctx waits only for the contexts of
+// the sending side (WQEs' lkeys, CQs) and for MTT lines past the first.
 func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 	c := n.caches[t]
 	words := n.words[:host.EntrySizes[t]/8]
@@ -42,11 +44,7 @@ func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 		case ctxcache.Stall:
 			k := c.Poll(0, resp[:])
 			for _, r := range resp[:k] {
-				if t == host.QPC {
-					n.qpcArrived(r)
-				} else {
-					c.Release(r.PID)
-				}
+				n.arrived(t, r)
 			}
 			continue
 		case ctxcache.Miss:
@@ -58,10 +56,8 @@ func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 						copy(words, c.Data(pid))
 						got = true
 						c.Release(r.PID)
-					case t == host.QPC:
-						n.qpcArrived(r) // a parked QP's ticket
 					default:
-						c.Release(r.PID)
+						n.arrived(t, r) // perhaps a parked QP's ticket
 					}
 				}
 			}

@@ -74,13 +74,13 @@ type NIC struct {
 	words     [32]uint64
 	entry     [256]byte
 	wqe       [host.SendWQESize]byte
-	payload   []byte   // staging for one packet's payload
-	timers    []uint32 // QPs with a retransmission timer running
-	parkPool  *Pool    // parked packets' copies
-	parkPID   []uint32 // QPC cache ticket -> QP number + 1 of a parked QP
-	ready     []uint32 // parked QPs whose context has come
-	readers   []uint32 // QPs answering a READ
-	tx        []Frame  // frames encoded, not yet handed to the port
+	payload   []byte                         // staging for one packet's payload
+	timers    []uint32                       // QPs with a retransmission timer running
+	parkPool  *Pool                          // parked packets' copies
+	parkPID   [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
+	ready     []uint32                       // parked QPs whose context has come
+	readers   []uint32                       // QPs answering a READ
+	tx        []Frame                        // frames encoded, not yet handed to the port
 	txN       int
 	lastTick  time.Time
 
@@ -112,7 +112,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 		pids = 256
 	}
 	n.parkPool = NewPool(parkBuffers, 9216)
-	n.parkPID = make([]uint32, pids)
+	for _, t := range parkTypes {
+		n.parkPID[t] = make([]uint32, pids)
+	}
 	n.ready = make([]uint32, 0, cfg.MaxQPs)
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
@@ -37,8 +36,7 @@ func (n *NIC) receive(fr *Frame) {
 		n.park(qpn, fr)
 		return
 	}
-	if st, pid := n.caches[host.QPC].Lookup(0, uint64(qpn), n.words[:16]); st == ctxcache.Miss {
-		n.parkPID[pid] = qpn + 1
+	if n.mustWait(qpn, &p) {
 		n.park(qpn, fr)
 		return
 	}

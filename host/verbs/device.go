@@ -134,6 +134,7 @@ type MR struct {
 	Addr       uint64
 	LKey, RKey uint32
 	index      uint32
+	firstMTT   uint64 // the MTT entry of the region's first page
 }
 
 // RegMR registers buf with the given access rights.
@@ -170,7 +171,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 		return nil, err
 	}
 	k := idx<<8 | uint32(key)
-	return &MR{pd: pd, Buf: buf, Addr: reg.IOVA, LKey: k, RKey: k, index: idx}, nil
+	return &MR{pd: pd, Buf: buf, Addr: reg.IOVA, LKey: k, RKey: k, index: idx, firstMTT: reg.FirstMTT}, nil
 }
 
 // Dereg invalidates the region's keys.

@@ -241,6 +241,96 @@ func TestParkOnMiss(t *testing.T) {
 	}
 }
 
+// TestParkOnMemoryMiss: when the MPT entry or the first MTT line of a
+// request's R_Key misses in the responder's cache, only that QP waits; a
+// WRITE of another QP to another region completes first, and both land.
+func TestParkOnMemoryMiss(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		miss host.ContextType
+	}{{"MPT", host.MPT}, {"MTT", host.MTT}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+			a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+			b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+			nic := b.Dev.NIC()
+			firstMTT := verbs.FirstMTT
+			access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite
+			// a second region whose MTT entries are in another cache line
+			var other *verbs.MR
+			for {
+				mr, err := b.PD.RegMR(make([]byte, 4096), access)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if firstMTT(mr)/8 != firstMTT(b.MR)/8 {
+					other = mr
+					break
+				}
+			}
+			var qas, qbs [2]*verbs.QP
+			for i := range 2 {
+				qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 20); err != nil {
+					t.Fatal(err)
+				}
+			}
+			targets := [2]*verbs.MR{b.MR, other}
+			write := func(i int, wrid uint64, fill byte) {
+				verbstest.Fill(a.Buf[64*i:64*i+64], uint64(fill)+1)
+				if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+					SGL: verbstest.SGL(a, 64*i, 64), RemoteAddr: targets[i].Addr, RKey: targets[i].RKey}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 2 { // warm b's caches: both QPs, both regions
+				write(i, 10, 0)
+				waitWC(t, a.CQ)
+			}
+			nic.Command(func() {
+				if tc.miss == host.MPT {
+					nic.Cache(host.MPT).Invalidate(uint64(b.MR.RKey >> 8))
+				} else {
+					nic.Cache(host.MTT).Invalidate(firstMTT(b.MR))
+				}
+			})
+			parked := nic.Counters().Parked.Load()
+			write(0, 1, 1) // misses: parked for 30 ms
+			write(1, 2, 2) // hits: goes on
+			first, second := waitWC(t, a.CQ), waitWC(t, a.CQ)
+			if first.WRID != 2 || second.WRID != 1 || first.Status != verbs.WCSuccess || second.Status != verbs.WCSuccess {
+				t.Errorf("completions %d (%v) then %d (%v), want the unparked QP's (2) first", first.WRID, first.Status, second.WRID, second.Status)
+			}
+			if nic.Counters().Parked.Load() == parked {
+				t.Error("nothing was parked")
+			}
+			// The ACK leaves before the posted DMA writes reach host memory
+			// (30 ms away here); a SEND behind each WRITE completes on b
+			// only after them, and hands the memory to this goroutine.
+			for i := range 2 {
+				if _, err := qbs[i].PostRecv([]verbs.RecvWR{{WRID: 20}}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: 20, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 {
+				if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess {
+					t.Fatalf("receive: %v", wc.Status)
+				}
+				waitWC(t, a.CQ)
+			}
+			for i, mr := range targets {
+				if !bytes.Equal(mr.Buf[:64], a.Buf[64*i:64*i+64]) {
+					t.Errorf("region %d does not hold QP %d's data: %x, want %x", i, i, mr.Buf[:8], a.Buf[64*i:64*i+8])
+				}
+			}
+		})
+	}
+}
+
 // TestInline: with IBV_SEND_INLINE the data is taken at post time, so the
 // buffer can change right after PostSend returns.
 func TestInline(t *testing.T) {
