@@ -21,7 +21,10 @@
 //	                                     unacknowledged PSN, or fail the QP
 //
 // Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
-// GCCache, and host memory only through the host.DMA engine. The engine
+// GCCache, and host memory only through the host.DMA engine. A received
+// packet whose QP context, or whose request's MPT entry or first MTT line,
+// misses waits parked with its QP (park.go); contexts of the sending side
+// are waited for in place. The engine
 // keeps each QP's running state (PSNs, in-flight WQEs, receive progress) in
 // fixed arrays, as an RNIC keeps it on chip; nothing on the packet path
 // allocates.
