@@ -45,6 +45,7 @@ type Counters struct {
 	RetryRNRExceededErr        atomic.Uint64
 	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs)
 	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
+	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
 }
 
 // Doorbell tells the NIC that a QP's send queue (or, with Recv, its
@@ -79,6 +80,7 @@ type NIC struct {
 	parkPool  *Pool                          // parked packets' copies
 	parkPID   [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
 	ready     []uint32                       // parked QPs whose context has come
+	sqReady   []uint32                       // QPs whose requester's context has come
 	readers   []uint32                       // QPs answering a READ
 	tx        []Frame                        // frames encoded, not yet handed to the port
 	txN       int
@@ -116,6 +118,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 		n.parkPID[t] = make([]uint32, pids)
 	}
 	n.ready = make([]uint32, 0, cfg.MaxQPs)
+	n.sqReady = make([]uint32, 0, cfg.MaxQPs)
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
 		c, err := ctxcache.New(ctxcache.NewAdapter(n.tables[t]), cfg.DMA, cfg.Cache)

@@ -52,11 +52,64 @@ func (n *NIC) arrived(t host.ContextType, resp ctxcache.Response) {
 	if n.parkPID[t] == nil {
 		return
 	}
-	qpn := n.parkPID[t][resp.PID]
+	tag := n.parkPID[t][resp.PID]
 	n.parkPID[t][resp.PID] = 0
-	if qpn != 0 {
-		n.ready = append(n.ready, qpn-1)
+	switch {
+	case tag&sendWait != 0:
+		qpn := tag&^sendWait - 1
+		n.qps[qpn].sqWaiting = false
+		n.sqReady = append(n.sqReady, qpn)
+	case tag != 0:
+		n.ready = append(n.ready, tag-1)
 	}
+}
+
+// sendWait marks a ticket a QP's requester waits for (the QP number + 1
+// is in the other bits).
+const sendWait = 1 << 31
+
+// probe looks up, without waiting, entry idx of context type t. On a miss
+// it records the ticket under tag and reports true.
+func (n *NIC) probe(t host.ContextType, idx uint64, tag uint32) bool {
+	st, pid := n.caches[t].Lookup(0, idx, n.words[:host.EntrySizes[t]/8])
+	if st == ctxcache.Miss {
+		n.parkPID[t][pid] = tag
+		return true
+	}
+	return false
+}
+
+// gatherMiss looks up, without waiting, the MPT entry and the MTT line
+// the requester needs first to gather a packet's payload at logical offset
+// off of a WQE's scatter/gather list. On a miss it records the ticket for
+// QP qpn's requester and reports true: the requester stops there and goes
+// on when the context comes, while other QPs send.
+func (n *NIC) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
+	if w.InlineLen > 0 {
+		return false
+	}
+	for _, s := range w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)] {
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		tag := (qpn + 1) | sendWait
+		if n.probe(host.MPT, uint64(s.LKey>>8), tag) {
+			return true
+		}
+		words := n.words[:8]
+		for i, w := range words {
+			le.PutUint64(n.entry[8*i:], w)
+		}
+		var m host.MPTEntry
+		m.Decode(n.entry[:64])
+		va := s.Addr + uint64(off)
+		if !m.Valid || va < m.VA || va-m.VA >= m.Length {
+			return false // gather fails and says why
+		}
+		return n.probe(host.MTT, m.FirstMTT+(va-m.VA)>>m.PageShift, tag)
+	}
+	return false
 }
 
 // memoryMiss looks up, without waiting, the MPT entry and the first MTT
@@ -91,12 +144,7 @@ func (n *NIC) memoryMiss(qpn uint32, p *wire.Packet) bool {
 	if !m.Valid || va < m.VA || va-m.VA >= m.Length {
 		return false // the responder refuses it
 	}
-	st, pid = n.caches[host.MTT].Lookup(0, m.FirstMTT+(va-m.VA)>>m.PageShift, n.words[:1])
-	if st == ctxcache.Miss {
-		n.parkPID[host.MTT][pid] = qpn + 1
-		return true
-	}
-	return false
+	return n.probe(host.MTT, m.FirstMTT+(va-m.VA)>>m.PageShift, qpn+1)
 }
 
 // unparkReady polls the caches packets wait for and handles, in order,
@@ -112,6 +160,11 @@ func (n *NIC) unparkReady() {
 				n.arrived(t, r)
 			}
 		}
+	}
+	for len(n.sqReady) > 0 {
+		qpn := n.sqReady[len(n.sqReady)-1]
+		n.sqReady = n.sqReady[:len(n.sqReady)-1]
+		n.request(qpn)
 	}
 	for len(n.ready) > 0 {
 		qpn := n.ready[len(n.ready)-1]
@@ -143,8 +196,7 @@ func (n *NIC) unparkReady() {
 // mustWait looks up, without waiting, the contexts packet p of QP qpn
 // needs first; on a miss it records the ticket and reports true.
 func (n *NIC) mustWait(qpn uint32, p *wire.Packet) bool {
-	if st, pid := n.caches[host.QPC].Lookup(0, uint64(qpn), n.words[:16]); st == ctxcache.Miss {
-		n.parkPID[host.QPC][pid] = qpn + 1
+	if n.probe(host.QPC, uint64(qpn), qpn+1) {
 		return true
 	}
 	return p.Info.Flags&wire.OpRequest != 0 && n.memoryMiss(qpn, p)

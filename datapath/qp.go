@@ -27,6 +27,7 @@ type qpRun struct {
 	armed                  bool      // on the NIC's timer list
 	retries, rnrRetries    int
 	rnrWait                bool // paused by an RNR NAK until the deadline
+	sqWaiting              bool // the requester waits for a context (park.go)
 	gapAsked               bool // a READ gap has been asked for again
 
 	// packets waiting for the QP's context (see park.go)

@@ -26,6 +26,9 @@ func (n *NIC) request(qpn uint32) {
 		n.fail(qpn, &q, r, wcWRFlushErr)
 		return
 	}
+	if r.sqWaiting {
+		return // goes on when the context it waits for comes
+	}
 	mtu := pmtu(&q)
 	for !r.errored && !r.rnrWait {
 		if r.sendIdx == r.ifN { // everything in flight is sent: take the next WQE
@@ -69,6 +72,12 @@ func (n *NIC) request(qpn uint32) {
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
 		psn := in.firstPSN.Add(uint32(r.sendPkt))
 		if psn.Diff(r.una) >= window {
+			return
+		}
+		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) && q.Type != qptUD &&
+			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
+			r.sqWaiting = true
+			n.counters.SendWaits.Add(1)
 			return
 		}
 		if !n.sendPacket(&q, r, in, r.sendPkt, mtu) {

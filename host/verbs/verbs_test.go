@@ -244,26 +244,42 @@ func TestParkOnMiss(t *testing.T) {
 // TestParkOnMemoryMiss: when the MPT entry or the first MTT line of a
 // request's R_Key misses in the responder's cache, only that QP waits; a
 // WRITE of another QP to another region completes first, and both land.
+// The same holds on the requester's side for the L_Key of the data it
+// gathers.
 func TestParkOnMemoryMiss(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		miss host.ContextType
-	}{{"MPT", host.MPT}, {"MTT", host.MTT}} {
+		name      string
+		miss      host.ContextType
+		requester bool // the miss is on the sending side
+	}{
+		{"responder/MPT", host.MPT, false}, {"responder/MTT", host.MTT, false},
+		{"requester/MPT", host.MPT, true}, {"requester/MTT", host.MTT, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
-			a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
-			b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
-			nic := b.Dev.NIC()
-			firstMTT := verbs.FirstMTT
+			slow := host.PCIe{Latency: 30 * time.Millisecond}
+			var pcieA, pcieB host.PCIe
+			if tc.requester {
+				pcieA = slow
+			} else {
+				pcieB = slow
+			}
+			a := verbstest.NewEndPCIe(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16, pcieA)
+			b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, pcieB)
+			missing := b // the end whose cache misses
+			if tc.requester {
+				missing = a
+			}
+			nic := missing.Dev.NIC()
 			access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite
 			// a second region whose MTT entries are in another cache line
 			var other *verbs.MR
 			for {
-				mr, err := b.PD.RegMR(make([]byte, 4096), access)
+				mr, err := missing.PD.RegMR(make([]byte, 4096), access)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if firstMTT(mr)/8 != firstMTT(b.MR)/8 {
+				if verbs.FirstMTT(mr)/8 != verbs.FirstMTT(missing.MR)/8 {
 					other = mr
 					break
 				}
@@ -276,38 +292,57 @@ func TestParkOnMemoryMiss(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			targets := [2]*verbs.MR{b.MR, other}
-			write := func(i int, wrid uint64, fill byte) {
-				verbstest.Fill(a.Buf[64*i:64*i+64], uint64(fill)+1)
+			// QP i writes 64 bytes from source i to target i; QP 1 uses the
+			// other region on the end whose cache misses.
+			type place struct {
+				mr  *verbs.MR
+				off int
+			}
+			sources := [2]place{{a.MR, 0}, {a.MR, 64}}
+			targets := [2]place{{b.MR, 0}, {b.MR, 64}}
+			if tc.requester {
+				sources[1] = place{other, 0}
+			} else {
+				targets[1] = place{other, 0}
+			}
+			bytesAt := func(p place) []byte { return p.mr.Buf[p.off : p.off+64] }
+			write := func(i int, wrid uint64, seed uint64) {
+				verbstest.Fill(bytesAt(sources[i]), seed)
 				if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-					SGL: verbstest.SGL(a, 64*i, 64), RemoteAddr: targets[i].Addr, RKey: targets[i].RKey}}); err != nil {
+					SGL:        []verbs.SGE{{Addr: sources[i].mr.Addr + uint64(sources[i].off), Length: 64, LKey: sources[i].mr.LKey}},
+					RemoteAddr: targets[i].mr.Addr + uint64(targets[i].off), RKey: targets[i].mr.RKey}}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			for i := range 2 { // warm b's caches: both QPs, both regions
-				write(i, 10, 0)
+			for i := range 2 { // warm the caches: both QPs, all regions
+				write(i, 10, 1)
 				waitWC(t, a.CQ)
 			}
 			nic.Command(func() {
 				if tc.miss == host.MPT {
-					nic.Cache(host.MPT).Invalidate(uint64(b.MR.RKey >> 8))
+					nic.Cache(host.MPT).Invalidate(uint64(missing.MR.RKey >> 8))
 				} else {
-					nic.Cache(host.MTT).Invalidate(firstMTT(b.MR))
+					nic.Cache(host.MTT).Invalidate(verbs.FirstMTT(missing.MR))
 				}
 			})
-			parked := nic.Counters().Parked.Load()
-			write(0, 1, 1) // misses: parked for 30 ms
-			write(1, 2, 2) // hits: goes on
+			counter := &nic.Counters().Parked
+			if tc.requester {
+				counter = &nic.Counters().SendWaits
+			}
+			before := counter.Load()
+			write(0, 1, 2) // misses: waits 30 ms
+			write(1, 2, 3) // hits: goes on
 			first, second := waitWC(t, a.CQ), waitWC(t, a.CQ)
 			if first.WRID != 2 || second.WRID != 1 || first.Status != verbs.WCSuccess || second.Status != verbs.WCSuccess {
-				t.Errorf("completions %d (%v) then %d (%v), want the unparked QP's (2) first", first.WRID, first.Status, second.WRID, second.Status)
+				t.Errorf("completions %d (%v) then %d (%v), want the other QP's (2) first", first.WRID, first.Status, second.WRID, second.Status)
 			}
-			if nic.Counters().Parked.Load() == parked {
-				t.Error("nothing was parked")
+			if counter.Load() == before {
+				t.Error("nothing waited")
 			}
-			// The ACK leaves before the posted DMA writes reach host memory
-			// (30 ms away here); a SEND behind each WRITE completes on b
-			// only after them, and hands the memory to this goroutine.
+			// The ACK leaves before posted DMA writes reach host memory
+			// (30 ms away on a slow end); a SEND behind each WRITE
+			// completes on b only after them, and hands the memory to
+			// this goroutine.
 			for i := range 2 {
 				if _, err := qbs[i].PostRecv([]verbs.RecvWR{{WRID: 20}}); err != nil {
 					t.Fatal(err)
@@ -322,9 +357,9 @@ func TestParkOnMemoryMiss(t *testing.T) {
 				}
 				waitWC(t, a.CQ)
 			}
-			for i, mr := range targets {
-				if !bytes.Equal(mr.Buf[:64], a.Buf[64*i:64*i+64]) {
-					t.Errorf("region %d does not hold QP %d's data: %x, want %x", i, i, mr.Buf[:8], a.Buf[64*i:64*i+8])
+			for i := range 2 {
+				if got, want := bytesAt(targets[i]), bytesAt(sources[i]); !bytes.Equal(got, want) {
+					t.Errorf("QP %d's target holds %x, want %x", i, got[:8], want[:8])
 				}
 			}
 		})
