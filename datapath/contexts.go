@@ -30,8 +30,9 @@ const (
 // ctx copies entry idx of a context type into dst through its cache. On a
 // miss it waits for the fetch. Packets avoid this wait where it matters:
 // receive parks a QP whose QPC, or whose request's MPT entry or first MTT
-// line, is not cached (park.go), so ctx waits only for the contexts of
-// the sending side (WQEs' lkeys, CQs) and for MTT lines past the first.
+// line, is not cached, and the requester stops a QP whose L_Key's MPT
+// entry or MTT line is not (park.go); ctx waits for the rest (CQ and SRQ
+// contexts, receive WQEs' L_Keys, MTT lines past a request's first).
 func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 	c := n.caches[t]
 	words := n.words[:host.EntrySizes[t]/8]
