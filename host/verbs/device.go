@@ -236,18 +236,24 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 func (cq *CQ) Poll(wc []WC) int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	avail := cq.written.Load() - cq.consumed
+	written := cq.written.Load()
 	n := 0
-	for ; n < len(wc) && uint64(n) < avail; n++ {
+	for n < len(wc) && cq.consumed < written {
 		var c host.CQE
-		i := cq.consumed % uint64(cq.size)
-		c.Decode(cq.ring[i*host.CQESize:])
+		pos := cq.consumed
+		c.Decode(cq.ring[(pos%uint64(cq.size))*host.CQESize:])
+		cq.consumed++
+		recv := c.Opcode&0x80 != 0
+		if v, ok := cq.dev.qps.Load(c.QPN); ok {
+			qp := v.(*QP)
+			if qp.stale(recv, pos) {
+				continue // the work request was discarded by a reset
+			}
+			qp.consumed(recv, c.WQEIndex) // the NIC has consumed the queue up to this WQE
+		}
 		wc[n] = WC{WRID: c.WRID, Status: WCStatus(c.Status), Opcode: WCOpcode(c.Opcode), ByteLen: c.ByteLen,
 			QPNum: c.QPN, SrcQP: c.SrcQP, Flags: WCFlags(c.Flags), Imm: c.Imm}
-		cq.consumed++
-		if v, ok := cq.dev.qps.Load(c.QPN); ok { // the NIC has consumed the queue up to this WQE
-			v.(*QP).consumed(c.Opcode&0x80 != 0, c.WQEIndex)
-		}
+		n++
 	}
 	return n
 }

@@ -12,61 +12,171 @@ import (
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
 )
 
-// FuzzResponder sends a NIC's RC QP requests a hostile peer crafts: any
+// hostile is a NIC (b) with one RC QP facing a peer that the test plays
+// by hand on the other port of the link: it crafts any frame it likes.
+type hostile struct {
+	pa     *porttest.Port
+	b      *verbstest.End
+	nic    *datapath.NIC
+	mem    []byte // region with guard bytes on both sides
+	region []byte
+	mr     *verbs.MR
+	frames []datapath.Frame
+}
+
+const (
+	hostileQPN, hostilePSN = 0x77, 100         // the peer's QP and first PSN
+	bPSN                   = 1000              // b's first PSN
+	guardByte              = 0xa5              // what lies around the region
+	regionLo, regionHi     = 4096, 2*4096 - 64 // the region in mem
+)
+
+var (
+	macA, macB = wire.MAC{2, 0, 0, 0, 0, 1}, wire.MAC{2, 0, 0, 0, 0, 2}
+	ipA, ipB   = netip.MustParseAddr("10.48.0.1"), netip.MustParseAddr("10.48.0.2")
+)
+
+func newHostile(f *testing.F) *hostile {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	h := &hostile{pa: pa, b: verbstest.NewEnd(f, pb, macB, ipB, 4096), frames: make([]datapath.Frame, 16)}
+	h.nic = h.b.Dev.NIC()
+	// The region ends 64 bytes short of a page: the guard bytes after it
+	// share its last page, so only the NIC's checks keep them.
+	h.mem = make([]byte, 3*4096)
+	h.region = h.mem[regionLo:regionHi]
+	var err error
+	if h.mr, err = h.b.PD.RegMR(h.region, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
+		f.Fatal(err)
+	}
+	for i := range h.mem {
+		if i < regionLo || i >= regionHi {
+			h.mem[i] = guardByte
+		}
+	}
+	h.ready(f)
+	return h
+}
+
+// ready takes b's QP (back) to RTS facing the peer, with receives posted
+// into the region.
+func (h *hostile) ready(t testing.TB) {
+	steps := []struct {
+		attr verbs.QPAttr
+		mask verbs.AttrMask
+	}{
+		{verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState},
+		{verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+			verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
+		{verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: macA, DestGID: ipA}, PathMTU: 3, DestQPN: hostileQPN, RQPSN: hostilePSN,
+			MaxDestRdAtomic: 16, MinRNRTimer: 1},
+			verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
+		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: bPSN, Timeout: 8, RetryCnt: 1, RNRRetry: 1, MaxRdAtomic: 16},
+			verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := h.b.QP.Modify(&s.attr, s.mask); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wc [16]verbs.WC
+	for h.b.CQ.Poll(wc[:]) > 0 { // the flushed work requests
+	}
+	for i := range 4 {
+		if _, err := h.b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{{Addr: h.mr.Addr + uint64(i*960), Length: 960, LKey: h.mr.LKey}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// exchange sends one crafted frame (none if fr is nil) and returns the
+// packets the NIC sends back: it waits up to 5 s for want of them, then
+// until the NIC has been quiet for 2 ms. ok is false if the fields make
+// no frame. Every frame the NIC sends must parse.
+func (h *hostile) exchange(t testing.TB, fr *wire.FrameFields, want int) (got []wire.Packet, ok bool) {
+	if fr != nil {
+		fr.Ethernet = wire.EthernetFields{Dst: macB, Src: macA}
+		fr.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: ipA, Dst: ipB}
+		fr.UDP = wire.UDPFields{SrcPort: 49152, DstPort: wire.RoCEv2Port}
+		fr.BTH.PKey, fr.BTH.DestQP = wire.DefaultPKey, h.b.QP.Num
+		if h.pa.Alloc(h.frames[:1]) != 1 {
+			t.Fatal("no transmit buffer")
+		}
+		k, err := wire.Encode(h.frames[0].Data, fr)
+		if err != nil {
+			h.pa.Free(h.frames[:1])
+			return nil, false
+		}
+		h.frames[0].Data = h.frames[0].Data[:k]
+		if n, err := h.pa.Send(h.frames[:1]); n != 1 || err != nil {
+			t.Fatalf("send: %d, %v", n, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for quiet := time.Now(); time.Since(quiet) < 2*time.Millisecond || len(got) < want && time.Now().Before(deadline); {
+		n, err := h.pa.Recv(h.frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range h.frames[:n] {
+			var p wire.Packet
+			if err := wire.Parse(append([]byte(nil), fr.Data...), &p); err != nil {
+				t.Errorf("the NIC sent a malformed frame: %v", err)
+				continue
+			}
+			got = append(got, p)
+		}
+		h.pa.Release(h.frames[:n])
+		if n > 0 {
+			quiet = time.Now()
+		}
+	}
+	return got, true
+}
+
+// check asserts the NIC still answers commands and wrote nothing outside
+// the region. The command also hands the engine's writes to this
+// goroutine.
+func (h *hostile) check(t testing.TB) {
+	alive := make(chan struct{})
+	go func() { h.nic.Command(func() {}); close(alive) }()
+	select {
+	case <-alive:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the NIC stopped answering commands")
+	}
+	for i := range h.mem {
+		if (i < regionLo || i >= regionHi) && h.mem[i] != guardByte {
+			t.Fatalf("byte %d outside the region was written", i-regionLo)
+		}
+	}
+}
+
+// FuzzResponder sends the NIC's RC QP requests a hostile peer crafts: any
 // opcode, PSN, R_Key, address, length, payload and atomic operands, as
 // well-formed frames with a correct ICRC. Whatever they say, the NIC must
 // go on running, answer only with well-formed frames, and write nothing
-// outside its registered region (guard pages on both sides are checked).
+// outside its registered region.
 func FuzzResponder(f *testing.F) {
-	const peerQPN, peerPSN = 0x77, 100
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
-	macA, macB := wire.MAC{2, 0, 0, 0, 0, 1}, wire.MAC{2, 0, 0, 0, 0, 2}
-	ipA, ipB := netip.MustParseAddr("10.48.0.1"), netip.MustParseAddr("10.48.0.2")
-	b := verbstest.NewEnd(f, pb, macB, ipB, 4096)
-	nic := b.Dev.NIC()
-	// The region ends 64 bytes short of a page: the guard bytes after it
-	// share its last page, so only the NIC's bounds checks keep them.
-	const page, lo, hi = 4096, 4096, 2*4096 - 64
-	mem := make([]byte, 3*page)
-	region := mem[lo:hi]
-	mr, err := b.PD.RegMR(region, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
-	if err != nil {
-		f.Fatal(err)
+	h := newHostile(f)
+	// The crafted peer is heard: a good WRITE is acknowledged and lands,
+	// a WRITE with a wrong key is refused with a NAK.
+	good := []byte("heard by the NIC")
+	for _, tc := range []struct {
+		rkey uint32
+		ack  bool
+	}{{h.mr.RKey, true}, {h.mr.RKey ^ 1, false}} {
+		got, _ := h.exchange(f, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: hostilePSN, AckReq: true},
+			RETH: wire.RETHFields{VA: h.mr.Addr, RKey: tc.rkey, DMALen: uint32(len(good))}, Payload: good}, 1)
+		h.check(f)
+		if len(got) != 1 || !got[0].Info.Has(wire.HdrAETH) || got[0].AETH().Syndrome().IsACK() != tc.ack {
+			f.Fatalf("WRITE with R_Key %#x: got %d packets, want one with an ACK %v", tc.rkey, len(got), tc.ack)
+		}
+		if tc.ack && string(h.region[:len(good)]) != string(good) {
+			f.Fatalf("the WRITE did not land: %q", h.region[:len(good)])
+		}
+		h.ready(f)
 	}
-	const guard = 0xa5
-	for i := range mem {
-		if i < lo || i >= hi {
-			mem[i] = guard
-		}
-	}
-	// ready takes b's QP to RTS facing the crafted peer, with receives
-	// posted into the region.
-	ready := func(t testing.TB) {
-		steps := []struct {
-			attr verbs.QPAttr
-			mask verbs.AttrMask
-		}{
-			{verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState},
-			{verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-				verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
-			{verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: macA, DestGID: ipA}, PathMTU: 3, DestQPN: peerQPN, RQPSN: peerPSN,
-				MaxDestRdAtomic: 16, MinRNRTimer: 1},
-				verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
-			{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-				verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic},
-		}
-		for _, s := range steps {
-			if err := b.QP.Modify(&s.attr, s.mask); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range 4 {
-			if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{{Addr: mr.Addr + uint64(i*960), Length: 960, LKey: mr.LKey}}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	ready(f)
+
 	f.Add(uint8(wire.RCRDMAWriteOnly), uint16(0), int64(0), uint8(0), uint32(16), []byte("sixteen bytes!!!"), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCRDMAReadRequest), uint16(0), int64(8), uint8(0), uint32(3000), []byte(nil), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCCompareSwap), uint16(0), int64(64), uint8(0), uint32(0), []byte(nil), uint64(1), uint64(0))
@@ -74,88 +184,29 @@ func FuzzResponder(f *testing.F) {
 	f.Add(uint8(wire.RCSendOnly), uint16(0), int64(0), uint8(0), uint32(0), make([]byte, 1024), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCSendFirst), uint16(0), int64(0), uint8(0), uint32(0), make([]byte, 1024), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCRDMAWriteFirst), uint16(0), int64(-8), uint8(0), uint32(4096), make([]byte, 1024), uint64(0), uint64(0))
-	f.Add(uint8(wire.RCRDMAWriteOnly), uint16(0), int64(hi-lo-8), uint8(0), uint32(16), make([]byte, 16), uint64(0), uint64(0))
+	f.Add(uint8(wire.RCRDMAWriteOnly), uint16(0), int64(regionHi-regionLo-8), uint8(0), uint32(16), make([]byte, 16), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCRDMAWriteOnly), uint16(0), int64(0), uint8(1), uint32(16), make([]byte, 16), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCRDMAWriteMiddle), uint16(5), int64(0), uint8(2), uint32(0), make([]byte, 1024), uint64(0), uint64(0))
 	f.Add(uint8(wire.RCRDMAReadRequest), uint16(0xffff), int64(0), uint8(0), uint32(0xffffffff), []byte(nil), uint64(0), uint64(0))
 
-	// exchange sends one crafted frame and returns the syndromes of the
-	// acknowledgements the NIC answers with: it waits up to 5 s for want
-	// of them, then until the NIC has been quiet for 2 ms; ok is false if
-	// the fields make no frame.
-	frames := make([]datapath.Frame, 16)
-	exchange := func(t testing.TB, fr *wire.FrameFields, want int) (syndromes []wire.Syndrome, ok bool) {
-		fr.Ethernet = wire.EthernetFields{Dst: macB, Src: macA}
-		fr.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: ipA, Dst: ipB}
-		fr.UDP = wire.UDPFields{SrcPort: 49152, DstPort: wire.RoCEv2Port}
-		fr.BTH.PKey, fr.BTH.DestQP, fr.BTH.AckReq = wire.DefaultPKey, b.QP.Num, true
-		if pa.Alloc(frames[:1]) != 1 {
-			t.Fatal("no transmit buffer")
-		}
-		k, err := wire.Encode(frames[0].Data, fr)
-		if err != nil {
-			pa.Free(frames[:1])
-			return nil, false
-		}
-		frames[0].Data = frames[0].Data[:k]
-		if n, err := pa.Send(frames[:1]); n != 1 || err != nil {
-			t.Fatalf("send: %d, %v", n, err)
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		for quiet := time.Now(); time.Since(quiet) < 2*time.Millisecond || len(syndromes) < want && time.Now().Before(deadline); {
-			n, err := pa.Recv(frames)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, fr := range frames[:n] {
-				var p wire.Packet
-				if err := wire.Parse(fr.Data, &p); err != nil {
-					t.Errorf("the NIC sent a malformed frame: %v", err)
-				} else if p.Info.Has(wire.HdrAETH) {
-					syndromes = append(syndromes, p.AETH().Syndrome())
-				}
-			}
-			pa.Release(frames[:n])
-			if n > 0 {
-				quiet = time.Now()
-			}
-		}
-		return syndromes, true
-	}
-	// The crafted peer is heard: a good WRITE is acknowledged and lands,
-	// a WRITE with a wrong key is refused with a NAK.
-	good := []byte("heard by the NIC")
-	s1, _ := exchange(f, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: peerPSN},
-		RETH: wire.RETHFields{VA: mr.Addr, RKey: mr.RKey, DMALen: uint32(len(good))}, Payload: good}, 1)
-	nic.Command(func() {}) // the engine has written: its memory is ours to read
-	if len(s1) != 1 || !s1[0].IsACK() || string(region[:len(good)]) != string(good) {
-		f.Fatalf("good WRITE: syndromes %v, region %q", s1, region[:len(good)])
-	}
-	s2, _ := exchange(f, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: peerPSN + 1},
-		RETH: wire.RETHFields{VA: mr.Addr, RKey: mr.RKey ^ 1, DMALen: uint32(len(good))}, Payload: good}, 1)
-	if len(s2) != 1 || !s2[0].IsNAK() {
-		f.Fatalf("WRITE with a bad R_Key: syndromes %v, want one NAK", s2)
-	}
-	ready(f)
-
-	var psn wire.PSN = peerPSN // the PSN b expects next, as far as the peer knows
+	var psn wire.PSN = hostilePSN // the PSN b expects next, as far as the peer knows
 	f.Fuzz(func(t *testing.T, op uint8, psnOff uint16, vaOff int64, keySel uint8, dmaLen uint32, payload []byte, swap, compare uint64) {
-		if nic.QPErrored(b.QP.Num) {
-			ready(t)
-			psn = peerPSN
+		if h.nic.QPErrored(h.b.QP.Num) {
+			h.ready(t)
+			psn = hostilePSN
 		}
-		rkey := mr.RKey
+		rkey := h.mr.RKey
 		switch keySel % 4 {
 		case 1:
 			rkey ^= 1 // wrong key byte
 		case 2:
-			rkey = b.MR.RKey // another region
+			rkey = h.b.MR.RKey // another region
 		case 3:
 			rkey = uint32(swap) // anything
 		}
-		va := mr.Addr + uint64(vaOff)
+		va := h.mr.Addr + uint64(vaOff)
 		fr := wire.FrameFields{
-			BTH:            wire.BTHFields{Opcode: wire.Opcode(op), PSN: psn.Add(uint32(psnOff)) & wire.PSNMask},
+			BTH:            wire.BTHFields{Opcode: wire.Opcode(op), PSN: psn.Add(uint32(psnOff)) & wire.PSNMask, AckReq: true},
 			RETH:           wire.RETHFields{VA: va, RKey: rkey, DMALen: dmaLen},
 			AtomicETH:      wire.AtomicETHFields{VA: va, RKey: rkey, SwapAdd: swap, Compare: compare},
 			InvalidateRKey: rkey,
@@ -163,22 +214,97 @@ func FuzzResponder(f *testing.F) {
 		if wire.Opcode(op).Info().Flags&wire.OpPayload != 0 {
 			fr.Payload = payload[:min(len(payload), 1024)]
 		}
-		if _, ok := exchange(t, &fr, 0); !ok {
+		if _, ok := h.exchange(t, &fr, 0); !ok {
 			return // not a frame: nothing to send
 		}
 		if psnOff == 0 {
 			psn = psn.Next()
 		}
-		alive := make(chan struct{})
-		go func() { nic.Command(func() {}); close(alive) }()
-		select {
-		case <-alive:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the NIC stopped answering commands")
+		h.check(t)
+	})
+}
+
+// FuzzRequester answers the NIC's READ requests with whatever a hostile
+// peer crafts: any response opcode, PSN, syndrome, MSN, payload and atomic
+// value. The NIC must go on running, send only well-formed frames, write
+// nothing outside the READ's destination region, and complete every work
+// request it completes with a status from the verbs list, each once.
+func FuzzRequester(f *testing.F) {
+	h := newHostile(f)
+	const readLen = 1500 // two packets at an IB MTU of 1024
+	read := func(t testing.TB, wrid uint64) wire.PSN {
+		if _, err := h.b.QP.PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: readLen, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
+			t.Fatal(err)
 		}
-		for i := range mem {
-			if (i < lo || i >= hi) && mem[i] != guard {
-				t.Fatalf("byte %d outside the region was written", i-lo)
+		got, _ := h.exchange(t, nil, 1)
+		for _, p := range got {
+			if p.BTH().Opcode() == wire.RCRDMAReadRequest && p.RETH().DMALen() == readLen {
+				return p.BTH().PSN()
+			}
+		}
+		t.Fatalf("no READ request among %d packets", len(got))
+		return 0
+	}
+	// The crafted peer is heard: a right answer completes the READ.
+	data := make([]byte, readLen)
+	verbstest.Fill(data, 7)
+	psn := read(f, 1)
+	h.exchange(f, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseFirst, PSN: psn},
+		AETH: wire.AETHFields{MSN: 0}, Payload: data[:1024]}, 0)
+	h.exchange(f, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseLast, PSN: psn.Next()},
+		AETH: wire.AETHFields{MSN: 1}, Payload: data[1024:]}, 0)
+	if wc := verbstest.WaitWC(f, h.b.CQ); wc.WRID != 1 || wc.Status != verbs.WCSuccess || string(h.region[:readLen]) != string(data) {
+		f.Fatalf("READ answered right: %+v", wc)
+	}
+	h.check(f)
+	f.Add(uint8(wire.RCRDMAReadResponseOnly), uint16(0), uint8(0), uint32(1), make([]byte, 100), uint64(0))
+	f.Add(uint8(wire.RCRDMAReadResponseFirst), uint16(0), uint8(0), uint32(1), make([]byte, 1024), uint64(0))
+	f.Add(uint8(wire.RCRDMAReadResponseLast), uint16(1), uint8(0), uint32(1), make([]byte, 4000), uint64(0))
+	f.Add(uint8(wire.RCAcknowledge), uint16(0), uint8(0x60), uint32(1), []byte(nil), uint64(0))    // NAK: PSN sequence error
+	f.Add(uint8(wire.RCAcknowledge), uint16(0), uint8(0x63), uint32(1), []byte(nil), uint64(0))    // NAK: remote operational error
+	f.Add(uint8(wire.RCAcknowledge), uint16(0), uint8(0x20), uint32(1), []byte(nil), uint64(0))    // RNR NAK
+	f.Add(uint8(wire.RCAtomicAcknowledge), uint16(0), uint8(0), uint32(1), []byte(nil), uint64(7)) // an atomic answer to a READ
+	f.Add(uint8(wire.RCAcknowledge), uint16(0xfff0), uint8(0), uint32(0xffffff), []byte(nil), uint64(0))
+
+	outstanding := map[uint64]bool{}
+	next := uint64(999) // READs are numbered from 1000, receives below
+	var reqPSN wire.PSN
+	f.Fuzz(func(t *testing.T, op uint8, psnOff uint16, syndrome uint8, msn uint32, payload []byte, orig uint64) {
+		if h.nic.QPErrored(h.b.QP.Num) {
+			h.ready(t)
+			clear(outstanding)
+		}
+		if len(outstanding) == 0 { // keep one READ outstanding, and learn its PSN
+			next++
+			reqPSN = read(t, next)
+			outstanding[next] = true
+		}
+		fr := wire.FrameFields{
+			BTH:            wire.BTHFields{Opcode: wire.Opcode(op), PSN: reqPSN.Add(uint32(psnOff)) & wire.PSNMask},
+			AETH:           wire.AETHFields{Syndrome: wire.Syndrome(syndrome), MSN: msn & 0xffffff},
+			AtomicOrigData: orig,
+		}
+		if wire.Opcode(op).Info().Flags&wire.OpPayload != 0 {
+			fr.Payload = payload[:min(len(payload), 1024)]
+		}
+		if _, ok := h.exchange(t, &fr, 0); !ok {
+			return
+		}
+		h.check(t)
+		var wc [16]verbs.WC
+		for n := h.b.CQ.Poll(wc[:]); n > 0; n = h.b.CQ.Poll(wc[:]) {
+			for _, c := range wc[:n] {
+				if c.WRID < 1000 {
+					continue // a receive, flushed
+				}
+				if c.Status > verbs.WCGeneralErr {
+					t.Errorf("completion %d with status %d", c.WRID, c.Status)
+				}
+				if !outstanding[c.WRID] {
+					t.Errorf("completion of work request %d, which is not outstanding", c.WRID)
+				}
+				delete(outstanding, c.WRID)
 			}
 		}
 	})

@@ -71,6 +71,21 @@ type QP struct {
 	srq        *SRQ
 	sqDone     atomic.Uint32 // send WQEs the NIC has finished with (from completions)
 	rqDone     atomic.Uint32
+	sendCQ     *CQ
+	recvCQ     *CQ
+	// Completions written before the last reset, in the send and the
+	// receive CQ, belong to work requests a reset discarded: Poll drops
+	// them, as a libibverbs provider cleans the CQs of a reset QP.
+	sendStale, recvStale atomic.Uint64
+}
+
+// stale reports whether the completion at position pos of a CQ was
+// written before the QP's last reset.
+func (qp *QP) stale(recv bool, pos uint64) bool {
+	if recv {
+		return pos < qp.recvStale.Load()
+	}
+	return pos < qp.sendStale.Load()
 }
 
 // consumed records, from a completion, that the NIC is done with the work
@@ -122,7 +137,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("%w: QP table full", ErrNoResources)
 	}
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
-		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData}
+		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData,
+		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ}
 	sqBase := d.mem.Alloc(int(qp.sqSize) * host.SendWQESize)
 	rqBase := d.mem.Alloc(int(qp.rqSize) * host.RecvWQESize)
 	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*host.SendWQESize)
@@ -219,7 +235,9 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		return err
 	}
 	if next == QPSReset {
-		qp.pd.dev.nic.ResetQP(qp.Num)
+		qp.pd.dev.nic.ResetQP(qp.Num) // after it the NIC writes no completion of the old work
+		qp.sendStale.Store(qp.sendCQ.written.Load())
+		qp.recvStale.Store(qp.recvCQ.written.Load())
 		qp.sqProducer, qp.rqProducer = 0, 0
 		qp.sqDone.Store(0)
 		qp.rqDone.Store(0)

@@ -394,3 +394,56 @@ func TestInline(t *testing.T) {
 		t.Errorf("65 bytes inline: %v", err)
 	}
 }
+
+// TestResetDropsOldCompletions: completions of work a reset discarded,
+// not yet polled, are dropped from the CQ, as libibverbs providers clean
+// the CQs of a QP moved to RESET; they neither reach the application nor
+// confuse the send queue's accounting.
+func TestResetDropsOldCompletions(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	qa, _ := a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qb, _ := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	connect := func() {
+		for _, q := range []*verbs.QP{qa, qb} {
+			if err := q.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := verbs.ConnectRC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(wrid uint64, rkey uint32) error {
+		_, err := qa.PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL: verbstest.SGL(a, 0, 64), RemoteAddr: b.MR.Addr, RKey: rkey}})
+		return err
+	}
+	for round := range 3 {
+		connect()
+		// A bad R_Key fails the first WRITE and flushes the other three.
+		for i := range 4 {
+			if err := write(uint64(100*round+i), b.MR.RKey^1); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !a.Dev.NIC().QPErrored(qa.Num) {
+			if time.Now().After(deadline) {
+				t.Fatal("the QP never failed")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		a.Dev.NIC().Command(func() {}) // let the flushes be written
+	}
+	connect()
+	for i := range 8 { // more than the queue holds: each completes in turn
+		if err := write(uint64(1000+i), b.MR.RKey); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, a.CQ); wc.WRID != uint64(1000+i) || wc.Status != verbs.WCSuccess {
+			t.Fatalf("after resets: completion %d %v, want %d success", wc.WRID, wc.Status, 1000+i)
+		}
+	}
+}
