@@ -99,7 +99,16 @@ func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, p
 		}
 		return
 	}
-	off := uint32(psn.Diff(in.firstPSN)) * uint32(pmtu(q))
+	// A response must fit its place in the READ: full packets, then the
+	// rest, the end marked on the last. One that does not (a short ONLY
+	// for a long READ, say) is dropped, and the timer asks again; it never
+	// completes the READ with data missing.
+	k, mtu := int(psn.Diff(in.firstPSN)), pmtu(q)
+	if len(p.Payload()) != max(0, min(mtu, int(in.length)-k*mtu)) || (p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0) != (k == in.packets-1) {
+		n.counters.RcvdBadResponse.Add(1)
+		return
+	}
+	off := uint32(k * mtu)
 	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], off, p.Payload()) {
 		n.fail(qpn, q, r, wcLocProtErr)
 		return

@@ -45,6 +45,7 @@ type Counters struct {
 	RetryRNRExceededErr        atomic.Uint64
 	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs)
 	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
+	RcvdBadResponse            atomic.Uint64 // READ responses whose length or opcode does not fit their place, dropped
 	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
 }
 

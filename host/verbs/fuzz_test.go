@@ -36,7 +36,7 @@ var (
 	ipA, ipB   = netip.MustParseAddr("10.48.0.1"), netip.MustParseAddr("10.48.0.2")
 )
 
-func newHostile(f *testing.F) *hostile {
+func newHostile(f testing.TB) *hostile {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
 	h := &hostile{pa: pa, b: verbstest.NewEnd(f, pb, macB, ipB, 4096), frames: make([]datapath.Frame, 16)}
 	h.nic = h.b.Dev.NIC()
@@ -237,13 +237,16 @@ func FuzzRequester(f *testing.F) {
 			SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: readLen, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := h.exchange(t, nil, 1)
-		for _, p := range got {
-			if p.BTH().Opcode() == wire.RCRDMAReadRequest && p.RETH().DMALen() == readLen {
-				return p.BTH().PSN()
+		// Earlier requests may still come (retries): wait for this one.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			got, _ := h.exchange(t, nil, 1)
+			for _, p := range got {
+				if p.BTH().Opcode() == wire.RCRDMAReadRequest && p.RETH().DMALen() == readLen {
+					return p.BTH().PSN()
+				}
 			}
 		}
-		t.Fatalf("no READ request among %d packets", len(got))
+		t.Fatal("the READ request never came")
 		return 0
 	}
 	// The crafted peer is heard: a right answer completes the READ.
@@ -308,4 +311,36 @@ func FuzzRequester(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestShortReadResponse: a READ answered with a response too short for
+// it (found by FuzzRequester) is not completed; the response is dropped
+// and counted, and the right answer then completes the READ.
+func TestShortReadResponse(t *testing.T) {
+	h := newHostile(t)
+	if _, err := h.b.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 1500, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.exchange(t, nil, 1)
+	if len(got) == 0 || got[0].BTH().Opcode() != wire.RCRDMAReadRequest {
+		t.Fatalf("got %d packets, want the READ request (and perhaps its retries)", len(got))
+	}
+	psn := got[0].BTH().PSN()
+	h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, PSN: psn}, AETH: wire.AETHFields{MSN: 1}, Payload: make([]byte, 100)}, 0)
+	h.check(t)
+	var wc [1]verbs.WC
+	if n := h.b.CQ.Poll(wc[:]); n != 0 {
+		t.Fatalf("a 100-byte answer completed a 1500-byte READ: %+v", wc[0])
+	}
+	if h.nic.Counters().RcvdBadResponse.Load() != 1 {
+		t.Errorf("bad responses counted: %d, want 1", h.nic.Counters().RcvdBadResponse.Load())
+	}
+	data := make([]byte, 1500)
+	verbstest.Fill(data, 3)
+	h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseFirst, PSN: psn}, AETH: wire.AETHFields{MSN: 0}, Payload: data[:1024]}, 0)
+	h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseLast, PSN: psn.Next()}, AETH: wire.AETHFields{MSN: 1}, Payload: data[1024:]}, 0)
+	if c := verbstest.WaitWC(t, h.b.CQ); c.WRID != 1 || c.Status != verbs.WCSuccess || string(h.region[:1500]) != string(data) {
+		t.Fatalf("after the right answer: %+v", c)
+	}
 }
