@@ -48,12 +48,12 @@ var parkTypes = [...]host.ContextType{host.QPC, host.MPT, host.MTT}
 // arrived handles an answer of the cache of type t: the ticket of a
 // parked QP makes that QP ready; any other ticket is released.
 func (n *NIC) arrived(t host.ContextType, resp ctxcache.Response) {
-	n.caches[t].Release(resp.PID)
-	if n.parkPID[t] == nil {
-		return
+	var tag uint32
+	if n.parkPID[t] != nil {
+		tag = n.parkPID[t][resp.PID]
+		n.parkPID[t][resp.PID] = 0
 	}
-	tag := n.parkPID[t][resp.PID]
-	n.parkPID[t][resp.PID] = 0
+	n.caches[t].Release(resp.PID)
 	switch {
 	case tag&sendWait != 0:
 		qpn := tag&^sendWait - 1
