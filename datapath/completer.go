@@ -104,7 +104,7 @@ func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, p
 	// for a long READ, say) is dropped, and the timer asks again; it never
 	// completes the READ with data missing.
 	k, mtu := int(psn.Diff(in.firstPSN)), pmtu(q)
-	if len(p.Payload()) != max(0, min(mtu, int(in.length)-k*mtu)) || (p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0) != (k == in.packets-1) {
+	if len(p.Payload()) != segmentLen(int(in.length), k, mtu) || (p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0) != (k == in.packets-1) {
 		n.counters.RcvdBadResponse.Add(1)
 		return
 	}

@@ -63,14 +63,20 @@ func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 				}
 			}
 		}
-		for i, w := range words {
-			le.PutUint64(dst[8*i:], w)
-		}
+		putWords(dst, words)
 		return true
 	}
 }
 
 var le = binary.LittleEndian
+
+// putWords writes a context entry's words into dst, little-endian, as
+// the entry lies in host memory.
+func putWords(dst []byte, words []uint64) {
+	for i, w := range words {
+		le.PutUint64(dst[8*i:], w)
+	}
+}
 
 // qpc reads a QP's context.
 func (n *NIC) qpc(qpn uint32, q *host.QPCEntry) bool {

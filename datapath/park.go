@@ -89,25 +89,10 @@ func (n *NIC) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
 		return false
 	}
 	for _, s := range w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)] {
-		if off >= s.Length {
-			off -= s.Length
-			continue
+		if off < s.Length {
+			return n.regionMiss(s.LKey, s.Addr+uint64(off), (qpn+1)|sendWait)
 		}
-		tag := (qpn + 1) | sendWait
-		if n.probe(host.MPT, uint64(s.LKey>>8), tag) {
-			return true
-		}
-		words := n.words[:8]
-		for i, w := range words {
-			le.PutUint64(n.entry[8*i:], w)
-		}
-		var m host.MPTEntry
-		m.Decode(n.entry[:64])
-		va := s.Addr + uint64(off)
-		if !m.Valid || va < m.VA || va-m.VA >= m.Length {
-			return false // gather fails and says why
-		}
-		return n.probe(host.MTT, m.FirstMTT+(va-m.VA)>>m.PageShift, tag)
+		off -= s.Length
 	}
 	return false
 }
@@ -116,35 +101,37 @@ func (n *NIC) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
 // line a request's remote access will need. On a miss it records the
 // ticket for QP qpn and reports true: the packet must be parked.
 func (n *NIC) memoryMiss(qpn uint32, p *wire.Packet) bool {
-	var key uint32
-	var va uint64
 	switch {
 	case p.Info.Has(wire.HdrRETH):
-		key, va = p.RETH().RKey(), p.RETH().VA()
+		return n.regionMiss(p.RETH().RKey(), p.RETH().VA(), qpn+1)
 	case p.Info.Has(wire.HdrAtomicETH):
-		key, va = p.AtomicETH().RKey(), p.AtomicETH().VA()
-	default:
-		return false
+		return n.regionMiss(p.AtomicETH().RKey(), p.AtomicETH().VA(), qpn+1)
 	}
-	words := n.words[:8]
+	return false
+}
+
+// regionMiss looks up, without waiting, key's MPT entry and the MTT line
+// of the page holding va. On a miss it records the ticket under tag and
+// reports true. A fault, no free ticket or an address outside the region
+// report false: the access itself then waits, or fails and says why.
+func (n *NIC) regionMiss(key uint32, va uint64, tag uint32) bool {
+	words := n.words[:host.EntrySizes[host.MPT]/8]
 	st, pid := n.caches[host.MPT].Lookup(0, uint64(key>>8), words)
 	switch st {
 	case ctxcache.Miss:
-		n.parkPID[host.MPT][pid] = qpn + 1
+		n.parkPID[host.MPT][pid] = tag
 		return true
 	case ctxcache.Hit:
-	default: // a fault or no ticket free: the responder will wait or refuse
+	default:
 		return false
 	}
-	for i, w := range words {
-		le.PutUint64(n.entry[8*i:], w)
-	}
+	putWords(n.entry[:64], words)
 	var m host.MPTEntry
 	m.Decode(n.entry[:64])
 	if !m.Valid || va < m.VA || va-m.VA >= m.Length {
-		return false // the responder refuses it
+		return false
 	}
-	return n.probe(host.MTT, m.FirstMTT+(va-m.VA)>>m.PageShift, qpn+1)
+	return n.probe(host.MTT, m.FirstMTT+(va-m.VA)>>m.PageShift, tag)
 }
 
 // unparkReady polls the caches packets wait for and handles, in order,

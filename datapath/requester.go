@@ -74,7 +74,7 @@ func (n *NIC) request(qpn uint32) {
 		if psn.Diff(r.una) >= window {
 			return
 		}
-		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) && q.Type != qptUD &&
+		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) &&
 			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
 			n.counters.SendWaits.Add(1)
@@ -119,6 +119,26 @@ func supported(op uint8) bool {
 
 // opcodes of a message: first, middle, last and only packets.
 type msgOps struct{ first, middle, last, only wire.Opcode }
+
+// opsRead are a READ response's opcodes.
+var opsRead = msgOps{wire.RCRDMAReadResponseFirst, wire.RCRDMAReadResponseMiddle, wire.RCRDMAReadResponseLast, wire.RCRDMAReadResponseOnly}
+
+// at is the opcode of packet k of a message of the given number of packets.
+func (o msgOps) at(k, packets int) wire.Opcode {
+	switch {
+	case packets == 1:
+		return o.only
+	case k == 0:
+		return o.first
+	case k == packets-1:
+		return o.last
+	}
+	return o.middle
+}
+
+// segmentLen is the payload length of packet k of a message of total
+// bytes cut at mtu.
+func segmentLen(total, k, mtu int) int { return max(0, min(total-k*mtu, mtu)) }
 
 var (
 	opsSend     = msgOps{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast, wire.RCSendOnly}
@@ -169,22 +189,12 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 		n.send(&f)
 		return true
 	}
-	ops := opsOf(w.Opcode)
-	op := ops.middle
-	switch {
-	case in.packets == 1:
-		op = ops.only
-	case k == 0:
-		op = ops.first
-	case k == in.packets-1:
-		op = ops.last
-	}
+	op := opsOf(w.Opcode).at(k, in.packets)
 	if q.Type == qptUC {
 		op |= wire.Opcode(wire.TransportUC)
 	}
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
-	size := max(0, min(int(in.length)-k*mtu, mtu))
-	payload := n.payload[:size]
+	payload := n.payload[:segmentLen(int(in.length), k, mtu)]
 	if !n.gather(q.PD, w, uint32(k*mtu), payload) {
 		return false
 	}

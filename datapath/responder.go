@@ -246,17 +246,8 @@ func (n *NIC) pumpReads() {
 		var f wire.FrameFields
 		for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
 			i := rd.next
-			op := wire.RCRDMAReadResponseMiddle
-			switch {
-			case rd.packets == 1:
-				op = wire.RCRDMAReadResponseOnly
-			case i == 0:
-				op = wire.RCRDMAReadResponseFirst
-			case i == rd.packets-1:
-				op = wire.RCRDMAReadResponseLast
-			}
-			size := min(rd.total-i*mtu, mtu)
-			buf := n.payload[:size]
+			op := opsRead.at(i, rd.packets)
+			buf := n.payload[:segmentLen(rd.total, i, mtu)]
 			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, accessRemoteRead, false) {
 				n.ack(&q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 				rd.next = rd.packets // abandoned
