@@ -12,7 +12,7 @@ import (
 // a gap restarts transmission from the missing PSN (go-back-N); an RNR NAK
 // pauses the QP for the timer it carries; other NAKs complete the work
 // request in error and flush the rest.
-func (n *NIC) completeResponse(qpn uint32, p *wire.Packet) {
+func (n *engine) completeResponse(qpn uint32, p *wire.Packet) {
 	var q host.QPCEntry
 	if !n.qpc(qpn, &q) {
 		n.counters.RcvdUnknownQP.Add(1)
@@ -75,7 +75,7 @@ func (n *NIC) completeResponse(qpn uint32, p *wire.Packet) {
 
 // readData places a READ response. Responses come in PSN order: one past
 // a gap restarts the READ.
-func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	var in *inflight
 	for i := range r.ifN {
 		c := &r.inflight[(r.ifHead+i)%len(r.inflight)]
@@ -124,7 +124,7 @@ func (n *NIC) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, p
 }
 
 // atomicData places an atomic's original value and completes it.
-func (n *NIC) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	for i := range r.ifN {
 		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
 		if !isAtomic(in.wqe.Opcode) || in.firstPSN != psn || in.completed {
@@ -144,14 +144,24 @@ func (n *NIC) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet,
 }
 
 // retire completes, in order, the in-flight work requests whose last PSN
-// is at or before psn (a READ only once its data has all come), moves the
-// unacknowledged mark, and lets the requester send again.
-func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
+// is at or before psn (a READ or atomic only once its answer has come, and
+// then whatever psn says: one answered out of order retires as soon as
+// the ones before it do), moves the unacknowledged mark, and lets the
+// requester send again.
+func (n *engine) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 	progressed := false
+	mark := psn.Next()
 	for r.ifN > 0 {
 		in := &r.inflight[r.ifHead]
-		if in.lastPSN.After(psn) || (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) && !in.completed {
+		if in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode) {
+			if !in.completed {
+				break
+			}
+		} else if in.lastPSN.After(psn) {
 			break
+		}
+		if end := in.lastPSN.Next(); end.After(mark) {
+			mark = end
 		}
 		n.finish(qpn, q, in, wcSuccess)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
@@ -166,7 +176,6 @@ func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 	// An ACK does not acknowledge READ or atomic data: while one of those
 	// heads the queue, only its responses move the mark (an ACK re-sent
 	// for an old duplicate would otherwise skip data never received).
-	mark := psn.Next()
 	if h := &r.inflight[r.ifHead]; r.ifN > 0 && (h.wqe.Opcode == wrRDMARead || isAtomic(h.wqe.Opcode)) && mark.After(h.firstPSN) {
 		mark = h.firstPSN
 	}
@@ -188,7 +197,7 @@ func (n *NIC) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 }
 
 // goBackPaused points the requester at psn without sending.
-func (n *NIC) goBackPaused(r *qpRun, psn wire.PSN) {
+func (n *engine) goBackPaused(r *qpRun, psn wire.PSN) {
 	for i := range r.ifN {
 		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
 		if !psn.Before(in.firstPSN) && !psn.After(in.lastPSN) {
@@ -200,7 +209,7 @@ func (n *NIC) goBackPaused(r *qpRun, psn wire.PSN) {
 
 // fail completes the oldest in-flight work request with status, moves the
 // QP to the error state and flushes everything else.
-func (n *NIC) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
+func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 	r.errored = true
 	r.deadline = time.Time{}
 	for first := true; r.ifN > 0; first = false {

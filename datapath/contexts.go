@@ -33,24 +33,24 @@ const (
 // line, is not cached, and the requester stops a QP whose L_Key's MPT
 // entry or MTT line is not (park.go); ctx waits for the rest (CQ and SRQ
 // contexts, receive WQEs' L_Keys, MTT lines past a request's first).
-func (n *NIC) ctx(t host.ContextType, idx uint64, dst []byte) bool {
+func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 	c := n.caches[t]
 	words := n.words[:host.EntrySizes[t]/8]
 	var resp [8]ctxcache.Response
 	for {
-		st, pid := c.Lookup(0, idx, words)
+		st, pid := c.Lookup(n.id, idx, words)
 		switch st {
 		case ctxcache.Fault:
 			return false
 		case ctxcache.Stall:
-			k := c.Poll(0, resp[:])
+			k := c.Poll(n.id, resp[:])
 			for _, r := range resp[:k] {
 				n.arrived(t, r)
 			}
 			continue
 		case ctxcache.Miss:
 			for got := false; !got; {
-				k := c.Poll(0, resp[:])
+				k := c.Poll(n.id, resp[:])
 				for _, r := range resp[:k] {
 					switch {
 					case r.PID == pid:
@@ -79,7 +79,7 @@ func putWords(dst []byte, words []uint64) {
 }
 
 // qpc reads a QP's context.
-func (n *NIC) qpc(qpn uint32, q *host.QPCEntry) bool {
+func (n *engine) qpc(qpn uint32, q *host.QPCEntry) bool {
 	if !n.ctx(host.QPC, uint64(qpn), n.entry[:128]) {
 		return false
 	}
@@ -89,7 +89,7 @@ func (n *NIC) qpc(qpn uint32, q *host.QPCEntry) bool {
 
 // allowed checks, through the MPT, that key grants need on [va, va+length)
 // to protection domain pd.
-func (n *NIC) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
+func (n *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
 	var m host.MPTEntry
 	if !n.ctx(host.MPT, uint64(key>>8), n.entry[:64]) {
 		return false
@@ -104,7 +104,7 @@ func (n *NIC) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
 // access rights and bounds through the MPT and translating pages through
 // the MTT. write means into registered memory. It returns a WC-style
 // reason on failure (false).
-func (n *NIC) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+func (n *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
 	if !n.allowed(key, pd, va, uint64(len(buf)), need) {
 		return false
 	}
@@ -138,7 +138,7 @@ func (n *NIC) memory(key uint32, pd uint32, va uint64, buf []byte, need int, wri
 func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 
 // frameTo fills the addressing of a frame for a QP's peer.
-func (n *NIC) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
+func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
 	*f = wire.FrameFields{}
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: n.cfg.MAC}
 	dst := gidAddr(q.DestGID)
@@ -154,20 +154,20 @@ func (n *NIC) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn
 
 // send encodes one frame into a transmit buffer and queues it; frames go
 // out in batches (flushTX), one system call for many.
-func (n *NIC) send(f *wire.FrameFields) {
+func (n *engine) send(f *wire.FrameFields) {
 	if n.txN == len(n.tx) {
 		n.flushTX()
 	}
 	fr := n.tx[n.txN : n.txN+1]
-	for n.cfg.Port.Alloc(fr) == 0 {
+	for n.port.Alloc(fr) == 0 {
 		n.flushTX()
-		if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
+		if fl, ok := n.port.(interface{ Flush() }); ok {
 			fl.Flush()
 		}
 	}
 	k, err := wire.Encode(fr[0].Data, f)
 	if err != nil {
-		n.cfg.Port.Free(fr)
+		n.port.Free(fr)
 		n.counters.SendErr.Add(1)
 		return
 	}
@@ -176,18 +176,18 @@ func (n *NIC) send(f *wire.FrameFields) {
 }
 
 // flushTX sends the queued frames, waiting while the port's ring is full.
-func (n *NIC) flushTX() {
+func (n *engine) flushTX() {
 	sent := 0
 	for sent < n.txN {
-		k, err := n.cfg.Port.Send(n.tx[sent:n.txN])
+		k, err := n.port.Send(n.tx[sent:n.txN])
 		sent += k
 		if err != nil {
 			n.counters.SendErr.Add(uint64(n.txN - sent))
-			n.cfg.Port.Free(n.tx[sent:n.txN])
+			n.port.Free(n.tx[sent:n.txN])
 			break
 		}
 		if k == 0 {
-			if fl, ok := n.cfg.Port.(interface{ Flush() }); ok {
+			if fl, ok := n.port.(interface{ Flush() }); ok {
 				fl.Flush()
 			}
 		}

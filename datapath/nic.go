@@ -3,10 +3,8 @@ package datapath
 import (
 	"errors"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -16,7 +14,10 @@ import (
 // NICConfig sets up a NIC: its port, its address on the network, and the
 // fixed capacity of every resource.
 type NICConfig struct {
-	Port   Port
+	// Ports are the port's queues, one engine goroutine each. A QP belongs
+	// to the engine of queue QPN mod len(Ports); a frame arriving on
+	// another queue is handed to its QP's engine.
+	Ports  []Port
 	MAC    wire.MAC
 	IP     netip.Addr // IPv4 or IPv6; the source of every frame
 	Memory *host.Memory
@@ -47,6 +48,7 @@ type Counters struct {
 	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
 	RcvdBadResponse            atomic.Uint64 // READ responses whose length or opcode does not fit their place, dropped
 	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
+	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
 }
 
 // Doorbell tells the NIC that a QP's send queue (or, with Recv, its
@@ -58,45 +60,36 @@ type Doorbell struct {
 	SRQ      bool
 }
 
-// NIC is a softrnic engine on one port. Its contexts live in host memory,
-// in the tables Tables returns, and are reached through one GCCache per
-// context type; host memory is reached only through the DMA engine. One
-// goroutine (Run) owns the port and runs the requester, responder and
-// completer for every QP.
+// NIC is a softrnic RNIC on one port with one or more queues. Its
+// contexts live in host memory, in the tables Tables returns, and are
+// reached through one GCCache per context type, in which every engine is
+// a pipeline; host memory is reached only through the DMA engine. One
+// engine goroutine per queue runs the requester, responder and completer
+// for the QPs it owns; the host reaches them only through doorbells and
+// commands.
 type NIC struct {
-	cfg       NICConfig
-	tables    [host.NumContextTypes]*host.Table
-	caches    [host.NumContextTypes]*ctxcache.GCCache
-	doorbells chan Doorbell // send queues
-	recvBells chan Doorbell // receive queues and SRQs: the responder may drain them mid-batch
-	cmds      chan func()
-	counters  Counters
-	qps       []qpRun  // running state of each QP, as an RNIC keeps it on chip
-	srqs      []srqRun // and of each SRQ
-	words     [32]uint64
-	entry     [256]byte
-	wqe       [host.SendWQESize]byte
-	payload   []byte                         // staging for one packet's payload
-	timers    []uint32                       // QPs with a retransmission timer running
-	parkPool  *Pool                          // parked packets' copies
-	parkPID   [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
-	ready     []uint32                       // parked QPs whose context has come
-	sqReady   []uint32                       // QPs whose requester's context has come
-	readers   []uint32                       // QPs answering a READ
-	tx        []Frame                        // frames encoded, not yet handed to the port
-	txN       int
-	lastTick  time.Time
-
-	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
+	cfg      NICConfig
+	tables   [host.NumContextTypes]*host.Table
+	caches   [host.NumContextTypes]*ctxcache.GCCache
+	counters Counters
+	engines  []*engine
+	qps      []qpRun  // running state of each QP, as an RNIC keeps it on chip; each owned by one engine
+	srqs     []srqRun // and of each SRQ, shared by the engines under its lock
+	cqLocks  []sync.Mutex
+	atomicMu sync.Mutex // atomics are atomic across engines
 	stopOnce sync.Once
 	stop     chan struct{}
-	done     chan struct{}
 }
 
-// NewNIC builds the NIC's tables and caches. Call Run to start it.
+// NewNIC builds the NIC's tables, caches and engines. Call Run to start it.
 func NewNIC(cfg NICConfig) (*NIC, error) {
-	if cfg.Port == nil || cfg.Memory == nil || cfg.DMA == nil || !cfg.IP.IsValid() {
+	if len(cfg.Ports) == 0 || cfg.Memory == nil || cfg.DMA == nil || !cfg.IP.IsValid() {
 		return nil, errors.New("datapath: a NIC needs a port, host memory, a DMA engine and an IP address")
+	}
+	for _, p := range cfg.Ports {
+		if p == nil {
+			return nil, errors.New("datapath: a NIC's port queue is nil")
+		}
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -108,18 +101,10 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxSRQs, 64)
 	def(&cfg.MaxMRs, 1024)
 	def(&cfg.MaxMTT, 65536)
-	n := &NIC{cfg: cfg, doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs), payload: make([]byte, 4096), tx: make([]Frame, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	cfg.Cache.Pipelines = len(cfg.Ports)
+	n := &NIC{cfg: cfg, qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs),
+		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{})}
 	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
-	pids := cfg.Cache.PIDs
-	if pids == 0 {
-		pids = 256
-	}
-	n.parkPool = NewPool(parkBuffers, 9216)
-	for _, t := range parkTypes {
-		n.parkPID[t] = make([]uint32, pids)
-	}
-	n.ready = make([]uint32, 0, cfg.MaxQPs)
-	n.sqReady = make([]uint32, 0, cfg.MaxQPs)
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
 		c, err := ctxcache.New(ctxcache.NewAdapter(n.tables[t]), cfg.DMA, cfg.Cache)
@@ -127,6 +112,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 			return nil, err
 		}
 		n.caches[t] = c
+	}
+	for i, p := range cfg.Ports {
+		n.engines = append(n.engines, newEngine(n, i, p))
 	}
 	return n, nil
 }
@@ -141,130 +129,93 @@ func (n *NIC) Cache(t host.ContextType) *ctxcache.GCCache { return n.caches[t] }
 // Counters returns the NIC's counters.
 func (n *NIC) Counters() *Counters { return &n.counters }
 
-// Ring queues a doorbell, waking the engine if it sleeps on its port; it
-// blocks only if the NIC is that far behind.
-func (n *NIC) Ring(d Doorbell) {
-	if d.Recv || d.SRQ {
-		n.recvBells <- d
-	} else {
-		n.doorbells <- d
+// Engines returns each engine's counters, by queue.
+func (n *NIC) Engines() []*EngineStats {
+	s := make([]*EngineStats, len(n.engines))
+	for i, e := range n.engines {
+		s[i] = &e.stats
 	}
-	if n.sleeping.Load() {
-		n.cfg.Port.Wake()
+	return s
+}
+
+// owner returns the engine that owns QP qpn.
+func (n *NIC) owner(qpn uint32) *engine { return n.engines[qpn%uint32(len(n.engines))] }
+
+// Ring queues a doorbell for the engine that owns the QP, waking it if it
+// sleeps on its port; it blocks only if that engine is that far behind. An
+// SRQ's producer index is shared by every engine and is written at once.
+func (n *NIC) Ring(d Doorbell) {
+	switch {
+	case d.SRQ:
+		if d.QPN < uint32(len(n.srqs)) {
+			n.srqs[d.QPN].producer.Store(d.Producer)
+		}
+		return
+	case d.Recv:
+		e := n.owner(d.QPN)
+		e.recvBells <- d
+		e.wake()
+	default:
+		e := n.owner(d.QPN)
+		e.doorbells <- d
+		e.wake()
 	}
 }
 
 // QPErrored reports whether the NIC has moved a QP to the error state
 // (after an error completion).
 func (n *NIC) QPErrored(qpn uint32) bool {
+	if qpn >= uint32(len(n.qps)) {
+		return false
+	}
 	var e bool
-	n.Command(func() { e = qpn < uint32(len(n.qps)) && n.qps[qpn].errored })
+	n.owner(qpn).command(func() { e = n.qps[qpn].errored })
 	return e
 }
 
 // ResetQP clears the NIC's running state of a QP (modify to RESET).
 func (n *NIC) ResetQP(qpn uint32) {
-	n.Command(func() { n.qps[qpn] = qpRun{} })
+	if qpn < uint32(len(n.qps)) {
+		n.owner(qpn).command(func() { n.qps[qpn] = qpRun{} })
+	}
 }
 
-// Command runs fn on the NIC's goroutine and waits for it: the way the
-// host changes what the engine owns.
+// Command runs fn on the first engine's goroutine, then passes every
+// other engine, and returns: the way the host changes what the engines
+// use, and a fence between the host and all of them.
 func (n *NIC) Command(fn func()) {
-	done := make(chan struct{})
-	n.cmds <- func() { fn(); close(done) }
-	if n.sleeping.Load() {
-		n.cfg.Port.Wake()
+	for i, e := range n.engines {
+		if i == 0 {
+			e.command(fn)
+		} else {
+			e.command(func() {})
+		}
 	}
-	<-done
 }
 
-// Run is the engine's loop; it returns when Close is called.
+// Run runs the engines, one goroutine per queue; it returns when Close is
+// called and every engine has stopped.
 func (n *NIC) Run() {
-	runtime.LockOSThread()
-	defer close(n.done)
-	frames := make([]Frame, 32)
-	for {
-		select {
-		case <-n.stop:
-			return
-		default:
-		}
-		busy := n.doorbellsDue()
-		k, err := n.cfg.Port.Recv(frames)
-		if err != nil {
-			return
-		}
-		for i := range frames[:k] {
-			n.receive(&frames[i])
-		}
-		n.cfg.Port.Release(frames[:k])
-		n.unparkReady()
-		if len(n.readers) > 0 {
-			n.pumpReads()
-			busy = true
-		}
-		n.flushTX()
-		if f, ok := n.cfg.Port.(interface{ Flush() }); ok {
-			f.Flush()
-		}
-		if len(n.timers) > 0 {
-			if now := time.Now(); now.Sub(n.lastTick) > 200*time.Microsecond {
-				n.lastTick = now
-				n.expire(now)
-				n.flushTX()
-			}
-		}
-		if !busy && k == 0 {
-			// Sleep on the port until a frame, a doorbell (Wake) or the
-			// timers' next tick.
-			n.sleeping.Store(true)
-			if len(n.doorbells) == 0 && len(n.recvBells) == 0 && len(n.cmds) == 0 {
-				n.cfg.Port.Wait(time.Millisecond)
-			}
-			n.sleeping.Store(false)
-		}
+	var wg sync.WaitGroup
+	for _, e := range n.engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.run()
+		}()
 	}
+	wg.Wait()
 }
 
-// recvBellsDue takes in the receive doorbells rung so far.
-func (n *NIC) recvBellsDue() bool {
-	for served := false; ; served = true {
-		select {
-		case d := <-n.recvBells:
-			switch {
-			case d.SRQ && d.QPN < uint32(len(n.srqs)):
-				n.srqs[d.QPN].producer = d.Producer
-			case !d.SRQ && d.QPN < uint32(len(n.qps)):
-				n.qps[d.QPN].rqProducer = d.Producer
-			}
-		default:
-			return served
-		}
-	}
-}
-
-// doorbellsDue serves the doorbells rung so far.
-func (n *NIC) doorbellsDue() bool {
-	served := n.recvBellsDue()
-	for {
-		select {
-		case fn := <-n.cmds:
-			served = true
-			fn()
-		case d := <-n.doorbells:
-			served = true
-			if d.QPN < uint32(len(n.qps)) {
-				n.qps[d.QPN].sqProducer = d.Producer
-				n.request(d.QPN)
-			}
-		default:
-			return served
-		}
-	}
-}
-
-// Close stops the engine.
+// Close stops the engines and waits for them.
 func (n *NIC) Close() {
-	n.stopOnce.Do(func() { close(n.stop); n.cfg.Port.Wake() })
-	<-n.done
+	n.stopOnce.Do(func() {
+		close(n.stop)
+		for _, e := range n.engines {
+			e.port.Wake()
+		}
+	})
+	for _, e := range n.engines {
+		<-e.done
+	}
 }

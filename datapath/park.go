@@ -25,7 +25,7 @@ type parkedFrame struct {
 }
 
 // park copies a frame aside for its QP.
-func (n *NIC) park(qpn uint32, fr *Frame) {
+func (n *engine) park(qpn uint32, fr *Frame) {
 	r := &n.qps[qpn]
 	h, ok := n.parkPool.Take()
 	if !ok || r.parkN == parkDepth || len(fr.Data) > len(n.parkPool.Buf(0)) {
@@ -47,7 +47,7 @@ var parkTypes = [...]host.ContextType{host.QPC, host.MPT, host.MTT}
 
 // arrived handles an answer of the cache of type t: the ticket of a
 // parked QP makes that QP ready; any other ticket is released.
-func (n *NIC) arrived(t host.ContextType, resp ctxcache.Response) {
+func (n *engine) arrived(t host.ContextType, resp ctxcache.Response) {
 	var tag uint32
 	if n.parkPID[t] != nil {
 		tag = n.parkPID[t][resp.PID]
@@ -70,8 +70,8 @@ const sendWait = 1 << 31
 
 // probe looks up, without waiting, entry idx of context type t. On a miss
 // it records the ticket under tag and reports true.
-func (n *NIC) probe(t host.ContextType, idx uint64, tag uint32) bool {
-	st, pid := n.caches[t].Lookup(0, idx, n.words[:host.EntrySizes[t]/8])
+func (n *engine) probe(t host.ContextType, idx uint64, tag uint32) bool {
+	st, pid := n.caches[t].Lookup(n.id, idx, n.words[:host.EntrySizes[t]/8])
 	if st == ctxcache.Miss {
 		n.parkPID[t][pid] = tag
 		return true
@@ -84,7 +84,7 @@ func (n *NIC) probe(t host.ContextType, idx uint64, tag uint32) bool {
 // off of a WQE's scatter/gather list. On a miss it records the ticket for
 // QP qpn's requester and reports true: the requester stops there and goes
 // on when the context comes, while other QPs send.
-func (n *NIC) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
+func (n *engine) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
 	if w.InlineLen > 0 {
 		return false
 	}
@@ -100,7 +100,7 @@ func (n *NIC) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
 // memoryMiss looks up, without waiting, the MPT entry and the first MTT
 // line a request's remote access will need. On a miss it records the
 // ticket for QP qpn and reports true: the packet must be parked.
-func (n *NIC) memoryMiss(qpn uint32, p *wire.Packet) bool {
+func (n *engine) memoryMiss(qpn uint32, p *wire.Packet) bool {
 	switch {
 	case p.Info.Has(wire.HdrRETH):
 		return n.regionMiss(p.RETH().RKey(), p.RETH().VA(), qpn+1)
@@ -114,9 +114,9 @@ func (n *NIC) memoryMiss(qpn uint32, p *wire.Packet) bool {
 // of the page holding va. On a miss it records the ticket under tag and
 // reports true. A fault, no free ticket or an address outside the region
 // report false: the access itself then waits, or fails and says why.
-func (n *NIC) regionMiss(key uint32, va uint64, tag uint32) bool {
+func (n *engine) regionMiss(key uint32, va uint64, tag uint32) bool {
 	words := n.words[:host.EntrySizes[host.MPT]/8]
-	st, pid := n.caches[host.MPT].Lookup(0, uint64(key>>8), words)
+	st, pid := n.caches[host.MPT].Lookup(n.id, uint64(key>>8), words)
 	switch st {
 	case ctxcache.Miss:
 		n.parkPID[host.MPT][pid] = tag
@@ -138,11 +138,11 @@ func (n *NIC) regionMiss(key uint32, va uint64, tag uint32) bool {
 // the packets of every QP whose contexts have come. A packet that misses
 // again (its request's memory, or a context evicted meanwhile) stays at
 // the head of its QP's queue with a new ticket.
-func (n *NIC) unparkReady() {
+func (n *engine) unparkReady() {
 	var resp [16]ctxcache.Response
 	for _, t := range parkTypes {
 		c := n.caches[t]
-		for k := c.Poll(0, resp[:]); k > 0; k = c.Poll(0, resp[:]) {
+		for k := c.Poll(n.id, resp[:]); k > 0; k = c.Poll(n.id, resp[:]) {
 			for _, r := range resp[:k] {
 				n.arrived(t, r)
 			}
@@ -182,7 +182,7 @@ func (n *NIC) unparkReady() {
 
 // mustWait looks up, without waiting, the contexts packet p of QP qpn
 // needs first; on a miss it records the ticket and reports true.
-func (n *NIC) mustWait(qpn uint32, p *wire.Packet) bool {
+func (n *engine) mustWait(qpn uint32, p *wire.Packet) bool {
 	if n.probe(host.QPC, uint64(qpn), qpn+1) {
 		return true
 	}

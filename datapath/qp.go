@@ -1,14 +1,27 @@
 package datapath
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
 
-// srqRun is the NIC's running state of a shared receive queue.
-type srqRun struct{ producer, consumer uint32 }
+// maxRdAtomic is how many READs and atomics a responder answers at once
+// per QP and remembers the answers of (the device's max_qp_rd_atom); a
+// requester keeps no more than that outstanding.
+const maxRdAtomic = 16
+
+// srqRun is the NIC's running state of a shared receive queue. The
+// engines of every queue take from it, under its lock; the host writes
+// its producer index.
+type srqRun struct {
+	mu       sync.Mutex
+	producer atomic.Uint32
+	consumer uint32 // under mu
+}
 
 // qpRun is the NIC's running state of one QP.
 type qpRun struct {
@@ -47,10 +60,10 @@ type qpRun struct {
 	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
-	reads                  [16]readState // READs being answered, in order
+	reads                  [maxRdAtomic]readState // READs being answered, in order
 	readHead, readN        int
-	readListed             bool             // on the NIC's list of QPs answering READs
-	atomics                [16]atomicResult // answers to recent atomics, for duplicates
+	readListed             bool                      // on the NIC's list of QPs answering READs
+	atomics                [maxRdAtomic]atomicResult // answers to recent atomics, for duplicates
 	atomicNext             int
 }
 
@@ -137,7 +150,14 @@ func (r *qpRun) start(q *host.QPCEntry) {
 }
 
 // complete writes a CQE into a completion queue.
-func (n *NIC) complete(cqn uint32, c *host.CQE) {
+// QPs of several engines may share a CQ: its lock keeps its producer
+// index and its ring in step.
+func (n *engine) complete(cqn uint32, c *host.CQE) {
+	if cqn >= uint32(len(n.cqLocks)) {
+		return
+	}
+	n.cqLocks[cqn].Lock()
+	defer n.cqLocks[cqn].Unlock()
 	if !n.ctx(host.CQC, uint64(cqn), n.entry[:64]) {
 		return
 	}

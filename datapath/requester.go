@@ -15,7 +15,7 @@ const window = 128
 // PSNs, and sends packets while the window allows. A packet is never kept:
 // a retransmission gathers its payload again from host memory (the replay
 // state is the WQE and the PSN, not the bytes).
-func (n *NIC) request(qpn uint32) {
+func (n *engine) request(qpn uint32) {
 	var q host.QPCEntry
 	if !n.qpc(qpn, &q) || q.State != qpsRTS || q.SQSize == 0 {
 		return
@@ -74,6 +74,9 @@ func (n *NIC) request(qpn uint32) {
 		if psn.Diff(r.una) >= window {
 			return
 		}
+		if r.sendPkt == 0 && (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) && r.rdAtomicOut() >= rdAtomicLimit(&q) {
+			return // the responder keeps no more READ/atomic answers: wait for one to complete
+		}
 		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) &&
 			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
@@ -105,6 +108,28 @@ func (n *NIC) request(qpn uint32) {
 			n.arm(qpn, r, &q)
 		}
 	}
+}
+
+// rdAtomicOut counts the READs and atomics sent and not yet retired. One
+// answered out of order still counts: until the ones before it are
+// answered, a retransmission may ask for it again, and the responder must
+// still hold its answer.
+func (r *qpRun) rdAtomicOut() int {
+	k := 0
+	for i := range r.sendIdx {
+		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
+		if in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode) {
+			k++
+		}
+	}
+	return k
+}
+
+// rdAtomicLimit is how many READs and atomics a QP may have outstanding:
+// its max_rd_atomic, at least one and at most what softrnic's responder
+// keeps answers for.
+func rdAtomicLimit(q *host.QPCEntry) int {
+	return min(max(int(q.MaxRdAtomic), 1), maxRdAtomic)
 }
 
 func isAtomic(op uint8) bool { return op == wrAtomicCAS || op == wrAtomicFAA }
@@ -165,7 +190,7 @@ func opsOf(op uint8) msgOps {
 // sendPacket sends packet k of an in-flight message, gathering its payload
 // from the WQE's scatter/gather list. It reports false on a local
 // protection error.
-func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) bool {
+func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) bool {
 	w := &in.wqe
 	var f wire.FrameFields
 	if w.Opcode == wrRDMARead {
@@ -222,7 +247,7 @@ func (n *NIC) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) b
 // gather reads len(buf) bytes at logical offset off of a WQE's data: its
 // inline bytes, or its scatter/gather list (local reads need no access
 // right beyond the region's validity).
-func (n *NIC) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
+func (n *engine) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
 	if w.InlineLen > 0 {
 		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
 	}
@@ -230,13 +255,13 @@ func (n *NIC) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
 }
 
 // track records a message as in flight.
-func (n *NIC) track(r *qpRun, in inflight) {
+func (n *engine) track(r *qpRun, in inflight) {
 	r.inflight[(r.ifHead+r.ifN)%len(r.inflight)] = in
 	r.ifN++
 }
 
 // finish completes a send work request (if signaled, or on error).
-func (n *NIC) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
+func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
 	if !in.signaled && status == wcSuccess {
 		return
 	}
@@ -266,7 +291,7 @@ func ackTimeout(q *host.QPCEntry) time.Duration {
 }
 
 // arm starts a QP's retransmission timer.
-func (n *NIC) arm(qpn uint32, r *qpRun, q *host.QPCEntry) {
+func (n *engine) arm(qpn uint32, r *qpRun, q *host.QPCEntry) {
 	r.deadline = time.Now().Add(ackTimeout(q))
 	if !r.armed {
 		r.armed = true
@@ -276,7 +301,7 @@ func (n *NIC) arm(qpn uint32, r *qpRun, q *host.QPCEntry) {
 
 // goBack retransmits from psn: every packet from the one carrying psn on
 // is sent again.
-func (n *NIC) goBack(qpn uint32, r *qpRun, psn wire.PSN) {
+func (n *engine) goBack(qpn uint32, r *qpRun, psn wire.PSN) {
 	for i := range r.ifN {
 		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
 		if psn.Before(in.firstPSN) || psn.After(in.lastPSN) {
@@ -289,7 +314,7 @@ func (n *NIC) goBack(qpn uint32, r *qpRun, psn wire.PSN) {
 }
 
 // expire handles the QPs whose retransmission timer has run out.
-func (n *NIC) expire(now time.Time) {
+func (n *engine) expire(now time.Time) {
 	kept := n.timers[:0]
 	for _, qpn := range n.timers {
 		r := &n.qps[qpn]
@@ -322,7 +347,7 @@ func (n *NIC) expire(now time.Time) {
 
 // sendUD sends a UD work request as one datagram to the address vector it
 // carries, and returns its completion status.
-func (n *NIC) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
+func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
 	w := &in.wqe
 	op := wire.UDSendOnly
 	switch {

@@ -7,7 +7,7 @@ import (
 
 // receive parses a frame and hands it to the responder (requests) or the
 // completer (ACKs and responses).
-func (n *NIC) receive(fr *Frame) {
+func (n *engine) receive(fr *Frame) {
 	var p wire.Packet
 	var err error
 	if fr.NoICRC {
@@ -23,12 +23,19 @@ func (n *NIC) receive(fr *Frame) {
 		n.counters.RcvdMalformed.Add(1)
 		return
 	}
-	n.counters.RcvdPkts.Add(1)
 	qpn := p.BTH().DestQP()
 	if p.Info.Transport == wire.TransportCNP || qpn >= uint32(len(n.qps)) {
+		n.counters.RcvdPkts.Add(1)
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
+	// A frame whose QP another engine owns goes to that engine, its ICRC
+	// already checked.
+	if to := n.owner(qpn); to != n {
+		n.handOff(to, fr, true)
+		return
+	}
+	n.counters.RcvdPkts.Add(1)
 	// A QP whose context is not cached waits, its packets parked in
 	// order, while the packets of other QPs go on.
 	r := &n.qps[qpn]
@@ -44,7 +51,7 @@ func (n *NIC) receive(fr *Frame) {
 }
 
 // dispatch hands a parsed packet to the responder or the completer.
-func (n *NIC) dispatch(qpn uint32, p *wire.Packet) {
+func (n *engine) dispatch(qpn uint32, p *wire.Packet) {
 	if p.Info.Flags&wire.OpRequest != 0 {
 		n.respond(qpn, p)
 	} else {
@@ -54,13 +61,13 @@ func (n *NIC) dispatch(qpn uint32, p *wire.Packet) {
 
 // scatter writes payload at logical offset off of a scatter/gather list
 // (the regions must grant local write).
-func (n *NIC) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
+func (n *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
 	return n.sglCopy(pd, sges, off, payload, true)
 }
 
 // sglCopy moves buf to (write) or from logical offset off of a
 // scatter/gather list.
-func (n *NIC) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
+func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
 	need := 0
 	if write {
 		need = accessLocalWrite
@@ -84,7 +91,7 @@ func (n *NIC) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write 
 
 // respond is the responder: it checks a request's PSN, places its data,
 // consumes receive WQEs, answers READs and acknowledges.
-func (n *NIC) respond(qpn uint32, p *wire.Packet) {
+func (n *engine) respond(qpn uint32, p *wire.Packet) {
 	var q host.QPCEntry
 	if !n.qpc(qpn, &q) || (q.State != qpsRTR && q.State != qpsRTS) {
 		n.counters.RcvdUnknownQP.Add(1)
@@ -144,7 +151,7 @@ func qpnOf(p *wire.Packet) uint32 { return p.BTH().DestQP() }
 // takeRecv fetches the next receive WQE of a QP.
 // A QP with an SRQ takes it from the SRQ, whose context comes through the
 // cache like every other.
-func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
+func (n *engine) takeRecv(q *host.QPCEntry, r *qpRun) bool {
 	if n.takeRecvWQE(q, r) {
 		return true
 	}
@@ -153,7 +160,7 @@ func (n *NIC) takeRecv(q *host.QPCEntry, r *qpRun) bool {
 	return n.recvBellsDue() && n.takeRecvWQE(q, r)
 }
 
-func (n *NIC) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
+func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 	var b [host.RecvWQESize]byte
 	if q.SRQ != 0 {
 		srqn := q.SRQ - 1
@@ -163,14 +170,15 @@ func (n *NIC) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 		var e host.RingEntry
 		e.Decode(n.entry[:64])
 		s := &n.srqs[srqn]
-		if !e.Valid || e.Size == 0 || e.PD != q.PD || s.consumer == s.producer {
-			return false
-		}
-		if n.cfg.DMA.Read(e.Base+uint64(s.consumer%e.Size)*host.RecvWQESize, b[:]) != nil {
+		s.mu.Lock()
+		if !e.Valid || e.Size == 0 || e.PD != q.PD || s.consumer == s.producer.Load() ||
+			n.cfg.DMA.Read(e.Base+uint64(s.consumer%e.Size)*host.RecvWQESize, b[:]) != nil {
+			s.mu.Unlock()
 			return false
 		}
 		r.recvIndex = s.consumer
 		s.consumer++
+		s.mu.Unlock()
 	} else {
 		if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
 			return false
@@ -187,7 +195,7 @@ func (n *NIC) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 }
 
 // ack sends an ACK or NAK for psn.
-func (n *NIC) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAcknowledge, psn)
 	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.msn & 0xffffff}
@@ -199,7 +207,7 @@ func (n *NIC) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 // long READ neither starves the engine's other work nor floods the
 // requester. A new request on the QP (a retry, full or partial) replaces
 // the one being answered.
-func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, fresh bool) {
+func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, fresh bool) {
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
@@ -232,7 +240,7 @@ func (n *NIC) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 const readBurst = 16
 
 // pumpReads sends the next packets of every READ being answered.
-func (n *NIC) pumpReads() {
+func (n *engine) pumpReads() {
 	kept := n.readers[:0]
 	for _, qpn := range n.readers {
 		r := &n.qps[qpn]
@@ -273,10 +281,9 @@ func (n *NIC) pumpReads() {
 }
 
 // atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte
-// word of registered memory. The engine goroutine is the only one that
-// touches responder memory, so the read-modify-write is atomic with respect
-// to every other RDMA operation on this NIC.
-func (n *NIC) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+// word of registered memory. The NIC's atomics lock makes the
+// read-modify-write atomic with respect to the atomics of every engine.
+func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	h := p.AtomicETH()
 	va, key := h.VA(), h.RKey()
 	var word [8]byte
@@ -284,6 +291,8 @@ func (n *NIC) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 		return
 	}
+	n.atomicMu.Lock()
+	defer n.atomicMu.Unlock()
 	if !n.memory(key, q.PD, va, word[:], accessRemoteAtomic, false) {
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
@@ -310,7 +319,7 @@ func (n *NIC) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 }
 
 // atomicAck answers an atomic request with the original value.
-func (n *NIC) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64) {
+func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
 	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn & 0xffffff}
@@ -321,7 +330,7 @@ func (n *NIC) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64) {
 // execute carries out an in-sequence SEND or WRITE packet (READs and
 // atomics are answered from here too, and report false: they move the
 // expected PSN themselves). It reports whether the packet was accepted.
-func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	info := p.Info
 	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
@@ -334,7 +343,11 @@ func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) 
 		n.atomic(q, r, p, psn)
 		return false
 	case info.Flags&wire.OpSend != 0:
-		if first && !n.takeRecv(q, r) {
+		// A receive WQE still active here was taken by a UC message
+		// that broke off: this message gets it, from its start.
+		if first && r.recvActive {
+			r.recvOff = 0
+		} else if first && !n.takeRecv(q, r) {
 			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 			return false
 		}
@@ -379,7 +392,7 @@ func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) 
 		r.writeLeft -= uint32(len(payload))
 		if last {
 			if h := p.ImmDt(); h != nil {
-				if !n.takeRecv(q, r) {
+				if !r.recvActive && !n.takeRecv(q, r) {
 					n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 					return false
 				}
@@ -397,7 +410,7 @@ func (n *NIC) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) 
 }
 
 // reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
-func (n *NIC) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+func (n *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	if q.Type == qptUC {
 		r.ucDrop = true // the rest of the message is dropped
 		return
@@ -408,7 +421,7 @@ func (n *NIC) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 // respondUC is the UC responder: no ACKs, no retries. A gap drops the rest
 // of the message; the next FIRST or ONLY packet starts over, reusing a
 // receive WQE that the dropped message had taken.
-func (n *NIC) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	if psn != r.expPSN || r.ucDrop {
 		if !first {
@@ -422,13 +435,6 @@ func (n *NIC) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 		r.expPSN = psn
 	}
 	r.ucDrop = false
-	if first && r.recvActive && p.Info.Flags&wire.OpSend != 0 {
-		r.recvActive = false
-		r.rqConsumer-- // give the abandoned message's WQE to this one
-		if q.SRQ != 0 {
-			n.srqs[q.SRQ-1].consumer--
-		}
-	}
 	n.execute(q, r, p, psn)
 	r.expPSN = psn.Next()
 }
@@ -436,7 +442,7 @@ func (n *NIC) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 // respondUD delivers a datagram: the Q_Key must match the QP's; the
 // receive buffer gets the 40-byte GRH first (for IPv4, the IPv4 header in
 // its last 20 bytes, as rxe writes it), then the payload.
-func (n *NIC) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
+func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 	d := p.DETH()
 	if d.QKey() != q.QKey {
 		n.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped

@@ -23,7 +23,11 @@ var (
 
 // DeviceConfig sets up a device.
 type DeviceConfig struct {
+	// Port is the device's port when it has one queue; Ports, when set,
+	// are its queues, one NIC engine each (QP n runs on queue n mod
+	// len(Ports)).
 	Port     datapath.Port
+	Ports    []datapath.Port
 	MAC      wire.MAC
 	IP       netip.Addr
 	PCIe     host.PCIe // DMA model; zero is memory speed
@@ -55,10 +59,14 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	if cfg.MaxQPs == 0 {
 		cfg.MaxQPs = 256
 	}
+	ports := cfg.Ports
+	if len(ports) == 0 && cfg.Port != nil {
+		ports = []datapath.Port{cfg.Port}
+	}
 	mem := host.NewMemory()
 	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: 1, nextMR: 1, cqs: make([]*CQ, 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
-		Port: cfg.Port, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
+		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
 		Notify: d.notify,
 	})
 	if err != nil {

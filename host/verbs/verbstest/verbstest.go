@@ -36,15 +36,34 @@ func NewEnd(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size 
 // NewEndPCIe is NewEnd with a PCIe model between the NIC and host memory.
 func NewEndPCIe(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int, model host.PCIe) *End {
 	t.Helper()
-	e := &End{MAC: mac, IP: ip}
+	return newEnd(t, verbs.DeviceConfig{Port: port, MAC: mac, IP: ip, PCIe: model}, size, 0)
+}
+
+// NewEndQueues is NewEnd on a port with several queues, one NIC engine
+// each. It first creates skew QPs that are never used, so that this end's
+// QP numbers differ from its peer's and a QP's frames arrive on a queue
+// whose engine does not own it.
+func NewEndQueues(t testing.TB, ports []datapath.Port, mac wire.MAC, ip netip.Addr, size, skew int) *End {
+	t.Helper()
+	return newEnd(t, verbs.DeviceConfig{Ports: ports, MAC: mac, IP: ip}, size, skew)
+}
+
+func newEnd(t testing.TB, cfg verbs.DeviceConfig, size, skew int) *End {
+	t.Helper()
+	e := &End{MAC: cfg.MAC, IP: cfg.IP}
 	var err error
-	if e.Dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: ip, PCIe: model}); err != nil {
+	if e.Dev, err = verbs.Open(cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Dev.Close() })
 	e.PD, _ = e.Dev.AllocPD()
 	if e.CQ, err = e.Dev.CreateCQ(4096); err != nil {
 		t.Fatal(err)
+	}
+	for range skew {
+		if _, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if e.QP, err = e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: e.CQ, RecvCQ: e.CQ,
 		Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 3}}); err != nil {

@@ -1,0 +1,226 @@
+package datapath
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/softrnic/softrnic/host"
+)
+
+// handoffBuffers is how many frames an engine can hold that arrived on
+// another queue for one of its QPs and wait for it to take them.
+const handoffBuffers = 1024
+
+// EngineStats count one engine's work.
+type EngineStats struct {
+	RxFrames      atomic.Uint64 // frames taken from its own queue
+	HandoffIn     atomic.Uint64 // frames other engines passed to it
+	HandoffOut    atomic.Uint64 // frames it passed to other engines
+	Doorbells     atomic.Uint64 // send doorbells served
+	HandoffQueued atomic.Int64  // frames handed to it, not yet taken
+}
+
+// handoff is a frame passed from the engine whose queue received it to the
+// engine that owns its QP.
+type handoff struct {
+	buf    []byte // a buffer of the owner's handoff pool, resliced to the frame
+	noICRC bool
+}
+
+// engine runs the requester, responder and completer for the QPs it owns,
+// on one queue of the port. Everything in it is touched by its own
+// goroutine only, except the channels and atomics.
+type engine struct {
+	*NIC
+	id        int // its queue, and its pipeline in every context cache
+	port      Port
+	stats     EngineStats
+	doorbells chan Doorbell // send queues
+	recvBells chan Doorbell // receive queues: the responder may drain them mid-batch
+	cmds      chan func()
+	inbox     chan handoff // frames for its QPs that came in on other queues
+	spare     chan []byte  // free buffers for inbox, fixed in number
+
+	words    [32]uint64
+	entry    [256]byte
+	wqe      [host.SendWQESize]byte
+	payload  []byte                         // staging for one packet's payload
+	timers   []uint32                       // QPs with a retransmission timer running
+	parkPool *Pool                          // parked packets' copies
+	parkPID  [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
+	ready    []uint32                       // parked QPs whose context has come
+	sqReady  []uint32                       // QPs whose requester's context has come
+	readers  []uint32                       // QPs answering a READ
+	tx       []Frame                        // frames encoded, not yet handed to the port
+	txN      int
+	lastTick time.Time
+
+	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
+	done     chan struct{}
+}
+
+func newEngine(n *NIC, id int, p Port) *engine {
+	e := &engine{NIC: n, id: id, port: p,
+		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16),
+		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}),
+		parkPool: NewPool(parkBuffers, 9216),
+		ready:    make([]uint32, 0, n.cfg.MaxQPs), sqReady: make([]uint32, 0, n.cfg.MaxQPs)}
+	pids := n.cfg.Cache.PIDs
+	if pids == 0 {
+		pids = 256
+	}
+	for _, t := range parkTypes {
+		e.parkPID[t] = make([]uint32, pids)
+	}
+	if len(n.cfg.Ports) > 1 {
+		e.inbox = make(chan handoff, handoffBuffers)
+		e.spare = make(chan []byte, handoffBuffers)
+		for range handoffBuffers {
+			e.spare <- make([]byte, p.MaxFrameLen())
+		}
+	}
+	return e
+}
+
+// wake wakes the engine if it sleeps on its port.
+func (e *engine) wake() {
+	if e.sleeping.Load() {
+		e.port.Wake()
+	}
+}
+
+// command runs fn on the engine's goroutine and waits for it.
+func (e *engine) command(fn func()) {
+	done := make(chan struct{})
+	e.cmds <- func() { fn(); close(done) }
+	e.wake()
+	<-done
+}
+
+// handOff passes a frame that arrived on this engine's queue to the engine
+// that owns its QP. The frame is copied: the port's buffer goes back with
+// the batch. With no spare buffer the frame is dropped and counted, as a
+// NIC drops what it has no room for; RC retransmits it.
+func (e *engine) handOff(to *engine, fr *Frame, verified bool) {
+	select {
+	case buf := <-to.spare:
+		if len(fr.Data) > cap(buf) {
+			to.spare <- buf
+			e.counters.HandoffDropped.Add(1)
+			return
+		}
+		buf = buf[:copy(buf[:cap(buf)], fr.Data)]
+		to.stats.HandoffQueued.Add(1)
+		to.inbox <- handoff{buf: buf, noICRC: fr.NoICRC || verified}
+		e.stats.HandoffOut.Add(1)
+		e.counters.HandedOff.Add(1)
+		to.wake()
+	default:
+		e.counters.HandoffDropped.Add(1)
+	}
+}
+
+// handoffsDue takes in the frames other engines passed to this one.
+func (e *engine) handoffsDue() bool {
+	for served := false; ; served = true {
+		select {
+		case h := <-e.inbox:
+			e.stats.HandoffQueued.Add(-1)
+			e.stats.HandoffIn.Add(1)
+			fr := Frame{Data: h.buf, NoICRC: h.noICRC}
+			e.receive(&fr)
+			e.spare <- h.buf[:cap(h.buf)]
+		default:
+			return served
+		}
+	}
+}
+
+// run is the engine's loop; it returns when the NIC is closed.
+func (e *engine) run() {
+	runtime.LockOSThread()
+	defer close(e.done)
+	frames := make([]Frame, 32)
+	flusher, _ := e.port.(interface{ Flush() })
+	for {
+		select {
+		case <-e.stop:
+			return
+		default:
+		}
+		busy := e.doorbellsDue()
+		if e.inbox != nil && e.handoffsDue() {
+			busy = true
+		}
+		k, err := e.port.Recv(frames)
+		if err != nil {
+			return
+		}
+		e.stats.RxFrames.Add(uint64(k))
+		for i := range frames[:k] {
+			e.receive(&frames[i])
+		}
+		e.port.Release(frames[:k])
+		e.unparkReady()
+		if len(e.readers) > 0 {
+			e.pumpReads()
+			busy = true
+		}
+		e.flushTX()
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if len(e.timers) > 0 {
+			if now := time.Now(); now.Sub(e.lastTick) > 200*time.Microsecond {
+				e.lastTick = now
+				e.expire(now)
+				e.flushTX()
+			}
+		}
+		if !busy && k == 0 {
+			// Sleep on the port until a frame, a doorbell or a handed-off
+			// frame (Wake) or the timers' next tick.
+			e.sleeping.Store(true)
+			if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 {
+				e.port.Wait(time.Millisecond)
+			}
+			e.sleeping.Store(false)
+		}
+	}
+}
+
+// recvBellsDue takes in the receive doorbells rung so far.
+func (e *engine) recvBellsDue() bool {
+	for served := false; ; served = true {
+		select {
+		case d := <-e.recvBells:
+			if d.QPN < uint32(len(e.qps)) {
+				e.qps[d.QPN].rqProducer = d.Producer
+			}
+		default:
+			return served
+		}
+	}
+}
+
+// doorbellsDue serves the doorbells and commands rung so far.
+func (e *engine) doorbellsDue() bool {
+	served := e.recvBellsDue()
+	for {
+		select {
+		case fn := <-e.cmds:
+			served = true
+			fn()
+		case d := <-e.doorbells:
+			served = true
+			e.stats.Doorbells.Add(1)
+			if d.QPN < uint32(len(e.qps)) {
+				e.qps[d.QPN].sqProducer = d.Producer
+				e.request(d.QPN)
+			}
+		default:
+			return served
+		}
+	}
+}
