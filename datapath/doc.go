@@ -1,8 +1,13 @@
 // Package datapath is the NIC's packet engine: the Port interface through
-// which frames come and go in batches, and the NIC, one goroutine that runs
-// the requester, the responder and the completer for every QP of its port.
+// which frames come and go in batches, and the NIC, one engine goroutine
+// per port queue, each running the requester, the responder and the
+// completer for the QPs it owns (QP n belongs to queue n mod queues). A
+// frame that arrives on a queue whose engine does not own its QP is copied
+// to the owner's hand-off ring (AF_XDP cannot steer a frame to another
+// queue's socket); QPs of several engines share CQs and SRQs under a lock
+// per CQ and SRQ, and atomics are serialized across engines.
 //
-//	host (verbs)                       NIC goroutine (Run)
+//	host (verbs)                       engine goroutine (one per queue)
 //	────────────                       ───────────────────
 //	PostSend ─ WQE in SQ ─ doorbell ──► request: fetch WQE (DMA), segment by
 //	                                     PMTU, PSNs, window ─► TX batch ─► Port

@@ -175,3 +175,118 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiQueue runs the atomics and SRQ scenarios, and a 1 MiB SEND,
+// WRITE and READ on each of 4 QPs, between two NICs whose veth has two
+// queues, with one AF_XDP socket and one engine per queue. a's QP numbers
+// are one ahead of b's, so frames arrive on a queue whose engine does not
+// own their QP and are handed over.
+func TestMultiQueue(t *testing.T) {
+	scenarios := []struct {
+		name string
+		run  func(*testing.T, *verbstest.End, *verbstest.End)
+	}{{"atomics", verbstest.Atomics}, {"SRQ", verbstest.SRQ}, {"RC", multiQP}}
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) {
+			spec := topo.PairSpec(1500, 2)
+			tp := topo.New(t, spec)
+			l := spec.Links[0]
+			a := verbstest.NewEndQueues(t, openQueues(t, tp.NS("a"), l.A), wire.MAC(l.A.MAC), l.A.Addrs[0].Addr(), bufSize, 1)
+			b := verbstest.NewEndQueues(t, openQueues(t, tp.NS("b"), l.B), wire.MAC(l.B.MAC), l.B.Addrs[0].Addr(), bufSize, 0)
+			s.run(t, a, b)
+			for side, e := range map[string]*verbstest.End{"a": a, "b": b} {
+				engines := e.Dev.NIC().Engines()
+				if len(engines) != 2 {
+					t.Fatalf("%s: %d engines, want 2", side, len(engines))
+				}
+				for q, st := range engines {
+					t.Logf("%s queue %d: rx %d, handed in %d, out %d", side, q, st.RxFrames.Load(), st.HandoffIn.Load(), st.HandoffOut.Load())
+					if st.RxFrames.Load()+st.HandoffIn.Load() == 0 {
+						t.Errorf("%s: engine %d had no work", side, q)
+					}
+				}
+				if e.Counts.HandedOff.Load() == 0 {
+					t.Errorf("%s: no frame was handed to its QP's engine", side)
+				}
+			}
+		})
+	}
+}
+
+// openQueues opens an AF_XDP socket on every queue of a namespace's veth.
+func openQueues(t *testing.T, ns *topo.Namespace, end topo.End) []datapath.Port {
+	t.Helper()
+	var ports []datapath.Port
+	err := ns.Do(func() error {
+		d, err := xsk.Open(end.Name, xsk.Config{}, nil)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { d.Close() })
+		for _, s := range d.Sockets() {
+			ports = append(ports, s)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports
+}
+
+// multiQP connects 4 QP pairs and moves 1 MiB each way on every one at
+// once: a SEND, a WRITE and a READ, verified byte for byte.
+func multiQP(t *testing.T, a, b *verbstest.End) {
+	const qps, size = 4, 1 << 20
+	var pairs [][2]*verbs.QP
+	for i := range qps {
+		qa, qb := a.QP, b.QP
+		if i > 0 {
+			qa, _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			qb, _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		}
+		if err := verbs.ConnectRC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+			t.Fatal(err)
+		}
+		pairs = append(pairs, [2]*verbs.QP{qa, qb})
+	}
+	// a's buffer: sources at i*size; b's: SEND targets at i*size, WRITE
+	// targets at (4+i)*size; READs come back to a at (8+i)*size.
+	verbstest.Fill(a.Buf[:qps*size], 5)
+	verbstest.Fill(b.Buf[12*size:16*size], 6)
+	for i, p := range pairs {
+		if _, err := p[1].PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: verbstest.SGL(b, i*size, size)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range pairs {
+		wrs := []verbs.SendWR{
+			{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, i*size, size)},
+			{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, i*size, size), RemoteAddr: b.MR.Addr + uint64((4+i)*size), RKey: b.MR.RKey},
+			{WRID: 3, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, (8+i)*size, size), RemoteAddr: b.MR.Addr + uint64((12+i)*size), RKey: b.MR.RKey},
+		}
+		if _, err := p[0].PostSend(wrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 * qps {
+		if wc := verbstest.WaitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("requester completion %+v", wc)
+		}
+	}
+	for range qps {
+		if wc := verbstest.WaitWC(t, b.CQ); wc.Status != verbs.WCSuccess || wc.ByteLen != size {
+			t.Fatalf("receive completion %+v", wc)
+		}
+	}
+	b.Dev.Fence()
+	for i := range qps {
+		src := a.Buf[i*size : (i+1)*size]
+		if !bytes.Equal(b.Buf[i*size:(i+1)*size], src) || !bytes.Equal(b.Buf[(4+i)*size:(5+i)*size], src) {
+			t.Fatalf("QP %d: SEND or WRITE data differs", i)
+		}
+		if !bytes.Equal(a.Buf[(8+i)*size:(9+i)*size], b.Buf[(12+i)*size:(13+i)*size]) {
+			t.Fatalf("QP %d: READ data differs", i)
+		}
+	}
+}
