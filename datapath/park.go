@@ -40,10 +40,11 @@ func (n *engine) park(qpn uint32, fr *Frame) {
 	n.counters.Parked.Add(1)
 }
 
-// parkTypes are the contexts a packet can wait for: its QP's context, and
-// for a request naming remote memory (RDMA WRITE first/only, READ,
-// atomics), the R_Key's MPT entry and the MTT line of its first page.
-var parkTypes = [...]host.ContextType{host.QPC, host.MPT, host.MTT}
+// parkTypes are the contexts a packet can wait for: its QP's context, the
+// CQ context it completes into, the SRQ context it takes a receive WQE
+// from, and for a request naming remote memory (RDMA WRITE first/only,
+// READ, atomics), the R_Key's MPT entry and the MTT line of its first page.
+var parkTypes = [...]host.ContextType{host.QPC, host.CQC, host.SRQC, host.MPT, host.MTT}
 
 // arrived handles an answer of the cache of type t: the ticket of a
 // parked QP makes that QP ready; any other ticket is released.
@@ -181,10 +182,38 @@ func (n *engine) unparkReady() {
 }
 
 // mustWait looks up, without waiting, the contexts packet p of QP qpn
-// needs first; on a miss it records the ticket and reports true.
+// needs: its QP's context; for a request, the R_Key's MPT entry and first
+// MTT line, the SRQ's context if it takes a receive WQE from one, and the
+// receive CQ's context if it completes a message; for a response, the
+// send CQ's context. On a miss it records the ticket and reports true.
 func (n *engine) mustWait(qpn uint32, p *wire.Packet) bool {
-	if n.probe(host.QPC, uint64(qpn), qpn+1) {
+	tag := qpn + 1
+	words := n.words[:host.EntrySizes[host.QPC]/8]
+	st, pid := n.caches[host.QPC].Lookup(n.id, uint64(qpn), words)
+	switch st {
+	case ctxcache.Miss:
+		n.parkPID[host.QPC][pid] = tag
+		return true
+	case ctxcache.Hit:
+	default:
+		return false // a fault or no free ticket: the handler waits, or says why
+	}
+	putWords(n.entry[:128], words)
+	var q host.QPCEntry
+	q.Decode(n.entry[:128])
+	if !q.Valid {
+		return false
+	}
+	f := p.Info.Flags
+	if f&wire.OpRequest == 0 {
+		return n.probe(host.CQC, uint64(q.SendCQ), tag)
+	}
+	if n.memoryMiss(qpn, p) {
 		return true
 	}
-	return p.Info.Flags&wire.OpRequest != 0 && n.memoryMiss(qpn, p)
+	takesRecv := f&wire.OpSend != 0 || p.Info.Has(wire.HdrImmDt)
+	if takesRecv && q.SRQ != 0 && n.probe(host.SRQC, uint64(q.SRQ-1), tag) {
+		return true
+	}
+	return takesRecv && f&(wire.OpLast|wire.OpOnly) != 0 && n.probe(host.CQC, uint64(q.RecvCQ), tag)
 }

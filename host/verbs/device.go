@@ -240,6 +240,9 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	return cq, nil
 }
 
+// Num is the CQ's number: its index in the NIC's CQ context table.
+func (cq *CQ) Num() uint32 { return cq.num }
+
 // Poll fills wc with completions and returns how many; it never blocks.
 func (cq *CQ) Poll(wc []WC) int {
 	cq.mu.Lock()

@@ -433,6 +433,9 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 	return s, d.hostWrite(host.SRQC, num, b[:])
 }
 
+// Num is the SRQ's number: its index in the NIC's SRQ context table.
+func (s *SRQ) Num() uint32 { return s.num }
+
 // PostRecv posts receive work requests to the SRQ.
 func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	s.mu.Lock()

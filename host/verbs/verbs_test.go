@@ -447,3 +447,94 @@ func TestResetDropsOldCompletions(t *testing.T) {
 		}
 	}
 }
+
+// TestParkOnQueueContextMiss: when the context of the CQ a packet
+// completes into, or of the SRQ it takes a receive WQE from, misses in the
+// cache (behind a 30 ms PCIe model), only that QP waits: the other QP's
+// message completes into its own CQ while the first CQ is still empty.
+func TestParkOnQueueContextMiss(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		miss host.ContextType
+		recv bool // the responder's receive CQ or SRQ misses, else the requester's send CQ
+	}{{"responder/CQC", host.CQC, true}, {"responder/SRQC", host.SRQC, true}, {"requester/CQC", host.CQC, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+			slow := host.PCIe{Latency: 30 * time.Millisecond}
+			var pcieA, pcieB host.PCIe
+			if tc.recv {
+				pcieB = slow
+			} else {
+				pcieA = slow
+			}
+			a := verbstest.NewEndPCIe(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16, pcieA)
+			b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, pcieB)
+			srq, err := b.PD.CreateSRQ(16, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var qas, qbs [2]*verbs.QP
+			var cqas, cqbs [2]*verbs.CQ
+			for i := range 2 {
+				cqas[i], _ = a.Dev.CreateCQ(64)
+				cqbs[i], _ = b.Dev.CreateCQ(64)
+				attr := verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cqbs[i], RecvCQ: cqbs[i], Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}
+				if i == 0 && tc.miss == host.SRQC {
+					attr.SRQ, attr.Cap.MaxRecvWR = srq, 0
+				}
+				qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cqas[i], RecvCQ: cqas[i], Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				if qbs[i], err = b.PD.CreateQP(attr); err != nil {
+					t.Fatal(err)
+				}
+				if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 20); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send := func(i int, wrid uint64) {
+				var err error
+				if i == 0 && tc.miss == host.SRQC {
+					_, err = srq.PostRecv([]verbs.RecvWR{{WRID: wrid, SGL: verbstest.SGL(b, 0, 64)}})
+				} else {
+					_, err = qbs[i].PostRecv([]verbs.RecvWR{{WRID: wrid, SGL: verbstest.SGL(b, 64*(i+1), 64)}})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, 64)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 2 { // warm the caches
+				send(i, 10)
+				waitWC(t, cqas[i])
+				waitWC(t, cqbs[i])
+			}
+			missing, cqs := b, cqbs
+			idx := uint64(cqbs[0].Num())
+			if !tc.recv {
+				missing, cqs, idx = a, cqas, uint64(cqas[0].Num())
+			}
+			if tc.miss == host.SRQC {
+				idx = uint64(srq.Num())
+			}
+			nic := missing.Dev.NIC()
+			nic.Command(func() { nic.Cache(tc.miss).Invalidate(idx) })
+			before := nic.Counters().Parked.Load()
+			send(0, 1) // misses: parked for 30 ms
+			send(1, 2) // hits: goes on
+			if wc := waitWC(t, cqs[1]); wc.Status != verbs.WCSuccess || wc.WRID != 2 {
+				t.Fatalf("QP 1: %+v", wc)
+			}
+			if nic.Counters().Parked.Load() == before {
+				t.Error("nothing was parked")
+			}
+			var wc [1]verbs.WC
+			if cqs[0].Poll(wc[:]) != 0 {
+				t.Fatal("QP 0's completion came first: the miss held up the other QP")
+			}
+			if wc := waitWC(t, cqs[0]); wc.Status != verbs.WCSuccess || wc.WRID != 1 {
+				t.Fatalf("QP 0: %+v", wc)
+			}
+		})
+	}
+}
