@@ -1,0 +1,103 @@
+package perftest
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+)
+
+// KeysLen is the length of perftest's keys message: the text
+// "LID:OUT_READS:QPN:PSN:RKEY:VADDR:" then the 16 GID bytes and the SRQ
+// number, each field in fixed-width hex followed by a colon, then a NUL.
+const KeysLen = 108
+
+// Keys is what each side tells the other about one QP and its buffer.
+type Keys struct {
+	LID      uint16 // 0 on RoCE
+	OutReads uint16 // READs/atomics it accepts outstanding (max_dest_rd_atomic)
+	QPN      uint32 // 24 bits
+	PSN      uint32 // 24 bits
+	RKey     uint32
+	VAddr    uint64
+	GID      [16]byte // an IPv4-mapped GID means RoCEv2 over IPv4
+	SRQN     uint32
+}
+
+// fields: name and hex width of each field, in order; the GID's 16 bytes
+// come between VAddr and SRQN.
+var keyFields = [...]struct {
+	name  string
+	width int
+}{{"LID", 4}, {"OUT_READS", 4}, {"QPN", 6}, {"PSN", 6}, {"RKEY", 8}, {"VADDR", 16}}
+
+// ErrKeys is wrapped by every error ParseKeys returns.
+var ErrKeys = errors.New("perftest: malformed keys message")
+
+// Marshal encodes k as perftest sends it.
+func (k *Keys) Marshal() [KeysLen]byte {
+	var b [KeysLen]byte
+	s := fmt.Appendf(b[:0], "%04x:%04x:%06x:%06x:%08x:%016x:", k.LID, k.OutReads, k.QPN&0xffffff, k.PSN&0xffffff, k.RKey, k.VAddr)
+	for _, g := range k.GID {
+		s = fmt.Appendf(s, "%02x:", g)
+	}
+	s = fmt.Appendf(s, "%08x:", k.SRQN)
+	_ = s // exactly KeysLen-1 bytes; the last stays NUL
+	return b
+}
+
+// ParseKeys decodes a keys message. Every field must have its width in
+// hex digits and its colon, and the message must end in a NUL.
+func ParseKeys(b []byte) (Keys, error) {
+	var k Keys
+	if len(b) != KeysLen {
+		return k, fmt.Errorf("%w: %d bytes, want %d", ErrKeys, len(b), KeysLen)
+	}
+	if b[KeysLen-1] != 0 {
+		return k, fmt.Errorf("%w: not NUL-terminated", ErrKeys)
+	}
+	off := 0
+	field := func(name string, width int) (uint64, error) {
+		f := b[off : off+width]
+		if b[off+width] != ':' {
+			return 0, fmt.Errorf("%w: %s not followed by ':'", ErrKeys, name)
+		}
+		off += width + 1
+		for _, c := range f {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return 0, fmt.Errorf("%w: %s %q is not hex", ErrKeys, name, f)
+			}
+		}
+		return strconv.ParseUint(string(f), 16, 64)
+	}
+	var v [len(keyFields)]uint64
+	for i, f := range keyFields {
+		x, err := field(f.name, f.width)
+		if err != nil {
+			return k, err
+		}
+		v[i] = x
+	}
+	k.LID, k.OutReads, k.QPN, k.PSN, k.RKey, k.VAddr = uint16(v[0]), uint16(v[1]), uint32(v[2]), uint32(v[3]), uint32(v[4]), v[5]
+	for i := range k.GID {
+		x, err := field("GID", 2)
+		if err != nil {
+			return k, err
+		}
+		k.GID[i] = byte(x)
+	}
+	x, err := field("SRQN", 8)
+	if err != nil {
+		return k, err
+	}
+	k.SRQN = uint32(x)
+	return k, nil
+}
+
+// Addr is the IP address the GID stands for: IPv4 for an IPv4-mapped GID.
+func (k *Keys) Addr() netip.Addr { return netip.AddrFrom16(k.GID).Unmap() }
+
+// String shows the keys as perftest prints a QP's address.
+func (k *Keys) String() string {
+	return fmt.Sprintf("LID %#04x QPN %#06x PSN %#06x RKey %#08x VAddr %#016x GID %s", k.LID, k.QPN, k.PSN, k.RKey, k.VAddr, k.Addr())
+}
