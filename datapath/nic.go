@@ -77,6 +77,7 @@ type NIC struct {
 	srqs     []srqRun // and of each SRQ, shared by the engines under its lock
 	cqLocks  []sync.Mutex
 	atomicMu sync.Mutex // atomics are atomic across engines
+	placed   atomic.Uint64
 	stopOnce sync.Once
 	stop     chan struct{}
 }
@@ -128,6 +129,14 @@ func (n *NIC) Cache(t host.ContextType) *ctxcache.GCCache { return n.caches[t] }
 
 // Counters returns the NIC's counters.
 func (n *NIC) Counters() *Counters { return &n.counters }
+
+// WritesPlaced counts the RDMA WRITE messages whose data the responder has
+// handed to the DMA engine, counted at their last packet. With the DMA
+// engine at memory speed the data is in host memory when the count moves,
+// and loading the count orders it before the loader's reads: an
+// application that waits for a peer's WRITE by watching its buffer (as
+// perftest's write_lat does) reads the buffer only after the count moved.
+func (n *NIC) WritesPlaced() uint64 { return n.placed.Load() }
 
 // Engines returns each engine's counters, by queue.
 func (n *NIC) Engines() []*EngineStats {

@@ -14,7 +14,7 @@ import (
 // a QP holds at most parkDepth packets and the NIC parkBuffers in all;
 // beyond that a packet is dropped and counted (RC retransmits it).
 const (
-	parkDepth   = 8
+	parkDepth   = 32
 	parkBuffers = 256
 )
 

@@ -220,13 +220,25 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		r.expPSN = psn.Add(uint32(packets))
 	}
 	if !fresh {
-		// A retry: the requester goes back to this PSN and will ask again
-		// for every later READ, so the queue restarts here.
-		r.readN = 0
+		// A retry: the requester went back to this PSN and asks again for
+		// every later READ, so the answers queued from here on go, and so
+		// does one this retry restarts in its middle (the retried
+		// requests that follow queue up behind this one).
+		for r.readN > 0 {
+			last := &r.reads[(r.readHead+r.readN-1)%len(r.reads)]
+			if last.psn.Add(uint32(last.packets-1)).Before(psn) {
+				break
+			}
+			r.readN--
+		}
 	}
 	if r.readN == len(r.reads) {
-		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest)) // more READs outstanding than allowed
-		return
+		// Full: the oldest answer goes, as rxe reuses its oldest
+		// responder resource. It is a stale retry's (a requester keeps
+		// no more READs outstanding than there are places); if not, the
+		// requester times out and asks again.
+		r.readHead = (r.readHead + 1) % len(r.reads)
+		r.readN--
 	}
 	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: r.msn}
 	r.readN++
@@ -390,6 +402,9 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		}
 		r.writeVA += uint64(len(payload))
 		r.writeLeft -= uint32(len(payload))
+		if last {
+			n.placed.Add(1)
+		}
 		if last {
 			if h := p.ImmDt(); h != nil {
 				if !r.recvActive && !n.takeRecv(q, r) {

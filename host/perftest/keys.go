@@ -99,5 +99,5 @@ func (k *Keys) Addr() netip.Addr { return netip.AddrFrom16(k.GID).Unmap() }
 
 // String shows the keys as perftest prints a QP's address.
 func (k *Keys) String() string {
-	return fmt.Sprintf("LID %#04x QPN %#06x PSN %#06x RKey %#08x VAddr %#016x GID %s", k.LID, k.QPN, k.PSN, k.RKey, k.VAddr, k.Addr())
+	return fmt.Sprintf("LID %04x QPN 0x%04x PSN 0x%06x RKey 0x%06x VAddr 0x%014x GID %s", k.LID, k.QPN, k.PSN, k.RKey, k.VAddr, k.Addr())
 }

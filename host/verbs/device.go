@@ -83,6 +83,11 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	return d, nil
 }
 
+// WritesPlaced counts the RDMA WRITE messages placed in this device's
+// memory by peers. Read a buffer a peer writes only after this count has
+// moved: the load orders the placed bytes before the read.
+func (d *Device) WritesPlaced() uint64 { return d.nic.WritesPlaced() }
+
 // NIC returns the device's engine, for its counters.
 func (d *Device) NIC() *datapath.NIC { return d.nic }
 

@@ -538,3 +538,41 @@ func TestParkOnQueueContextMiss(t *testing.T) {
 		})
 	}
 }
+
+// TestManyOutstandingReads posts 200 READs of 3000 bytes (3 response
+// packets each) 100 at a time: more than the responder answers at once,
+// so the requester must hold back (max_rd_atomic); responses dropped while
+// the requester's cold context is fetched, and on a lossy link, must be
+// asked for again without the responder forgetting the READs queued
+// behind the retried one.
+func TestManyOutstandingReads(t *testing.T) {
+	for name, link := range map[string]porttest.Config{"clean": {}, "lossy": {Loss: 0.02, Reorder: 0.02, Seed: 3}} {
+		t.Run(name, func(t *testing.T) {
+			a, b := lossyPair(t, link)
+			fill(b.Buf[4096:8192], 4)
+			var wrs []verbs.SendWR
+			for i := range 200 {
+				wrs = append(wrs, verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					SGL: sgl(a, 8192+i*3000, 3000), RemoteAddr: b.MR.Addr + 4096, RKey: b.MR.RKey})
+			}
+			for len(wrs) > 0 {
+				k := min(len(wrs), 100)
+				if _, err := a.QP.PostSend(wrs[:k]); err != nil {
+					t.Fatal(err)
+				}
+				for range k {
+					if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+						t.Fatalf("%+v after %d retransmissions", wc, a.Counts.Retransmits.Load())
+					}
+				}
+				wrs = wrs[k:]
+			}
+			for i := range 200 {
+				if !bytes.Equal(a.Buf[8192+i*3000:8192+(i+1)*3000], b.Buf[4096:7096]) {
+					t.Fatalf("READ %d data differs", i)
+				}
+			}
+			t.Logf("retransmissions %d, parked %d, dropped while parked %d", a.Counts.Retransmits.Load(), a.Counts.Parked.Load(), a.Counts.ParkDropped.Load())
+		})
+	}
+}

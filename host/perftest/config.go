@@ -1,0 +1,190 @@
+package perftest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Test is one of perftest's tests.
+type Test int
+
+// The tests, as `softrnic perf` names them.
+const (
+	SendBW Test = iota
+	WriteBW
+	ReadBW
+	AtomicBW
+	SendLat
+	WriteLat
+	ReadLat
+	AtomicLat
+)
+
+var testNames = [...]string{"send-bw", "write-bw", "read-bw", "atomic-bw", "send-lat", "write-lat", "read-lat", "atomic-lat"}
+
+// perftest's own titles.
+var testTitles = [...]string{"Send BW Test", "RDMA_Write BW Test", "RDMA_Read BW Test", "Atomic %s BW Test",
+	"Send Latency Test", "RDMA_Write Latency Test", "RDMA_Read Latency Test", "Atomic %s Latency Test"}
+
+func (t Test) String() string { return testNames[t] }
+
+// ParseTest maps a name (send-bw … atomic-lat) to its test.
+func ParseTest(name string) (Test, error) {
+	for i, n := range testNames {
+		if n == name {
+			return Test(i), nil
+		}
+	}
+	return 0, fmt.Errorf("perftest: unknown test %q (want one of %v)", name, testNames)
+}
+
+// BW reports whether t is a bandwidth test.
+func (t Test) BW() bool { return t <= AtomicBW }
+
+func (t Test) verb() Test {
+	if t.BW() {
+		return t
+	}
+	return t - SendLat
+}
+
+func (t Test) atomic() bool { return t.verb() == AtomicBW }
+func (t Test) read() bool   { return t.verb() == ReadBW }
+func (t Test) send() bool   { return t.verb() == SendBW }
+
+// Atomic operations for -A.
+const (
+	CmpAndSwap  = "CMP_AND_SWAP"
+	FetchAndAdd = "FETCH_AND_ADD"
+)
+
+// Config is a run's parameters, named and defaulted as perftest's flags.
+type Config struct {
+	Test     Test
+	Size     int           // -s: bytes per message (bw 65536, lat 2; atomics 8)
+	Iters    int           // -n: iterations (write-bw 5000, others 1000; at least 5)
+	All      bool          // -a: every size from 2 to 8 MiB
+	Duration time.Duration // -D: run for this long instead of -n iterations
+	MTU      int           // -m: ibv_mtu enum (1..5); 0 takes the port's
+	TxDepth  int           // -t: outstanding sends (bw 128, lat 1)
+	RxDepth  int           // -r: posted receives (send tests: 512)
+	CQMod    int           // -Q: completions signalled every CQMod sends (bw 100; 1 above 8 KiB)
+	OutReads int           // -o: READs/atomics outstanding (the device's maximum)
+	Atomic   string        // -A: CMP_AND_SWAP or FETCH_AND_ADD
+	Gbits    bool          // --report_gbits
+	QPs      int           // -q: 1
+}
+
+// MaxSize is the largest message perftest sends (with -a, the last size).
+const MaxSize = 8 << 20
+
+// maxOutReads is what softrnic's responder keeps answers for, per QP.
+const maxOutReads = 16
+
+func (c *Config) setDefaults() error {
+	t := c.Test
+	switch {
+	case t.atomic():
+		if c.Size != 0 && c.Size != 8 {
+			return fmt.Errorf("perftest: atomic tests move 8 bytes, not -s %d", c.Size)
+		}
+		c.Size = 8
+	case c.Size == 0 && t.BW():
+		c.Size = 65536
+	case c.Size == 0:
+		c.Size = 2
+	}
+	if c.Size < 1 || c.Size > MaxSize {
+		return fmt.Errorf("perftest: size %d out of range 1..%d", c.Size, MaxSize)
+	}
+	if c.All && t.atomic() {
+		return fmt.Errorf("perftest: -a does not apply to atomic tests")
+	}
+	if c.All && c.Duration > 0 {
+		return fmt.Errorf("perftest: -a and -D do not go together")
+	}
+	if c.Iters == 0 {
+		c.Iters = 1000
+		if t == WriteBW {
+			c.Iters = 5000
+		}
+	}
+	if c.Iters < 5 {
+		return fmt.Errorf("perftest: at least 5 iterations, not %d", c.Iters)
+	}
+	if c.Duration > 0 && c.Duration < 3*time.Second {
+		return fmt.Errorf("perftest: -D must be at least 3 seconds (a warm-up and a cool-down of a quarter each)")
+	}
+	if c.QPs == 0 {
+		c.QPs = 1
+	}
+	if c.QPs != 1 {
+		return fmt.Errorf("perftest: -q %d: softrnic perf runs one QP", c.QPs)
+	}
+	if c.TxDepth == 0 {
+		c.TxDepth = 1
+		if t.BW() {
+			c.TxDepth = 128
+		}
+	}
+	if c.Duration == 0 {
+		c.TxDepth = min(c.TxDepth, c.Iters)
+	}
+	if c.RxDepth == 0 {
+		c.RxDepth = 1
+		if t.send() {
+			c.RxDepth = 512
+		}
+	}
+	if c.Duration == 0 {
+		c.RxDepth = min(c.RxDepth, c.Iters)
+	}
+	if c.CQMod == 0 {
+		c.CQMod = 100
+		if c.Size > 8192 || !t.BW() {
+			c.CQMod = 1
+		}
+	}
+	c.CQMod = max(1, min(c.CQMod, c.TxDepth))
+	if c.OutReads <= 0 || c.OutReads > maxOutReads {
+		c.OutReads = maxOutReads
+	}
+	if c.Atomic == "" {
+		c.Atomic = FetchAndAdd
+	}
+	if c.Atomic != CmpAndSwap && c.Atomic != FetchAndAdd {
+		return fmt.Errorf("perftest: -A %q: want %s or %s", c.Atomic, CmpAndSwap, FetchAndAdd)
+	}
+	if c.MTU < 0 || c.MTU > 5 {
+		return fmt.Errorf("perftest: MTU enum %d out of range 1..5", c.MTU)
+	}
+	return nil
+}
+
+// sizes are the message sizes of the run.
+func (c *Config) sizes() []int {
+	if !c.All {
+		return []int{c.Size}
+	}
+	var s []int
+	for b := 2; b <= MaxSize; b *= 2 {
+		s = append(s, b)
+	}
+	return s
+}
+
+// bufSize is the size of each half of the buffer (send and receive),
+// perftest's BUFF_SIZE: at least a page, the cycle through which small
+// messages move.
+func (c *Config) bufSize() int {
+	m := c.Size
+	if c.All {
+		m = MaxSize
+	}
+	return max(m, cycleBuffer)
+}
+
+const (
+	cycleBuffer = 4096 // page size, the window small messages cycle through
+	cacheLine   = 64
+)

@@ -1,0 +1,112 @@
+package perftest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Result is one row of a run's report. Bandwidth rows fill the BW fields
+// (in Units) and MsgRate (millions of messages a second); latency rows the
+// T fields, in microseconds.
+type Result struct {
+	Test     string  `json:"test"`
+	Role     string  `json:"role"`
+	Bytes    int     `json:"bytes"`
+	Iters    int     `json:"iterations"`
+	Units    string  `json:"bw_units,omitempty"`
+	BWPeak   float64 `json:"bw_peak,omitempty"`
+	BWAvg    float64 `json:"bw_average,omitempty"`
+	MsgRate  float64 `json:"msg_rate_mpps,omitempty"`
+	TMin     float64 `json:"t_min_usec,omitempty"`
+	TMax     float64 `json:"t_max_usec,omitempty"`
+	TTypical float64 `json:"t_typical_usec,omitempty"`
+	TAvg     float64 `json:"t_avg_usec,omitempty"`
+	TStdev   float64 `json:"t_stdev_usec,omitempty"`
+	P99      float64 `json:"p99_usec,omitempty"`
+	P999     float64 `json:"p99_9_usec,omitempty"`
+}
+
+// resultLine is perftest's rule: 87 dashes.
+var resultLine = strings.Repeat("-", 87) + "\n"
+
+func (s *session) title() string {
+	t := testTitles[s.cfg.Test]
+	if s.cfg.Test.atomic() {
+		t = fmt.Sprintf(t, s.cfg.Atomic)
+	}
+	return t
+}
+
+// gidString prints a GID as perftest does: its bytes in decimal.
+func gidString(g [16]byte) string {
+	var b strings.Builder
+	for i, x := range g {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%02d", x)
+	}
+	return b.String()
+}
+
+func addressLines(which string, k *Keys, reads bool) string {
+	out := ""
+	if reads {
+		out = fmt.Sprintf(" OUT 0x%02x", k.OutReads)
+	}
+	return fmt.Sprintf(" %s address: LID %04x QPN 0x%04x PSN 0x%06x%s RKey 0x%06x VAddr 0x%014x\n GID: %s\n",
+		which, k.LID, k.QPN, k.PSN, out, k.RKey, k.VAddr, gidString(k.GID))
+}
+
+// printHeader prints perftest's banner, both addresses and the table's
+// column names.
+func (s *session) printHeader() {
+	c := &s.cfg
+	w := s.out
+	fmt.Fprint(w, resultLine)
+	fmt.Fprintf(w, "%*s\n", 20+len(s.title()), s.title())
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", s.env.DevName)
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", c.QPs)
+	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	if c.Test.BW() {
+		fmt.Fprintf(w, " TX depth        : %d\n", c.TxDepth)
+		if c.Test.send() {
+			fmt.Fprintf(w, " RX depth        : %d\n", c.RxDepth)
+		}
+		fmt.Fprintf(w, " CQ Moderation   : %d\n", c.CQMod)
+	}
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", 128<<s.mtu)
+	fmt.Fprintf(w, " Link type       : Ethernet\n")
+	if c.Test.read() || c.Test.atomic() {
+		fmt.Fprintf(w, " Outstand reads  : %d\n", c.OutReads)
+	}
+	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	fmt.Fprint(w, resultLine)
+	reads := c.Test.read() || c.Test.atomic()
+	fmt.Fprint(w, addressLines("local", &s.local, reads))
+	fmt.Fprint(w, addressLines("remote", &s.peer, reads))
+	fmt.Fprint(w, resultLine)
+	if c.Test.BW() {
+		u := s.units()
+		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", u, u)
+	} else {
+		fmt.Fprintf(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec] \n")
+	}
+}
+
+// printBW prints a bandwidth row in perftest's format.
+func (s *session) printBW(r *Result) {
+	if s.cfg.Gbits && r.BWAvg < 0.1 {
+		fmt.Fprintf(s.out, " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n", r.Bytes, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate)
+		return
+	}
+	fmt.Fprintf(s.out, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n", r.Bytes, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate)
+}
+
+// printLat prints a latency row in perftest's format.
+func (s *session) printLat(r *Result) {
+	fmt.Fprintf(s.out, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+		r.Bytes, r.Iters, r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.P99, r.P999)
+}
+
+func (s *session) printFooter() { fmt.Fprint(s.out, resultLine) }

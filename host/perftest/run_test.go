@@ -1,0 +1,122 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// pairEnv opens two devices joined by an in-memory link.
+func pairEnv(t *testing.T) (Env, Env) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+	macs := map[netip.Addr]wire.MAC{
+		netip.MustParseAddr("10.47.0.1"): {2, 0, 0, 0, 0, 1},
+		netip.MustParseAddr("10.47.0.2"): {2, 0, 0, 0, 0, 2},
+	}
+	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) { return macs[ip], nil }
+	open := func(p *porttest.Port, ip string) Env {
+		a := netip.MustParseAddr(ip)
+		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: macs[a], IP: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return Env{Dev: d, GID: a, PortMTU: 3, Resolve: resolve, DevName: "softrnic0"}
+	}
+	return open(pa, "10.47.0.1"), open(pb, "10.47.0.2")
+}
+
+// runPair runs a test's server and client over loopback TCP and returns
+// both outputs.
+func runPair(t *testing.T, cfg Config) (server, client string, sres, cres []Result) {
+	t.Helper()
+	se, ce := pairEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var sout, cout bytes.Buffer
+	serr := make(chan error, 1)
+	go func() {
+		c, err := Accept(ctx, ln)
+		if err != nil {
+			serr <- err
+			return
+		}
+		defer c.Close()
+		sres, err = Run(ctx, se, c, cfg, &sout)
+		serr <- err
+	}()
+	c, err := Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cres, err = Run(ctx, ce, c, cfg, &cout)
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, cout.String())
+	}
+	if err := <-serr; err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+	return sout.String(), cout.String(), sres, cres
+}
+
+// TestRunPair runs every test between two softrnic devices and checks
+// both sides report what perftest would: the table's header and a row of
+// figures for every size.
+func TestRunPair(t *testing.T) {
+	for _, tc := range []struct {
+		cfg        Config
+		serverRows bool // the server prints a table too
+	}{
+		{Config{Test: WriteBW, Iters: 200, Size: 4096}, true},
+		{Config{Test: ReadBW, Iters: 200, Size: 3000}, true},
+		{Config{Test: SendBW, Iters: 200, Size: 1024}, true},
+		{Config{Test: AtomicBW, Iters: 200, Atomic: CmpAndSwap}, true},
+		{Config{Test: AtomicBW, Iters: 200}, true},
+		{Config{Test: WriteLat, Iters: 100}, true},
+		{Config{Test: SendLat, Iters: 100}, true},
+		{Config{Test: ReadLat, Iters: 100}, false},
+		{Config{Test: AtomicLat, Iters: 100}, false},
+		{Config{Test: WriteBW, Iters: 50, Gbits: true, Size: 65536}, true},
+	} {
+		t.Run(tc.cfg.Test.String(), func(t *testing.T) {
+			sout, cout, sres, cres := runPair(t, tc.cfg)
+			header := "BW average["
+			if !tc.cfg.Test.BW() {
+				header = "t_typical[usec]"
+			}
+			for side, out := range map[string]string{"client": cout, "server": sout} {
+				if !strings.Contains(out, header) || !strings.Contains(out, "remote address: LID 0000 QPN") {
+					t.Errorf("%s output lacks perftest's table:\n%s", side, out)
+				}
+			}
+			if len(cres) != 1 || cres[0].Iters != tc.cfg.Iters {
+				t.Fatalf("client results %+v", cres)
+			}
+			r := cres[0]
+			if tc.cfg.Test.BW() && (r.BWAvg <= 0 || r.MsgRate <= 0 || r.BWPeak < r.BWAvg*0.5) {
+				t.Errorf("bandwidth figures %+v", r)
+			}
+			if !tc.cfg.Test.BW() && !(r.TMin > 0 && r.TMin <= r.TTypical && r.TTypical <= r.TMax && r.P99 <= r.TMax*1.001 && r.P99 >= r.TTypical) {
+				t.Errorf("latency figures %+v", r)
+			}
+			if tc.serverRows != (len(sres) == 1) {
+				t.Errorf("server results %+v", sres)
+			}
+			t.Logf("client:\n%s", cout)
+		})
+	}
+}
