@@ -226,7 +226,7 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		// requests that follow queue up behind this one).
 		for r.readN > 0 {
 			last := &r.reads[(r.readHead+r.readN-1)%len(r.reads)]
-			if last.psn.Add(uint32(last.packets-1)).Before(psn) {
+			if last.psn.Add(uint32(last.packets - 1)).Before(psn) {
 				break
 			}
 			r.readN--
