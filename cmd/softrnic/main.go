@@ -2,6 +2,7 @@
 //
 //	softrnic decode FILE...   parse RoCEv2 frames in pcap/pcapng files, check every ICRC
 //	softrnic demo             show what softrnic does on this machine
+//	softrnic perf TEST [ADDR] perftest's tests as server or client (ib_*_bw, ib_*_lat peer)
 //	softrnic bench frames     frame rates of the ports over a veth pair
 //	softrnic bench cache      GCCache against the blocking baseline
 //	softrnic version          print the version
@@ -29,6 +30,7 @@ type command struct {
 var commands = []command{
 	{"decode", "parse RoCEv2 frames in pcap/pcapng files and check every ICRC", runDecode},
 	{"demo", "show what softrnic does on this machine", runDemo},
+	{"perf", "perftest's tests (send-bw … atomic-lat), a peer of the ib_* tools", runPerf},
 	{"bench", "benchmarks: bench frames (ports over a veth pair), bench cache (GCCache)", runBench},
 	{"version", "print the version", func([]string, io.Writer) error { fmt.Println("softrnic", version); return nil }},
 }
