@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache bench-write fuzz generate demo clean
+.PHONY: help build test lint bench bench-frames bench-cache bench-write fuzz generate demo interop clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -52,6 +52,9 @@ generate: ## regenerate generated code: the XDP program's bpf2go output (install
 
 demo: build ## the main job: frames of every opcode across a veth pair (root)
 	./bin/softrnic demo
+
+interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
+	bash tests/interop/interop.sh
 
 clean: ## remove build output
 	rm -rf bin

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"sync"
@@ -51,6 +52,26 @@ type Counters struct {
 	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
 }
 
+// Each calls fn with every counter's name (rxe's where rxe has one) and
+// value.
+func (c *Counters) Each(fn func(name string, v uint64)) {
+	for _, e := range []struct {
+		name string
+		v    *atomic.Uint64
+	}{
+		{"sent_pkts", &c.SentPkts}, {"rcvd_pkts", &c.RcvdPkts}, {"duplicate_request", &c.DuplicateRequest},
+		{"out_of_seq_request", &c.OutOfSeqRequest}, {"rcvd_seq_err", &c.RcvdSeqErr}, {"send_err", &c.SendErr},
+		{"rdma_sends", &c.RdmaSends}, {"rdma_recvs", &c.RdmaRecvs}, {"rcvd_bad_icrc", &c.RcvdBadICRC},
+		{"rcvd_malformed", &c.RcvdMalformed}, {"rcvd_unknown_qp", &c.RcvdUnknownQP}, {"rcvd_rnr_err", &c.RcvdRNRErr},
+		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},
+		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
+		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
+		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped},
+	} {
+		fn(e.name, e.v.Load())
+	}
+}
+
 // Doorbell tells the NIC that a QP's send queue (or, with Recv, its
 // receive queue) producer index moved.
 type Doorbell struct {
@@ -78,6 +99,8 @@ type NIC struct {
 	cqLocks  []sync.Mutex
 	atomicMu sync.Mutex // atomics are atomic across engines
 	placed   atomic.Uint64
+	waiters  atomic.Int32  // goroutines in WaitWritesPlaced
+	placedCh chan struct{} // wakes one of them
 	stopOnce sync.Once
 	stop     chan struct{}
 }
@@ -104,7 +127,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxMTT, 65536)
 	cfg.Cache.Pipelines = len(cfg.Ports)
 	n := &NIC{cfg: cfg, qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs),
-		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{})}
+		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
 	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
@@ -137,6 +160,39 @@ func (n *NIC) Counters() *Counters { return &n.counters }
 // application that waits for a peer's WRITE by watching its buffer (as
 // perftest's write_lat does) reads the buffer only after the count moved.
 func (n *NIC) WritesPlaced() uint64 { return n.placed.Load() }
+
+// WaitWritesPlaced blocks until WritesPlaced differs from seen, or ctx
+// ends, and returns it: the sleeping form of watching the count.
+func (n *NIC) WaitWritesPlaced(ctx context.Context, seen uint64) (uint64, error) {
+	for {
+		if cur := n.placed.Load(); cur != seen {
+			return cur, nil
+		}
+		n.waiters.Add(1)
+		if cur := n.placed.Load(); cur != seen {
+			n.waiters.Add(-1)
+			return cur, nil
+		}
+		select {
+		case <-n.placedCh:
+			n.waiters.Add(-1)
+		case <-ctx.Done():
+			n.waiters.Add(-1)
+			return n.placed.Load(), ctx.Err()
+		}
+	}
+}
+
+// writePlaced counts a placed WRITE message and wakes a waiter.
+func (n *NIC) writePlaced() {
+	n.placed.Add(1)
+	if n.waiters.Load() > 0 {
+		select {
+		case n.placedCh <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // Engines returns each engine's counters, by queue.
 func (n *NIC) Engines() []*EngineStats {

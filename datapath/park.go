@@ -140,6 +140,19 @@ func (n *engine) regionMiss(key uint32, va uint64, tag uint32) bool {
 // again (its request's memory, or a context evicted meanwhile) stays at
 // the head of its QP's queue with a new ticket.
 func (n *engine) unparkReady() {
+	// A parked packet that misses again on its next context (a cold QP
+	// misses its QPC, then its MPT entry, then its MTT line, then its
+	// CQ's context) waits for that one too: go round while answers come,
+	// so that with a fast DMA engine the QP drains before the next batch
+	// of frames arrives behind it.
+	for n.pollParked() {
+		n.drainReady()
+	}
+}
+
+// pollParked takes the answers of the caches packets wait for and reports
+// whether any QP became ready.
+func (n *engine) pollParked() bool {
 	var resp [16]ctxcache.Response
 	for _, t := range parkTypes {
 		c := n.caches[t]
@@ -149,6 +162,12 @@ func (n *engine) unparkReady() {
 			}
 		}
 	}
+	return len(n.sqReady) > 0 || len(n.ready) > 0
+}
+
+// drainReady handles, in order, the parked packets of the QPs whose
+// contexts have come, and restarts the requesters that waited.
+func (n *engine) drainReady() {
 	for len(n.sqReady) > 0 {
 		qpn := n.sqReady[len(n.sqReady)-1]
 		n.sqReady = n.sqReady[:len(n.sqReady)-1]

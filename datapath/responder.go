@@ -403,7 +403,7 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		r.writeVA += uint64(len(payload))
 		r.writeLeft -= uint32(len(payload))
 		if last {
-			n.placed.Add(1)
+			n.writePlaced()
 		}
 		if last {
 			if h := p.ImmDt(); h != nil {

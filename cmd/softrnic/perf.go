@@ -63,6 +63,7 @@ func runPerf(args []string, stdout io.Writer) error {
 	fs.BoolVar(&cfg.Gbits, "report_gbits", false, "report bandwidth in Gbit/s")
 	fs.Bool("F", false, "accepted for perftest compatibility (CPU frequency checks do not apply)")
 	jsonOut := fs.Bool("json", false, "print the results as JSON instead of perftest's table")
+	showCounters := fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
 	portKind := fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP) or udp (kernel UDP socket)")
 	fs.SetOutput(stdout)
 	rest := args[1:]
@@ -111,6 +112,20 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer vd.Close()
+	if *showCounters {
+		defer func() {
+			vd.NIC().Counters().Each(func(name string, v uint64) {
+				if v != 0 {
+					fmt.Fprintf(os.Stderr, "softrnic: %s %d\n", name, v)
+				}
+			})
+			for i, p := range ports {
+				s := p.Stats()
+				fmt.Fprintf(os.Stderr, "softrnic: port queue %d: rx %d tx %d drops: not-roce %d runt %d malformed %d too-long %d kernel %d\n", i,
+					s.RxFrames.Load(), s.TxFrames.Load(), s.RxDropNotRoCE.Load(), s.RxDropRunt.Load(), s.RxDropMalformed.Load(), s.RxDropTooLong.Load(), s.RxDropKernel.Load())
+			}
+		}()
+	}
 	env := perftest.Env{Dev: vd, GID: ip, PortMTU: netdev.MTUEnum(nd.PathMTU()), DevName: nd.Name,
 		Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
 			hop, err := nd.Resolve(ctx, ip)

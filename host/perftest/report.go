@@ -86,10 +86,13 @@ func (s *session) printHeader() {
 	fmt.Fprint(w, addressLines("local", &s.local, reads))
 	fmt.Fprint(w, addressLines("remote", &s.peer, reads))
 	fmt.Fprint(w, resultLine)
-	if c.Test.BW() {
+	switch {
+	case c.Test.BW():
 		u := s.units()
 		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", u, u)
-	} else {
+	case (c.Test.read() || c.Test.atomic()) && s.conn.Server():
+		// The passive side of READ and atomic latency measures nothing.
+	default:
 		fmt.Fprintf(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec] \n")
 	}
 }

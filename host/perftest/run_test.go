@@ -99,8 +99,11 @@ func TestRunPair(t *testing.T) {
 				header = "t_typical[usec]"
 			}
 			for side, out := range map[string]string{"client": cout, "server": sout} {
-				if !strings.Contains(out, header) || !strings.Contains(out, "remote address: LID 0000 QPN") {
-					t.Errorf("%s output lacks perftest's table:\n%s", side, out)
+				if !strings.Contains(out, "remote address: LID 0000 QPN") {
+					t.Errorf("%s output lacks the addresses:\n%s", side, out)
+				}
+				if (side == "client" || tc.serverRows) != strings.Contains(out, header) {
+					t.Errorf("%s output: table header %q expected %v:\n%s", side, header, side == "client" || tc.serverRows, out)
 				}
 			}
 			if len(cres) != 1 || cres[0].Iters != tc.cfg.Iters {

@@ -88,6 +88,12 @@ func Open(cfg DeviceConfig) (*Device, error) {
 // moved: the load orders the placed bytes before the read.
 func (d *Device) WritesPlaced() uint64 { return d.nic.WritesPlaced() }
 
+// WaitWritesPlaced blocks until WritesPlaced differs from seen (or ctx
+// ends) and returns it.
+func (d *Device) WaitWritesPlaced(ctx context.Context, seen uint64) (uint64, error) {
+	return d.nic.WaitWritesPlaced(ctx, seen)
+}
+
 // NIC returns the device's engine, for its counters.
 func (d *Device) NIC() *datapath.NIC { return d.nic }
 

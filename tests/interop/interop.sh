@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# make interop: softrnic against the Linux kernel's Soft-RoCE (rdma_rxe) and
+# the real perftest binaries, in a VM (../shared/tools/rxe-vm).
+#
+# For every cell of the matrix it runs softrnic perf on the host side of the
+# VM's tap and perftest in the guest, in both directions (softrnic server
+# with a perftest client, and a perftest server with a softrnic client),
+# reads rxe's hw_counters before and after, and prints a pass/fail table. A
+# cell passes when both sides exit 0 and report figures, and none of rxe's
+# repair counters (out_of_seq_request, duplicate_request,
+# completer_retry_err, retry_exceeded_err, rcvd_seq_err) moved.
+#
+# Environment: RXEVM (the rxe-vm.sh script), SOFTRNIC (the binary),
+# ITERS (iterations per cell, default 100), INTEROP_QUICK=1 (one cell per
+# MTU), INTEROP_LOG (directory for every side's output).
+set -u
+cd "$(dirname "$0")/../.."
+T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
+BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
+ITERS=${ITERS:-100}
+# Latency cells run fewer iterations: rxe (kernel 6.1) arms its
+# retransmission timer only when none is pending and re-arms it on an ACK
+# only while more is outstanding, so in a ping-pong the timer set at the
+# run's first send fires 67 ms later (timeout 14) whatever the peer does,
+# and rxe retransmits the message then in flight (completer_retry_err). A
+# run that ends within that first period shows the link clean; a longer one
+# shows rxe's timer, not a fault of its peer (see the closing note's capture).
+ITERS_LAT=${ITERS_LAT:-40}
+LOG=${INTEROP_LOG:-/tmp/softrnic-interop}
+NS=rxevm HOSTIF=rxetap0 HOSTIP=10.77.0.1 GUESTIP=10.77.0.2
+WATCHED="out_of_seq_request duplicate_request completer_retry_err retry_exceeded_err rcvd_seq_err"
+mkdir -p "$LOG"
+rm -f "$LOG"/*.log
+
+[ -x "$T" ] || { echo "interop: $T not found: the rxe VM tool lives in ../shared/tools/rxe-vm" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "interop: $BIN not built (make build)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "interop: needs root (network namespaces, AF_XDP, qemu)" >&2; exit 2; }
+
+started=0
+cleanup() {
+	[ $started = 1 ] && "$T" stop >/dev/null 2>&1
+	started=0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$T" setup >"$LOG/setup.log" 2>&1 || { echo "interop: rxe-vm setup failed (see $LOG/setup.log)" >&2; exit 2; }
+
+# counters prints rxe's hw_counters as name=value lines.
+counters() {
+	"$T" exec -t 20 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && for f in *; do echo "$f=$(cat $f)"; done'
+}
+
+# moved compares two counter dumps and prints "name+delta" for every
+# watched counter that went up.
+moved() {
+	local out=""
+	for c in $WATCHED; do
+		local a b
+		a=$(sed -n "s/^$c=//p" <<<"$1")
+		b=$(sed -n "s/^$c=//p" <<<"$2")
+		if [ -n "$a" ] && [ -n "$b" ] && [ "$b" != "$a" ]; then
+			out="$out $c+$((b - a))"
+		fi
+	done
+	echo "${out# }"
+}
+
+# figure pulls the first number of a result row's figure column: BW
+# average for bandwidth tests, t_typical for latency tests.
+figure() {
+	local file=$1 test=$2
+	case $test in
+	*bw) awk '/BW average/ {getline; print $4; exit}' "$file" ;;
+	*) awk '/t_typical/ {getline; print $5; exit}' "$file" ;;
+	esac
+}
+
+rows=()
+fails=0
+# cell TEST IO MTU SIZE [EXTRA perftest flags...]
+cell() {
+	local test=$1 io=$2 mtu=$3 size=$4
+	shift 4
+	local extra="$*"
+	local pt="ib_${test//-/_}"
+	local sz=""
+	[ "$size" != - ] && sz="-s $size"
+	local name="$test $io mtu$mtu ${size/-/8} ${extra}"
+	local n=$ITERS
+	case $test in *lat) n=$ITERS_LAT ;; esac
+	for dir in "softrnic-server" "perftest-server"; do
+		local tag="${test}_${io}_${mtu}_${size}_${extra// /}_${dir}"
+		tag=${tag//[^A-Za-z0-9_.-]/}
+		local slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.perftest.log"
+		local before after src prc
+		before=$(counters)
+		local t0=$SECONDS
+		if [ $dir = softrnic-server ]; then
+			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" $sz -n "$n" $extra >"$slog" 2>&1 &
+			local spid=$!
+			for _ in $(seq 50); do
+				ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
+				sleep 0.1
+			done
+			"$T" exec -t 110 "timeout 100 $pt -d rxe0 -x 1 -F $sz -n $n $extra $HOSTIP" >"$plog" 2>&1
+			prc=$?
+			wait $spid
+			src=$?
+		else
+			local id
+			id=$("$T" bg "timeout 100 $pt -d rxe0 -x 1 -F $sz -n $n $extra")
+			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" $sz -n "$n" $extra $GUESTIP >"$slog" 2>&1
+			src=$?
+			"$T" wait "$id" >"$plog" 2>&1
+			prc=$?
+		fi
+		after=$(counters)
+		local sf pf mv verdict=pass
+		sf=$(figure "$slog" "$test")
+		pf=$(figure "$plog" "$test")
+		mv=$(moved "$before" "$after")
+		if [ $src != 0 ] || [ $prc != 0 ]; then verdict=FAIL; fi
+		# The passive side of READ/atomic latency prints no table, as perftest.
+		case "$test,$dir" in
+		read-lat,softrnic-server | atomic-lat,softrnic-server) [ -z "$sf" ] && sf="(server)" ;;
+		read-lat,perftest-server | atomic-lat,perftest-server) [ -z "$pf" ] && pf="(server)" ;;
+		esac
+		if [ -z "$sf" ] || [ -z "$pf" ]; then verdict=FAIL; fi
+		if [ -n "$mv" ]; then verdict=FAIL; fi
+		[ $verdict = FAIL ] && fails=$((fails + 1))
+		rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}")")
+		echo "${rows[-1]}"
+	done
+}
+
+boot() {
+	local mtu=$1
+	cleanup
+	echo "== booting the rxe VM, MTU $mtu"
+	"$T" start --mtu "$mtu" >"$LOG/start-$mtu.log" 2>&1 || { echo "interop: VM start failed (see $LOG/start-$mtu.log)" >&2; exit 2; }
+	started=1
+}
+
+start=$SECONDS
+printf '%-44s %-16s %-5s %3s %3s %12s %12s %5s  %s\n' "cell (test io netdev-MTU size)" "direction" "" "sr" "pt" "softrnic" "perftest" "time" "rxe counters moved"
+for mtu in 1500 9000; do
+	boot $mtu
+	if [ "${INTEROP_QUICK:-0}" = 1 ]; then
+		cell write-bw xsk $mtu 65536
+		continue
+	fi
+	for t in send-bw write-bw read-bw; do
+		cell $t xsk $mtu 2
+		cell $t xsk $mtu 65536
+	done
+	cell atomic-bw xsk $mtu - -A CMP_AND_SWAP
+	cell atomic-bw xsk $mtu - -A FETCH_AND_ADD
+	for t in write-lat send-lat read-lat; do
+		cell $t xsk $mtu 2
+	done
+	if [ $mtu = 1500 ]; then
+		cell write-bw udp $mtu 65536
+		cell read-bw udp $mtu 65536
+	fi
+done
+cleanup
+echo
+echo "interop: ${#rows[@]} runs, $fails failed, $((SECONDS - start)) s; logs in $LOG"
+echo "(sr/pt: exit status of softrnic and of perftest; figures: BW average MB/s or t_typical us)"
+[ $fails = 0 ]
