@@ -112,6 +112,9 @@ func (c *Config) setDefaults() error {
 	if c.Iters < 5 {
 		return fmt.Errorf("perftest: at least 5 iterations, not %d", c.Iters)
 	}
+	if c.Duration > 0 && (c.Test == SendBW || !c.Test.BW()) {
+		return fmt.Errorf("perftest: -D is supported for write-bw, read-bw and atomic-bw")
+	}
 	if c.Duration > 0 && c.Duration < 3*time.Second {
 		return fmt.Errorf("perftest: -D must be at least 3 seconds (a warm-up and a cool-down of a quarter each)")
 	}

@@ -10,62 +10,57 @@ import (
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
-// runWriteLat runs write_lat: each side writes a message into the
-// other's buffer, its last byte counting the iterations, and waits until
-// the peer's message has counted as far in its own buffer. The server
-// writes first. No closing exchange follows, as in perftest.
-func (s *session) runWriteLat(ctx context.Context, server bool) error {
-	return s.watch(ctx, func(ctx context.Context) error {
-		for _, size := range s.cfg.sizes() {
-			n := s.cfg.Iters
-			s.ensureTimes(n)
-			post, poll := size-1, s.half+size-1
-			seen := s.placed0
-			scnt, rcnt := 0, 0
-			for scnt < n || rcnt < n {
-				if rcnt < n && !(scnt < 1 && server) {
-					rcnt++
-					var err error
-					if seen, err = s.waitByte(ctx, poll, byte(rcnt), seen); err != nil {
-						return fmt.Errorf("perftest: waiting for the peer's write %d of %d: %w", rcnt, n, err)
-					}
-				}
-				if scnt < n {
-					s.tposted[scnt] = time.Now()
-					scnt++
-					s.buf[post] = byte(scnt)
-					wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-						SGL:        []verbs.SGE{{Addr: s.mr.Addr, Length: uint32(size), LKey: s.mr.LKey}},
-						RemoteAddr: s.peer.VAddr, RKey: s.peer.RKey}
-					if size <= maxInline {
-						wr.Flags |= verbs.SendInline
-					}
-					if _, err := s.qp.PostSend([]verbs.SendWR{wr}); err != nil {
-						return fmt.Errorf("perftest: post write: %w", err)
-					}
-					if _, err := s.poll(ctx, s.scq); err != nil {
-						return err
-					}
-				}
+// writeLat runs one size of write_lat: each side writes a message into
+// the other's buffer, its last byte counting the iterations, and waits
+// until the peer's message has counted as far in its own buffer. The
+// server writes first.
+func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
+	n := d.cfg.Iters
+	d.ensureTimes(n)
+	post, poll := size-1, d.half+size-1
+	seen := d.placed0
+	scnt, rcnt := 0, 0
+	for scnt < n || rcnt < n {
+		if rcnt < n && !(scnt < 1 && server) {
+			rcnt++
+			var err error
+			if seen, err = d.waitByte(ctx, poll, byte(rcnt), seen); err != nil {
+				return fmt.Errorf("perftest: waiting for the peer's write %d of %d: %w", rcnt, n, err)
 			}
-			s.latResult(size, n, 2)
 		}
-		s.printFooter()
-		return nil
-	})
+		if scnt < n {
+			d.tposted[scnt] = time.Now()
+			scnt++
+			d.buf[post] = byte(scnt)
+			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+				SGL:        []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}},
+				RemoteAddr: d.peer.VAddr, RKey: d.peer.RKey}
+			if size <= maxInline {
+				wr.Flags |= verbs.SendInline
+			}
+			if _, err := d.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+				return fmt.Errorf("perftest: post write: %w", err)
+			}
+			if _, err := d.poll(ctx, d.scq); err != nil {
+				return err
+			}
+		}
+	}
+	d.placed0 = seen
+	return nil
 }
 
 // waitByte waits until the peer's WRITE has set buf[off] to want. It
 // reads the buffer only after the device's count of placed WRITEs has
-// moved past seen, and returns the count it read.
-// It spins a little (the answer is usually there within microseconds),
-// then sleeps until the device places a WRITE: on a machine with few
-// cores a spinning poller would take the CPU the NIC's engine needs.
-func (s *session) waitByte(ctx context.Context, off int, want byte, seen uint64) (uint64, error) {
+// moved past seen, and returns the count it read. It spins a little (the
+// answer often comes within microseconds), then sleeps until the device
+// places a WRITE: on a machine with few cores a spinning poller would take
+// the CPU the NIC's engine needs.
+func (d *rdma) waitByte(ctx context.Context, off int, want byte, seen uint64) (uint64, error) {
 	for spin := 0; ; spin++ {
-		if cur := s.env.Dev.WritesPlaced(); cur != seen {
+		if cur := d.env.Dev.WritesPlaced(); cur != seen {
 			seen = cur
-			if s.buf[off] == want {
+			if d.buf[off] == want {
 				return seen, nil
 			}
 		}
@@ -73,162 +68,131 @@ func (s *session) waitByte(ctx context.Context, off int, want byte, seen uint64)
 			runtime.Gosched()
 			continue
 		}
-		cur, err := s.env.Dev.WaitWritesPlaced(ctx, seen)
+		cur, err := d.env.Dev.WaitWritesPlaced(ctx, seen)
 		if err != nil {
 			return seen, err
 		}
 		if cur != seen {
 			seen = cur
-			if s.buf[off] == want {
+			if d.buf[off] == want {
 				return seen, nil
 			}
 		}
 	}
 }
 
-// runSendLat runs send_lat: both sides post receives and sync; the client
-// sends first; each answers every message it receives with one of its own.
-func (s *session) runSendLat(ctx context.Context, server bool) error {
-	for _, size := range s.cfg.sizes() {
-		n := s.cfg.Iters
-		s.ensureTimes(n)
-		for k := range s.cfg.RxDepth {
-			if err := s.postRecv(uint64(k), size, 0); err != nil {
+// sendLat runs one size of send_lat (the receives are posted): the
+// client sends first; each answers every message it receives with one of
+// its own.
+func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
+	n := d.cfg.Iters
+	d.ensureTimes(n)
+	scnt, rcnt := 0, 0
+	for scnt < n || rcnt < n {
+		if rcnt < n && !(scnt < 1 && !server) {
+			wcs, err := d.poll(ctx, d.rcq)
+			if err != nil {
+				return err
+			}
+			for range wcs {
+				rcnt++
+				if rcnt+d.cfg.RxDepth <= n {
+					if err := d.postRecv(uint64(rcnt), size, 0); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if scnt < n {
+			d.tposted[scnt] = time.Now()
+			scnt++
+			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+				SGL: []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}}}
+			if size <= maxInline {
+				wr.Flags |= verbs.SendInline
+			}
+			if _, err := d.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+				return fmt.Errorf("perftest: post send: %w", err)
+			}
+			if _, err := d.poll(ctx, d.scq); err != nil {
 				return err
 			}
 		}
-		if err := s.keys("keys exchange before the run", StepTimeout); err != nil {
-			return err
-		}
-		err := s.watch(ctx, func(ctx context.Context) error {
-			scnt, rcnt := 0, 0
-			for scnt < n || rcnt < n {
-				if rcnt < n && !(scnt < 1 && !server) {
-					wcs, err := s.poll(ctx, s.rcq)
-					if err != nil {
-						return err
-					}
-					for range wcs {
-						rcnt++
-						if rcnt+s.cfg.RxDepth <= n {
-							if err := s.postRecv(uint64(rcnt), size, 0); err != nil {
-								return err
-							}
-						}
-					}
-				}
-				if scnt < n {
-					s.tposted[scnt] = time.Now()
-					scnt++
-					wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-						SGL: []verbs.SGE{{Addr: s.mr.Addr, Length: uint32(size), LKey: s.mr.LKey}}}
-					if size <= maxInline {
-						wr.Flags |= verbs.SendInline
-					}
-					if _, err := s.qp.PostSend([]verbs.SendWR{wr}); err != nil {
-						return fmt.Errorf("perftest: post send: %w", err)
-					}
-					if _, err := s.poll(ctx, s.scq); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		s.latResult(size, n, 2)
 	}
-	s.printFooter()
-	return s.close(StepTimeout)
+	return nil
 }
 
-// runReadLat runs read_lat and atomic_lat: the client issues one READ or
-// atomic at a time to the server's buffer and waits for it; the server's
-// NIC answers while the server waits in the closing exchange.
-func (s *session) runReadLat(ctx context.Context, server bool) error {
-	if server {
-		return s.close(runWait) // waits for the client's run, or fails at once if it goes away
-	}
+// readLat runs one size of read_lat or atomic_lat: one READ or atomic at
+// a time to the server's buffer, each waited for.
+func (d *rdma) readLat(ctx context.Context, size int) error {
 	op := verbs.WRRDMARead
 	switch {
-	case s.cfg.Test.atomic() && s.cfg.Atomic == CmpAndSwap:
+	case d.cfg.Test.atomic() && d.cfg.Atomic == CmpAndSwap:
 		op = verbs.WRAtomicCmpAndSwp
-	case s.cfg.Test.atomic():
+	case d.cfg.Test.atomic():
 		op = verbs.WRAtomicFetchAdd
 	}
-	err := s.watch(ctx, func(ctx context.Context) error {
-		for _, size := range s.cfg.sizes() {
-			n := s.cfg.Iters
-			s.ensureTimes(n)
-			for k := range n {
-				wr := verbs.SendWR{WRID: uint64(k), Opcode: op, Flags: verbs.SendSignaled,
-					SGL:        []verbs.SGE{{Addr: s.mr.Addr, Length: uint32(size), LKey: s.mr.LKey}},
-					RemoteAddr: s.peer.VAddr, RKey: s.peer.RKey}
-				if op == verbs.WRAtomicFetchAdd {
-					wr.CompareAdd = 1
-				}
-				s.tposted[k] = time.Now()
-				if _, err := s.qp.PostSend([]verbs.SendWR{wr}); err != nil {
-					return fmt.Errorf("perftest: post: %w", err)
-				}
-				if _, err := s.poll(ctx, s.scq); err != nil {
-					return err
-				}
-			}
-			s.latResult(size, n, 1)
+	n := d.cfg.Iters
+	d.ensureTimes(n)
+	for k := range n {
+		wr := verbs.SendWR{WRID: uint64(k), Opcode: op, Flags: verbs.SendSignaled,
+			SGL:        []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}},
+			RemoteAddr: d.peer.VAddr, RKey: d.peer.RKey}
+		if op == verbs.WRAtomicFetchAdd {
+			wr.CompareAdd = 1
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+		d.tposted[k] = time.Now()
+		if _, err := d.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+			return fmt.Errorf("perftest: post: %w", err)
+		}
+		if _, err := d.poll(ctx, d.scq); err != nil {
+			return err
+		}
 	}
-	s.printFooter()
-	return s.close(StepTimeout)
-}
-
-func (s *session) ensureTimes(n int) {
-	if cap(s.tposted) < n {
-		s.tposted, s.tdone = make([]time.Time, n), make([]time.Time, n)
-	}
+	return nil
 }
 
 // latTail is how many of the largest samples perftest leaves out.
 const latTail = 2
 
-// latResult computes perftest's latency figures from the times each
-// iteration was posted: the samples are the gaps between consecutive
-// posts, halved for ping-pong tests (a half round trip); the largest two
-// are left out; percentiles come from an HDR histogram of the rest.
-func (s *session) latResult(size, n, div int) {
-	samples := make([]time.Duration, 0, n-1)
-	for i := range n - 1 {
-		samples = append(samples, s.tposted[i+1].Sub(s.tposted[i])/time.Duration(div))
+// latResult computes perftest's latency figures from the times the
+// iterations were posted: the samples are the gaps between consecutive
+// posts, divided by div (2 for ping-pong tests: a half round trip); the
+// largest two are left out; percentiles come from an HDR histogram of the
+// rest.
+func (d *rdma) latResult(size, div int, server bool) Result {
+	r := Result{Test: d.cfg.Test.String(), Role: "client", Bytes: size, Iters: d.cfg.Iters}
+	if server {
+		r.Role = "server"
+	}
+	r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.P99, r.P999 = latStats(d.tposted[:d.cfg.Iters], div)
+	return r
+}
+
+// latStats returns, in microseconds, min, max, median, mean, standard
+// deviation and the 99th and 99.9th percentiles of the samples.
+func latStats(posted []time.Time, div int) (tmin, tmax, typical, avg, stdev, p99, p999 float64) {
+	samples := make([]time.Duration, 0, len(posted))
+	for i := range len(posted) - 1 {
+		samples = append(samples, posted[i+1].Sub(posted[i])/time.Duration(div))
 	}
 	slices.Sort(samples)
 	if len(samples) > latTail {
 		samples = samples[:len(samples)-latTail]
 	}
-	h := NewHistogram()
-	var sum float64
-	for _, d := range samples {
-		h.Record(uint64(max(d, 0)))
-		sum += float64(d)
-	}
-	us := func(ns float64) float64 { return ns / 1e3 }
 	m := len(samples)
+	if m == 0 {
+		return
+	}
+	h := NewHistogram()
+	for _, x := range samples {
+		h.Record(uint64(max(x, 0)))
+	}
 	median := float64(samples[m/2])
 	if m%2 == 0 {
 		median = (float64(samples[m/2-1]) + float64(samples[m/2])) / 2
 	}
-	r := Result{Test: s.cfg.Test.String(), Role: "client", Bytes: size, Iters: n,
-		TMin: us(float64(samples[0])), TMax: us(float64(samples[m-1])), TTypical: us(median),
-		TAvg: us(sum / float64(m)), TStdev: us(h.StdDev()),
-		P99: us(float64(h.Percentile(99))), P999: us(float64(h.Percentile(99.9)))}
-	if s.conn.Server() {
-		r.Role = "server"
-	}
-	s.results = append(s.results, r)
-	s.printLat(&r)
+	us := func(ns float64) float64 { return ns / 1e3 }
+	return us(float64(samples[0])), us(float64(samples[m-1])), us(median), us(h.Mean()), us(h.StdDev()),
+		us(float64(h.Percentile(99))), us(float64(h.Percentile(99.9)))
 }

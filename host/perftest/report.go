@@ -65,7 +65,7 @@ func (s *session) printHeader() {
 	w := s.out
 	fmt.Fprint(w, resultLine)
 	fmt.Fprintf(w, "%*s\n", 20+len(s.title()), s.title())
-	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", s.env.DevName)
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", s.devName)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", c.QPs)
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if c.Test.BW() {
@@ -88,7 +88,7 @@ func (s *session) printHeader() {
 	fmt.Fprint(w, resultLine)
 	switch {
 	case c.Test.BW():
-		u := s.units()
+		u := s.cfg.units()
 		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", u, u)
 	case (c.Test.read() || c.Test.atomic()) && s.conn.Server():
 		// The passive side of READ and atomic latency measures nothing.

@@ -2,15 +2,12 @@ package perftest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -28,56 +25,70 @@ type Env struct {
 // runWait bounds a step that waits for the peer's test run.
 const runWait = 10 * time.Minute
 
+// dataPath is what a run does on the NIC between the exchange's steps;
+// the exchange itself (session) is the same whatever carries the data.
+type dataPath interface {
+	// setup creates the QP and its buffer and returns the local keys.
+	setup(cfg *Config) (Keys, error)
+	// connect brings the QP to RTR (and RTS with rts) towards peer.
+	connect(ctx context.Context, peer Keys, mtu int, rts bool) error
+	// prepare posts the receives of a run of size-byte messages, before
+	// the sync that starts it.
+	prepare(size int) error
+	// measure runs one size: the client's part, or the server's where it
+	// does something. ok is false when the side measures nothing.
+	measure(ctx context.Context, size int, server bool) (r Result, ok bool, err error)
+	// teardown moves the QP to the error state and resets it.
+	teardown()
+}
+
 // Run runs one test over an established exchange connection, printing
 // perftest's report to out (when out is not nil), and returns the results.
-// On any error its QPs are moved to the error state and then reset, and
-// its resources go with the device.
-func Run(ctx context.Context, env Env, conn *Conn, cfg Config, out io.Writer) (res []Result, err error) {
+// On any error its QP is moved to the error state and then reset; its
+// resources go with the device.
+func Run(ctx context.Context, env Env, conn *Conn, cfg Config, out io.Writer) ([]Result, error) {
+	return run(ctx, &rdma{env: env}, env.PortMTU, env.DevName, conn, cfg, out)
+}
+
+func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, cfg Config, out io.Writer) (res []Result, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
 	if out == nil {
 		out = io.Discard
 	}
-	s := &session{env: env, conn: conn, cfg: cfg, out: out}
+	s := &session{dp: dp, conn: conn, cfg: cfg, out: out, devName: devName}
 	defer func() {
 		if err != nil {
-			s.teardown()
+			dp.teardown()
 		}
 	}()
-	if err := s.preamble(); err != nil {
+	if err := s.preamble(mtu); err != nil {
 		return nil, err
 	}
-	if err := s.resources(); err != nil {
+	if s.local, err = dp.setup(&s.cfg); err != nil {
 		return nil, err
 	}
-	return s.run(ctx)
+	err = s.run(ctx)
+	return s.results, err
 }
 
-// session is one run's state.
+// session is the exchange's side of a run: perftest's sequence of steps
+// for the test and the side, and the report.
 type session struct {
-	env  Env
-	conn *Conn
-	cfg  Config
-	out  io.Writer
-
-	mtu            int
-	scq, rcq       *verbs.CQ // send and receive completions
-	qp             *verbs.QP
-	mr             *verbs.MR
-	buf            []byte
-	half           int // offset of the receive half of buf
-	local, peer    Keys
-	ah             verbs.AH
-	peerVersion    string
-	wc             []verbs.WC
-	results        []Result
-	placed0        uint64 // WritesPlaced before the peer could write
-	tposted, tdone []time.Time
+	dp          dataPath
+	conn        *Conn
+	cfg         Config
+	out         io.Writer
+	devName     string
+	mtu         int
+	local, peer Keys
+	peerVersion string
+	results     []Result
 }
 
 // preamble exchanges versions, system data and the MTU.
-func (s *session) preamble() error {
+func (s *session) preamble(portMTU int) error {
 	v, err := s.conn.Versions()
 	if err != nil {
 		return err
@@ -88,58 +99,13 @@ func (s *session) preamble() error {
 	}
 	mtu := s.cfg.MTU
 	if mtu == 0 {
-		mtu = s.env.PortMTU
+		mtu = portMTU
 	}
-	if s.mtu, err = s.conn.MTU(mtu); err != nil {
-		return err
-	}
-	return nil
+	s.mtu, err = s.conn.MTU(mtu)
+	return err
 }
 
-// resources creates the CQ, the QP and the buffer, and the local keys.
-func (s *session) resources() error {
-	d := s.env.Dev
-	pd, err := d.AllocPD()
-	if err != nil {
-		return err
-	}
-	depth := max(s.cfg.TxDepth, s.cfg.RxDepth)
-	if s.scq, err = d.CreateCQ(depth + 16); err != nil {
-		return err
-	}
-	if s.rcq, err = d.CreateCQ(depth + 16); err != nil {
-		return err
-	}
-	inline := 0
-	if !s.cfg.Test.BW() && !s.cfg.Test.read() && !s.cfg.Test.atomic() {
-		inline = 220
-		if s.cfg.Test.send() {
-			inline = 236
-		}
-	}
-	if s.qp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: s.scq, RecvCQ: s.rcq,
-		Cap: verbs.QPCap{MaxSendWR: s.cfg.TxDepth, MaxRecvWR: s.cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: min(inline, maxInline)}}); err != nil {
-		return err
-	}
-	s.half = s.cfg.bufSize()
-	s.buf = make([]byte, 2*s.half)
-	if s.mr, err = pd.RegMR(s.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
-		return err
-	}
-	s.wc = make([]verbs.WC, 64)
-	out := uint16(1)
-	if s.cfg.Test.read() || s.cfg.Test.atomic() {
-		out = uint16(s.cfg.OutReads)
-	}
-	s.local = Keys{OutReads: out, QPN: s.qp.Num, PSN: rand.Uint32() & 0xffffff, RKey: s.mr.RKey,
-		VAddr: s.mr.Addr + uint64(s.half), GID: s.env.GID.As16()}
-	return nil
-}
-
-// maxInline is what softrnic carries inline in a send WQE.
-const maxInline = host.MaxInline
-
-// keys runs one keys exchange and checks the peer's answer stays the same.
+// keys runs one keys exchange; the peer's keys must stay the same.
 func (s *session) keys(step string, wait time.Duration) error {
 	k, err := s.conn.Keys(step, s.local, wait)
 	if err != nil {
@@ -152,95 +118,169 @@ func (s *session) keys(step string, wait time.Duration) error {
 	return nil
 }
 
-// connect brings the QP to RTR, and to RTS unless it only answers.
-func (s *session) connect(ctx context.Context, rts bool) error {
-	ip := s.peer.Addr()
-	if !ip.IsValid() || ip.IsUnspecified() {
-		return fmt.Errorf("%w: keys exchange: GID %s is no address", ErrPeer, ip)
-	}
-	rctx, cancel := context.WithTimeout(ctx, StepTimeout)
-	defer cancel()
-	mac, err := s.env.Resolve(rctx, ip)
-	if err != nil {
-		return fmt.Errorf("perftest: resolving the peer %s: %w", ip, err)
-	}
-	s.ah = verbs.AH{DestMAC: mac, DestGID: ip}
-	qp := s.qp
-	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1,
-		AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
-		return fmt.Errorf("perftest: QP to INIT: %w", err)
-	}
-	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: s.ah, PathMTU: s.mtu, DestQPN: s.peer.QPN, RQPSN: s.peer.PSN,
-		MaxDestRdAtomic: uint8(s.local.OutReads), MinRNRTimer: 12},
-		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer); err != nil {
-		return fmt.Errorf("perftest: QP to RTR: %w", err)
-	}
-	if !rts {
-		return nil
-	}
-	rd := uint8(max(1, min(int(s.peer.OutReads), maxOutReads)))
-	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, SQPSN: s.local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: rd},
-		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic); err != nil {
-		return fmt.Errorf("perftest: QP to RTS: %w", err)
-	}
-	return nil
-}
-
-// teardown moves the QP to the error state, flushing its work, and then
-// resets it.
-func (s *session) teardown() {
-	if s.qp == nil {
-		return
-	}
-	s.qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
-	s.qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
-}
-
 // run follows perftest's sequence for the test and the side.
-func (s *session) run(ctx context.Context) ([]Result, error) {
+func (s *session) run(ctx context.Context) error {
 	t, server := s.cfg.Test, s.conn.Server()
 	// Setup: a keys exchange per QP, the connection, another per QP and
 	// one after RTR (the latency tests but send_lat begin with one more).
 	if !t.BW() && t != SendLat {
 		if err := s.keys("keys exchange", StepTimeout); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := s.keys("keys exchange", StepTimeout); err != nil {
-		return nil, err
+		return err
 	}
 	s.printHeader()
 	// A bandwidth server of WRITE, READ or atomics only answers: its QP
 	// stays in RTR, as perftest's does.
 	passive := server && t.BW() && !t.send()
-	if err := s.connect(ctx, !passive); err != nil {
-		return nil, err
+	if err := s.dp.connect(ctx, s.peer, s.mtu, !passive); err != nil {
+		return err
 	}
-	if err := s.keys("keys exchange after connecting", StepTimeout); err != nil {
-		return nil, err
+	for _, step := range []string{"keys exchange after connecting", "keys exchange after RTR"} {
+		if err := s.keys(step, StepTimeout); err != nil {
+			return err
+		}
 	}
-	s.placed0 = s.env.Dev.WritesPlaced() // before the peer may write
-	if err := s.keys("keys exchange after RTR", StepTimeout); err != nil {
-		return nil, err
-	}
-	var err error
 	switch {
 	case t.BW() && !t.send():
-		err = s.runOneSidedBW(ctx, server)
+		return s.oneSidedBW(ctx, server)
 	case t == SendBW:
-		err = s.runSendBW(ctx, server)
+		return s.sendBW(ctx, server)
 	case t == WriteLat:
-		err = s.runWriteLat(ctx, server)
+		return s.writeLat(ctx, server)
 	case t == SendLat:
-		err = s.runSendLat(ctx, server)
-	default: // READ and atomic latency: only the client works
-		err = s.runReadLat(ctx, server)
+		return s.sendLat(ctx, server)
+	default:
+		return s.readLat(ctx, server)
 	}
+}
+
+// measure runs one size while watching the connection, and prints and
+// keeps its result.
+func (s *session) measure(ctx context.Context, size int, server bool) error {
+	var r Result
+	var ok bool
+	err := s.watch(ctx, func(ctx context.Context) error {
+		var err error
+		r, ok, err = s.dp.measure(ctx, size, server)
+		return err
+	})
 	if err != nil {
-		return s.results, err
+		return err
 	}
-	return s.results, nil
+	if ok {
+		s.addResult(r)
+	}
+	return nil
+}
+
+func (s *session) addResult(r Result) {
+	s.results = append(s.results, r)
+	if s.cfg.Test.BW() {
+		s.printBW(&r)
+	} else {
+		s.printLat(&r)
+	}
+}
+
+// oneSidedBW: write_bw, read_bw, atomic_bw. The client runs every size,
+// then syncs and sends its report; the server waits for that sync (the
+// step itself fails at once if the client goes away), takes the report
+// and prints it.
+func (s *session) oneSidedBW(ctx context.Context, server bool) error {
+	if server {
+		if err := s.keys("keys exchange after the run", runWait); err != nil {
+			return err
+		}
+		rep, err := s.conn.Reports(Report{})
+		if err != nil {
+			return err
+		}
+		s.addResult(Result{Test: s.cfg.Test.String(), Role: "server", Bytes: int(rep.Size), Iters: int(rep.Iters),
+			BWPeak: rep.PeakBW, BWAvg: rep.AvgBW, MsgRate: rep.MsgMpp, Units: s.cfg.units()})
+		s.printFooter()
+		return s.close(StepTimeout)
+	}
+	for _, size := range s.cfg.sizes() {
+		if err := s.measure(ctx, size, false); err != nil {
+			return err
+		}
+	}
+	s.printFooter()
+	if err := s.keys("keys exchange after the run", StepTimeout); err != nil {
+		return err
+	}
+	last := s.results[len(s.results)-1]
+	if _, err := s.conn.Reports(Report{Size: uint64(last.Bytes), Iters: uint64(last.Iters), PeakBW: last.BWPeak, AvgBW: last.BWAvg, MsgMpp: last.MsgRate}); err != nil {
+		return err
+	}
+	return s.close(StepTimeout)
+}
+
+// sendBW: per size the server posts its receives, both sync, the client
+// sends and the server counts; each prints its own report.
+func (s *session) sendBW(ctx context.Context, server bool) error {
+	for _, size := range s.cfg.sizes() {
+		if server {
+			if err := s.dp.prepare(size); err != nil {
+				return err
+			}
+		}
+		if err := s.keys("keys exchange before the run", StepTimeout); err != nil {
+			return err
+		}
+		if err := s.measure(ctx, size, server); err != nil {
+			return err
+		}
+	}
+	s.printFooter()
+	return s.close(StepTimeout)
+}
+
+// writeLat: a ping-pong of WRITEs, no closing exchange (as perftest).
+func (s *session) writeLat(ctx context.Context, server bool) error {
+	for _, size := range s.cfg.sizes() {
+		if err := s.measure(ctx, size, server); err != nil {
+			return err
+		}
+	}
+	s.printFooter()
+	return nil
+}
+
+// sendLat: per size both post receives and sync, then ping-pong SENDs.
+func (s *session) sendLat(ctx context.Context, server bool) error {
+	for _, size := range s.cfg.sizes() {
+		if err := s.dp.prepare(size); err != nil {
+			return err
+		}
+		if err := s.keys("keys exchange before the run", StepTimeout); err != nil {
+			return err
+		}
+		if err := s.measure(ctx, size, server); err != nil {
+			return err
+		}
+	}
+	s.printFooter()
+	return s.close(StepTimeout)
+}
+
+// readLat: read_lat and atomic_lat. Only the client works; the server
+// waits in the closing exchange (failing at once if the client goes
+// away).
+func (s *session) readLat(ctx context.Context, server bool) error {
+	if server {
+		return s.close(runWait)
+	}
+	for _, size := range s.cfg.sizes() {
+		if err := s.measure(ctx, size, false); err != nil {
+			return err
+		}
+	}
+	s.printFooter()
+	return s.close(StepTimeout)
 }
 
 // close ends the exchange: a last keys exchange (waiting for the peer's
@@ -252,9 +292,9 @@ func (s *session) close(wait time.Duration) error {
 	return s.conn.Done()
 }
 
-// watch runs fn while watching the connection: if the peer closes it,
-// the QP is moved to the error state (flushing what fn waits for) and the
-// error says so.
+// watch runs fn while watching the connection: if the peer closes it, fn's
+// context is cancelled (so a wait for completions ends) and the error says
+// so.
 func (s *session) watch(ctx context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -277,25 +317,4 @@ func (s *session) watch(ctx context.Context, fn func(ctx context.Context) error)
 		return peerErr
 	}
 	return err
-}
-
-// poll takes completions of cq into s.wc, waiting until at least one
-// comes or ctx ends. An error completion ends the run.
-func (s *session) poll(ctx context.Context, cq *verbs.CQ) ([]verbs.WC, error) {
-	for {
-		if k := cq.Poll(s.wc); k > 0 {
-			for _, c := range s.wc[:k] {
-				if c.Status != verbs.WCSuccess {
-					return nil, fmt.Errorf("perftest: completion with error: %v (WR %d, opcode %v)", c.Status, c.WRID, c.Opcode)
-				}
-			}
-			return s.wc[:k], nil
-		}
-		if err := cq.Wait(ctx); err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return nil, fmt.Errorf("perftest: the run stopped: %w", err)
-			}
-			return nil, err
-		}
-	}
 }

@@ -137,6 +137,7 @@ cell() {
 boot() {
 	local mtu=$1
 	cleanup
+	"$T" stop >/dev/null 2>&1 # an instance left running by an earlier run
 	echo "== booting the rxe VM, MTU $mtu"
 	"$T" start --mtu "$mtu" >"$LOG/start-$mtu.log" 2>&1 || { echo "interop: VM start failed (see $LOG/start-$mtu.log)" >&2; exit 2; }
 	started=1

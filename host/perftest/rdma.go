@@ -1,0 +1,181 @@
+package perftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// rdma is the data path of a run on a softrnic device: one RC QP, a send
+// and a receive CQ, and a buffer whose first half is the local side of
+// every message and whose second half the peer reaches (its VAddr).
+type rdma struct {
+	env            Env
+	cfg            *Config
+	scq, rcq       *verbs.CQ
+	qp             *verbs.QP
+	mr             *verbs.MR
+	buf            []byte
+	half           int // offset of the second half
+	local, peer    Keys
+	placed0        uint64 // WritesPlaced before the peer could write
+	wc             []verbs.WC
+	tposted, tdone []time.Time
+}
+
+// maxInline is what softrnic carries inline in a send WQE.
+const maxInline = host.MaxInline
+
+func (d *rdma) setup(cfg *Config) (Keys, error) {
+	d.cfg = cfg
+	dev := d.env.Dev
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return Keys{}, err
+	}
+	depth := max(cfg.TxDepth, cfg.RxDepth)
+	if d.scq, err = dev.CreateCQ(depth + 16); err != nil {
+		return Keys{}, err
+	}
+	if d.rcq, err = dev.CreateCQ(depth + 16); err != nil {
+		return Keys{}, err
+	}
+	inline := 0
+	if !cfg.Test.BW() && !cfg.Test.read() && !cfg.Test.atomic() {
+		inline = maxInline
+	}
+	if d.qp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: d.scq, RecvCQ: d.rcq,
+		Cap: verbs.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline}}); err != nil {
+		return Keys{}, err
+	}
+	d.half = cfg.bufSize()
+	d.buf = make([]byte, 2*d.half)
+	if d.mr, err = pd.RegMR(d.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
+		return Keys{}, err
+	}
+	d.wc = make([]verbs.WC, 64)
+	out := uint16(1)
+	if cfg.Test.read() || cfg.Test.atomic() {
+		out = uint16(cfg.OutReads)
+	}
+	d.local = Keys{OutReads: out, QPN: d.qp.Num, PSN: rand.Uint32() & 0xffffff, RKey: d.mr.RKey,
+		VAddr: d.mr.Addr + uint64(d.half), GID: d.env.GID.As16()}
+	return d.local, nil
+}
+
+func (d *rdma) connect(ctx context.Context, peer Keys, mtu int, rts bool) error {
+	d.peer = peer
+	ip := peer.Addr()
+	if !ip.IsValid() || ip.IsUnspecified() {
+		return fmt.Errorf("%w: keys exchange: GID %s is no address", ErrPeer, ip)
+	}
+	rctx, cancel := context.WithTimeout(ctx, StepTimeout)
+	defer cancel()
+	mac, err := d.env.Resolve(rctx, ip)
+	if err != nil {
+		return fmt.Errorf("perftest: resolving the peer %s: %w", ip, err)
+	}
+	qp := d.qp
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1,
+		AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+		return fmt.Errorf("perftest: QP to INIT: %w", err)
+	}
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: mac, DestGID: ip}, PathMTU: mtu,
+		DestQPN: peer.QPN, RQPSN: peer.PSN, MaxDestRdAtomic: uint8(d.local.OutReads), MinRNRTimer: 12},
+		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer); err != nil {
+		return fmt.Errorf("perftest: QP to RTR: %w", err)
+	}
+	// The peer writes only after the exchange that follows.
+	d.placed0 = d.env.Dev.WritesPlaced()
+	if !rts {
+		return nil
+	}
+	rd := uint8(max(1, min(int(peer.OutReads), maxOutReads)))
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, SQPSN: d.local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: rd},
+		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic); err != nil {
+		return fmt.Errorf("perftest: QP to RTS: %w", err)
+	}
+	return nil
+}
+
+func (d *rdma) teardown() {
+	if d.qp == nil {
+		return
+	}
+	d.qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+	d.qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
+}
+
+// prepare posts RxDepth receives (send tests).
+func (d *rdma) prepare(size int) error {
+	for k := range d.cfg.RxDepth {
+		off := cycleOffset(k, size)
+		if d.cfg.Test == SendLat {
+			off = 0
+		}
+		if err := d.postRecv(uint64(k), size, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *rdma) measure(ctx context.Context, size int, server bool) (Result, bool, error) {
+	t := d.cfg.Test
+	switch {
+	case t == SendBW && server:
+		r, err := d.sendBWServer(ctx, size)
+		return r, err == nil, err
+	case t.BW():
+		r, err := d.bwClient(ctx, size)
+		return r, err == nil, err
+	case t == WriteLat:
+		err := d.writeLat(ctx, size, server)
+		return d.latResult(size, 2, server), err == nil, err
+	case t == SendLat:
+		err := d.sendLat(ctx, size, server)
+		return d.latResult(size, 2, server), err == nil, err
+	default:
+		err := d.readLat(ctx, size)
+		return d.latResult(size, 1, server), err == nil, err
+	}
+}
+
+// postRecv posts a receive of size bytes at offset off of the second half.
+func (d *rdma) postRecv(id uint64, size, off int) error {
+	_, err := d.qp.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{{Addr: d.mr.Addr + uint64(d.half+off), Length: uint32(size), LKey: d.mr.LKey}}}})
+	return err
+}
+
+// poll takes completions of cq into d.wc, waiting until at least one
+// comes or ctx ends. An error completion ends the run.
+func (d *rdma) poll(ctx context.Context, cq *verbs.CQ) ([]verbs.WC, error) {
+	for {
+		if k := cq.Poll(d.wc); k > 0 {
+			for _, c := range d.wc[:k] {
+				if c.Status != verbs.WCSuccess {
+					return nil, fmt.Errorf("perftest: completion with error: %v (WR %d, opcode %v)", c.Status, c.WRID, c.Opcode)
+				}
+			}
+			return d.wc[:k], nil
+		}
+		if err := cq.Wait(ctx); err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("perftest: the run stopped: %w", err)
+			}
+			return nil, err
+		}
+	}
+}
+
+func (d *rdma) ensureTimes(n int) {
+	if cap(d.tposted) < n {
+		d.tposted, d.tdone = make([]time.Time, n), make([]time.Time, n)
+	}
+}
