@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache bench-write fuzz generate demo interop clean
+.PHONY: help build test lint bench bench-frames bench-cache bench-write fuzz generate demo interop perf-veth clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -55,6 +55,9 @@ demo: build ## the main job: frames of every opcode across a veth pair (root)
 
 interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
 	bash tests/interop/interop.sh
+
+perf-veth: build ## softrnic perf write-bw and write-lat between two softrnic NICs over a veth pair (root)
+	bash tests/interop/perf-veth.sh
 
 clean: ## remove build output
 	rm -rf bin

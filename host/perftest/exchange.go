@@ -24,7 +24,7 @@ const Version = "6.06"
 
 // StepTimeout bounds each step of the exchange that does not wait for the
 // peer's test run.
-const StepTimeout = 5 * time.Second
+const StepTimeout = 4 * time.Second
 
 // ErrPeer is wrapped by the errors of a step whose answer was not what
 // perftest sends.

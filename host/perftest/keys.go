@@ -31,8 +31,10 @@ var keyFields = [...]struct {
 	width int
 }{{"LID", 4}, {"OUT_READS", 4}, {"QPN", 6}, {"PSN", 6}, {"RKEY", 8}, {"VADDR", 16}}
 
-// ErrKeys is wrapped by every error ParseKeys returns.
-var ErrKeys = errors.New("perftest: malformed keys message")
+// ErrKeys is wrapped by every error ParseKeys returns. (Its text has no
+// package prefix: it is read inside the step's error, "perftest: keys
+// exchange: malformed keys message: …".)
+var ErrKeys = errors.New("malformed keys message")
 
 // Marshal encodes k as perftest sends it.
 func (k *Keys) Marshal() [KeysLen]byte {

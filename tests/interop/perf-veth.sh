@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make perf-veth: softrnic perf between two softrnic NICs in two network
+# namespaces joined by a veth pair (MTU 9000, so IB MTU 4096), xsk port:
+# write-bw (64 KiB, Gbit/s) and write-lat (2 bytes), server and client
+# output side by side. Needs root. TESTS, ITERS and MTU override.
+set -eu
+cd "$(dirname "$0")/../.."
+BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
+TESTS=${TESTS:-"write-bw write-lat"}
+MTU=${MTU:-9000}
+A=srnperf-a-$$ B=srnperf-b-$$
+[ "$(id -u)" = 0 ] || { echo "perf-veth: needs root" >&2; exit 2; }
+spid=""
+cleanup() {
+	[ -n "$spid" ] && kill "$spid" 2>/dev/null
+	ip netns del $A 2>/dev/null || true
+	ip netns del $B 2>/dev/null || true
+}
+trap cleanup EXIT
+ip netns add $A
+ip netns add $B
+ip link add veth0 netns $A type veth peer name veth0 netns $B
+for ns in $A $B; do
+	ip -n $ns link set lo up
+	ip -n $ns link set veth0 mtu "$MTU" up
+done
+ip -n $A addr add 10.49.0.1/24 dev veth0
+ip -n $B addr add 10.49.0.2/24 dev veth0
+sleep 0.5
+for t in $TESTS; do
+	args=""
+	case $t in *bw) args="--report_gbits -n ${ITERS:-5000}" ;; *) args="-n ${ITERS:-5000}" ;; esac
+	echo "== softrnic perf $t $args (server in $A, client in $B, veth MTU $MTU)"
+	ip netns exec $A "$BIN" perf "$t" -d veth0 $args >/tmp/perf-veth-server.$$ 2>&1 &
+	spid=$!
+	for _ in $(seq 50); do ip netns exec $A ss -ltn | grep -q ':18515 ' && break; sleep 0.1; done
+	ip netns exec $B "$BIN" perf "$t" -d veth0 $args 10.49.0.1
+	wait "$spid"
+	spid=""
+	echo "-- server:"
+	tail -3 /tmp/perf-veth-server.$$
+	rm -f /tmp/perf-veth-server.$$
+done
