@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/bpf"
 )
@@ -40,6 +41,14 @@ func Open(ifname string, cfg Config, logf func(format string, args ...any)) (_ *
 	}
 	for q := range queues {
 		s, err := NewSocket(ifi.Index, q, cfg)
+		if err != nil && q > 0 && errors.Is(err, unix.EINVAL) {
+			// The link reports queues allocated, not queues in use
+			// (real_num_rx_queues); the kernel refuses a bind past them.
+			if logf != nil {
+				logf("xsk: %s: %d of %d queues in use", ifname, q, queues)
+			}
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
