@@ -22,9 +22,6 @@ func cycleOffset(k, size int) int {
 	return k % (cycleBuffer / step) * step
 }
 
-
-
-
 // sendBWServer receives Iters messages, re-posting receives as they
 // complete, timing from the first to the last.
 func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {

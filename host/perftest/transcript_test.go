@@ -53,7 +53,7 @@ type replayPlane struct {
 	result Result
 }
 
-func (p *replayPlane) setup(*Config) (Keys, error)                      { return p.keys, nil }
+func (p *replayPlane) setup(*Config) (Keys, error)                    { return p.keys, nil }
 func (p *replayPlane) connect(context.Context, Keys, int, bool) error { return nil }
 func (p *replayPlane) prepare(int) error                              { return nil }
 func (p *replayPlane) teardown()                                      {}
