@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -194,6 +195,20 @@ func TestMultiQueue(t *testing.T) {
 			a := verbstest.NewEndQueues(t, openQueues(t, tp.NS("a"), l.A), wire.MAC(l.A.MAC), l.A.Addrs[0].Addr(), bufSize, 1)
 			b := verbstest.NewEndQueues(t, openQueues(t, tp.NS("b"), l.B), wire.MAC(l.B.MAC), l.B.Addrs[0].Addr(), bufSize, 0)
 			s.run(t, a, b)
+			// The scenario waits for its data, not for every ACK (the
+			// senders' work requests are unsignalled): those come within
+			// moments.
+			busy := func(e *verbstest.End) bool {
+				for _, st := range e.Dev.NIC().Engines() {
+					if st.RxFrames.Load()+st.HandoffIn.Load() == 0 {
+						return false
+					}
+				}
+				return e.Counts.HandedOff.Load() > 0
+			}
+			for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && !(busy(a) && busy(b)); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			for side, e := range map[string]*verbstest.End{"a": a, "b": b} {
 				engines := e.Dev.NIC().Engines()
 				if len(engines) != 2 {
