@@ -89,6 +89,12 @@ func runPerf(args []string, stdout io.Writer) error {
 			return fmt.Errorf("-m %d: want 256, 512, 1024, 2048 or 4096", *mtu)
 		}
 	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if *portKind != "xsk" && *portKind != "udp" {
+		return fmt.Errorf("-io %q: want xsk or udp", *portKind)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 

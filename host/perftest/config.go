@@ -81,6 +81,9 @@ const MaxSize = 8 << 20
 // maxOutReads is what softrnic's responder keeps answers for, per QP.
 const maxOutReads = 16
 
+// Check reports whether the configuration can run, as Run would.
+func (c Config) Check() error { return c.setDefaults() }
+
 func (c *Config) setDefaults() error {
 	t := c.Test
 	switch {

@@ -123,3 +123,21 @@ func TestRunPair(t *testing.T) {
 		})
 	}
 }
+
+// TestRunDuration: with -D the client runs for the duration, measures the
+// middle half (a quarter of warm-up and of cool-down) and reports how many
+// messages completed in it; the server prints the same figures.
+func TestRunDuration(t *testing.T) {
+	_, _, sres, cres := runPair(t, Config{Test: WriteBW, Size: 1024, Duration: 3 * time.Second})
+	if len(cres) != 1 || cres[0].Iters <= 0 || cres[0].BWAvg <= 0 || cres[0].BWPeak != 0 {
+		t.Fatalf("client results %+v", cres)
+	}
+	if len(sres) != 1 || sres[0].Iters != cres[0].Iters || sres[0].BWAvg != cres[0].BWAvg {
+		t.Fatalf("server results %+v, client %+v", sres, cres)
+	}
+	for _, c := range []Config{{Test: SendBW, Duration: 5 * time.Second}, {Test: WriteLat, Duration: 5 * time.Second}, {Test: WriteBW, Duration: time.Second}} {
+		if err := c.Check(); err == nil {
+			t.Errorf("%v with -D %v accepted", c.Test, c.Duration)
+		}
+	}
+}
