@@ -52,7 +52,7 @@ func runPerf(args []string, stdout io.Writer) error {
 	fs.IntVar(&cfg.Iters, "n", 0, "iterations (write-bw 5000, others 1000)")
 	fs.BoolVar(&cfg.All, "a", false, "run every size from 2 to 8388608 bytes")
 	dur := fs.Int("D", 0, "run for this many seconds instead of -n iterations (bw tests)")
-	fs.IntVar(&cfg.QPs, "q", 1, "QPs (softrnic perf runs 1)")
+	fs.IntVar(&cfg.QPs, "q", 1, "QPs (bandwidth tests)")
 	mtu := fs.Int("m", 0, "IB MTU in bytes, 256..4096 (default: the port's, from the netdev MTU)")
 	tcpPort := fs.Int("p", perftest.Port, "TCP port of the exchange")
 	fs.StringVar(&cfg.Atomic, "A", perftest.FetchAndAdd, "atomic type: CMP_AND_SWAP or FETCH_AND_ADD")

@@ -76,8 +76,10 @@ func TestBadPeers(t *testing.T) {
 			if took > 5*time.Second {
 				t.Errorf("the error took %v", took)
 			}
-			if dp.qp != nil && dp.qp.State() != verbs.QPSReset {
-				t.Errorf("QP left in %v, want RESET", dp.qp.State())
+			for _, qp := range dp.qps {
+				if qp.State() != verbs.QPSReset {
+					t.Errorf("QP %d left in %v, want RESET", qp.Num, qp.State())
+				}
 			}
 			t.Logf("after %v: %v", took.Round(time.Millisecond), err)
 		})

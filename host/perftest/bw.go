@@ -22,13 +22,17 @@ func cycleOffset(k, size int) int {
 	return k % (cycleBuffer / step) * step
 }
 
-// sendBWServer receives Iters messages, re-posting receives as they
-// complete, timing from the first to the last.
+// sendBWServer receives Iters messages on every QP, re-posting receives
+// as they complete, timing from the first to the last.
 func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {
-	n := d.cfg.Iters
-	posted, got := d.cfg.RxDepth, 0
+	n, q := d.cfg.Iters, len(d.qps)
+	posted := make([]int, q)
+	for i := range posted {
+		posted[i] = d.cfg.RxDepth
+	}
+	got := 0
 	var first, end time.Time
-	for got < n {
+	for got < n*q {
 		wcs, err := d.poll(ctx, d.rcq)
 		if err != nil {
 			return Result{}, err
@@ -39,34 +43,49 @@ func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {
 		}
 		got += len(wcs)
 		end = now
-		for range wcs {
-			if posted < n {
-				if err := d.postRecv(uint64(posted), size, cycleOffset(posted, size)); err != nil {
-					return Result{}, err
-				}
-				posted++
+		for _, c := range wcs {
+			i := d.qpIndex(c.QPNum)
+			if i < 0 || posted[i] >= n {
+				continue
 			}
+			if err := d.postRecv(i, uint64(posted[i]), size, cycleOffset(posted[i], size)); err != nil {
+				return Result{}, err
+			}
+			posted[i]++
 		}
 	}
-	el := end.Sub(first)
-	r := Result{Test: d.cfg.Test.String(), Role: "server", Bytes: size, Iters: n, Units: d.cfg.units()}
-	if el > 0 {
-		r.BWAvg = d.cfg.bw(float64(size)*float64(n), el)
-		r.MsgRate = float64(n) / el.Seconds() / 1e6
+	r := Result{Test: d.cfg.Test.String(), Role: "server", Bytes: size, Iters: n * q, Units: d.cfg.units()}
+	if el := end.Sub(first); el > 0 {
+		r.BWAvg = d.cfg.bw(float64(size)*float64(n*q), el)
+		r.MsgRate = float64(n*q) / el.Seconds() / 1e6
 	}
 	return r, nil
 }
 
-// bwClient posts Iters work requests of one size (or runs for Duration),
-// TxDepth outstanding, one signalled every CQMod, and measures.
+// qpStream is one QP's share of a bandwidth run.
+type qpStream struct {
+	posted, completed int
+	target            int         // messages to send: Iters, or in duration mode those posted when time is up
+	tposted, tdone    []time.Time // with one QP: for the peak
+}
+
+// bwClient posts Iters work requests of one size on every QP (or runs
+// for Duration), TxDepth outstanding a QP, one signalled every CQMod, and
+// measures them all together.
 func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	cfg := d.cfg
-	n := cfg.Iters
+	n, q := cfg.Iters, len(d.qps)
 	timed := cfg.Duration > 0
 	if timed {
 		n = int(^uint(0) >> 1)
-	} else if cap(d.tposted) < n {
-		d.tposted, d.tdone = make([]time.Time, n), make([]time.Time, n)
+	}
+	streams := make([]qpStream, q)
+	for i := range streams {
+		streams[i].target = n
+	}
+	if !timed && q == 1 {
+		d.ensureTimes(n)
+		streams[0].tposted, streams[0].tdone = d.tposted[:n], d.tdone[:n]
 	}
 	wrs := make([]verbs.SendWR, cfg.TxDepth)
 	sges := make([]verbs.SGE, cfg.TxDepth)
@@ -84,59 +103,82 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	// Duration mode: a warm-up and a cool-down of a quarter each (whole
 	// seconds, at least one), measured between.
 	start := time.Now()
-	margin := (cfg.Duration / 4).Truncate(time.Second)
-	margin = max(margin, time.Second)
-	var sampleStart, sampleEnd time.Time
-	var countStart, countEnd int
-	posted, completed := 0, 0
-	for completed < n {
-		if timed {
+	margin := max((cfg.Duration / 4).Truncate(time.Second), time.Second)
+	var sampleStart, sampleEnd, first, last time.Time
+	var countStart, countEnd, total int
+	stopped := false
+	for {
+		busy := false
+		for i := range streams {
+			if streams[i].completed < streams[i].target {
+				busy = true
+			}
+		}
+		if !busy {
+			break
+		}
+		if timed && !stopped {
 			now := time.Now()
 			switch {
 			case sampleStart.IsZero() && now.Sub(start) >= margin:
-				sampleStart, countStart = now, completed
+				sampleStart, countStart = now, total
 			case sampleEnd.IsZero() && now.Sub(start) >= cfg.Duration-margin:
-				sampleEnd, countEnd = now, completed
+				sampleEnd, countEnd = now, total
 			}
 			if now.Sub(start) >= cfg.Duration {
-				n = posted // stop posting, drain what is out
-				if completed >= n {
-					break
+				stopped = true
+				for i := range streams { // stop posting; drain what is out
+					streams[i].target = streams[i].posted
+				}
+				continue
+			}
+		}
+		for i := range streams {
+			st := &streams[i]
+			batch := 0
+			for st.posted < st.target && st.posted-st.completed < cfg.TxDepth && batch < len(wrs) {
+				k := st.posted
+				off := cycleOffset(k, size)
+				if cfg.Test.atomic() {
+					off = k % (cycleBuffer / cacheLine) * cacheLine
+				}
+				sges[batch] = verbs.SGE{Addr: d.mr.Addr + uint64(d.sendOff(i)+off), Length: uint32(size), LKey: d.mr.LKey}
+				w := &wrs[batch]
+				*w = verbs.SendWR{WRID: uint64(k), Opcode: op, SGL: sges[batch : batch+1]}
+				if (k+1)%cfg.CQMod == 0 || k == st.target-1 || timed {
+					w.Flags = verbs.SendSignaled
+				}
+				if op != verbs.WRSend {
+					w.RemoteAddr, w.RKey = d.peer[i].VAddr+uint64(off), d.peer[i].RKey
+				}
+				if op == verbs.WRAtomicFetchAdd {
+					w.CompareAdd = 1
+				}
+				now := time.Now()
+				if st.tposted != nil {
+					st.tposted[k] = now
+				}
+				if first.IsZero() {
+					first = now
+				}
+				st.posted++
+				batch++
+			}
+			if batch > 0 {
+				if j, err := d.qps[i].PostSend(wrs[:batch]); err != nil {
+					return Result{}, fmt.Errorf("perftest: post send %d on QP %d: %w", j, i, err)
 				}
 			}
 		}
-		batch := 0
-		for posted < n && posted-completed < cfg.TxDepth && batch < len(wrs) {
-			k := posted
-			off := cycleOffset(k, size)
-			if cfg.Test.atomic() {
-				off = k % (cycleBuffer / cacheLine) * cacheLine
-			}
-			sges[batch] = verbs.SGE{Addr: d.mr.Addr + uint64(off), Length: uint32(size), LKey: d.mr.LKey}
-			w := &wrs[batch]
-			*w = verbs.SendWR{WRID: uint64(k), Opcode: op, SGL: sges[batch : batch+1]}
-			if (k+1)%cfg.CQMod == 0 || k == n-1 || timed {
-				w.Flags = verbs.SendSignaled
-			}
-			if op != verbs.WRSend {
-				w.RemoteAddr, w.RKey = d.peer.VAddr+uint64(off), d.peer.RKey
-			}
-			if op == verbs.WRAtomicFetchAdd {
-				w.CompareAdd = 1
-			}
-			if !timed {
-				d.tposted[k] = time.Now()
-			}
-			posted++
-			batch++
-		}
-		if batch > 0 {
-			if i, err := d.qp.PostSend(wrs[:batch]); err != nil {
-				return Result{}, fmt.Errorf("perftest: post send %d: %w", i, err)
+		// Wait for completions when every QP has its fill out.
+		full := true
+		for i := range streams {
+			if st := &streams[i]; st.posted < st.target && st.posted-st.completed < cfg.TxDepth {
+				full = false
 			}
 		}
 		var wcs []verbs.WC
-		if posted-completed >= cfg.TxDepth || posted == n {
+		if full {
 			var err error
 			if wcs, err = d.poll(ctx, d.scq); err != nil {
 				return Result{}, err
@@ -152,34 +194,44 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 		}
 		if len(wcs) > 0 {
 			now := time.Now()
-			last := int(wcs[len(wcs)-1].WRID)
-			if !timed {
-				for i := completed; i <= last; i++ {
-					d.tdone[i] = now
+			for _, c := range wcs {
+				i := d.qpIndex(c.QPNum)
+				if i < 0 {
+					continue
+				}
+				st := &streams[i]
+				upto := int(c.WRID)
+				if st.tdone != nil {
+					for k := st.completed; k <= upto; k++ {
+						st.tdone[k] = now
+					}
+				}
+				if upto+1 > st.completed {
+					total += upto + 1 - st.completed
+					st.completed = upto + 1
 				}
 			}
-			completed = last + 1
+			last = now
 		}
 	}
-	r := Result{Test: cfg.Test.String(), Role: "client", Bytes: size, Units: d.cfg.units()}
+	r := Result{Test: cfg.Test.String(), Role: "client", Bytes: size, Units: cfg.units()}
 	if timed {
 		if sampleEnd.IsZero() {
-			sampleEnd, countEnd = time.Now(), completed
+			sampleEnd, countEnd = time.Now(), total
 		}
 		r.Iters = countEnd - countStart
 		if el := sampleEnd.Sub(sampleStart); el > 0 {
-			r.BWAvg = d.cfg.bw(float64(size)*float64(r.Iters), el)
+			r.BWAvg = cfg.bw(float64(size)*float64(r.Iters), el)
 			r.MsgRate = float64(r.Iters) / el.Seconds() / 1e6
 		}
 		return r, nil
 	}
-	r.Iters = n
-	el := d.tdone[n-1].Sub(d.tposted[0])
-	if el > 0 {
-		r.BWAvg = d.cfg.bw(float64(size)*float64(n), el)
-		r.MsgRate = float64(n) / el.Seconds() / 1e6
+	r.Iters = n * q // perftest counts every QP's messages
+	if el := last.Sub(first); el > 0 {
+		r.BWAvg = cfg.bw(float64(size)*float64(n*q), el)
+		r.MsgRate = float64(n*q) / el.Seconds() / 1e6
 	}
-	if n <= 20000 {
+	if q == 1 && n <= 20000 {
 		r.BWPeak = d.peak(size, n)
 	}
 	return r, nil

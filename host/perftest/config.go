@@ -72,11 +72,14 @@ type Config struct {
 	OutReads int           // -o: READs/atomics outstanding (the device's maximum)
 	Atomic   string        // -A: CMP_AND_SWAP or FETCH_AND_ADD
 	Gbits    bool          // --report_gbits
-	QPs      int           // -q: 1
+	QPs      int           // -q: QPs (bandwidth tests), each its own message stream
 }
 
 // MaxSize is the largest message perftest sends (with -a, the last size).
 const MaxSize = 8 << 20
+
+// maxQPs bounds -q.
+const maxQPs = 64
 
 // maxOutReads is what softrnic's responder keeps answers for, per QP.
 const maxOutReads = 16
@@ -124,8 +127,11 @@ func (c *Config) setDefaults() error {
 	if c.QPs == 0 {
 		c.QPs = 1
 	}
-	if c.QPs != 1 {
-		return fmt.Errorf("perftest: -q %d: softrnic perf runs one QP", c.QPs)
+	if c.QPs < 1 || c.QPs > maxQPs {
+		return fmt.Errorf("perftest: -q %d: from 1 to %d QPs", c.QPs, maxQPs)
+	}
+	if c.QPs > 1 && !c.Test.BW() {
+		return fmt.Errorf("perftest: -q %d: latency tests run one QP", c.QPs)
 	}
 	if c.TxDepth == 0 {
 		c.TxDepth = 1

@@ -17,7 +17,7 @@ import (
 func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 	n := d.cfg.Iters
 	d.ensureTimes(n)
-	post, poll := size-1, d.half+size-1
+	post, poll := size-1, d.recvOff(0)+size-1
 	seen := d.placed0
 	scnt, rcnt := 0, 0
 	for scnt < n || rcnt < n {
@@ -34,11 +34,11 @@ func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 			d.buf[post] = byte(scnt)
 			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 				SGL:        []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}},
-				RemoteAddr: d.peer.VAddr, RKey: d.peer.RKey}
+				RemoteAddr: d.peer[0].VAddr, RKey: d.peer[0].RKey}
 			if size <= maxInline {
 				wr.Flags |= verbs.SendInline
 			}
-			if _, err := d.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+			if _, err := d.qps[0].PostSend([]verbs.SendWR{wr}); err != nil {
 				return fmt.Errorf("perftest: post write: %w", err)
 			}
 			if _, err := d.poll(ctx, d.scq); err != nil {
@@ -97,7 +97,7 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 			for range wcs {
 				rcnt++
 				if rcnt+d.cfg.RxDepth <= n {
-					if err := d.postRecv(uint64(rcnt), size, 0); err != nil {
+					if err := d.postRecv(0, uint64(rcnt), size, 0); err != nil {
 						return err
 					}
 				}
@@ -111,7 +111,7 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 			if size <= maxInline {
 				wr.Flags |= verbs.SendInline
 			}
-			if _, err := d.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+			if _, err := d.qps[0].PostSend([]verbs.SendWR{wr}); err != nil {
 				return fmt.Errorf("perftest: post send: %w", err)
 			}
 			if _, err := d.poll(ctx, d.scq); err != nil {
@@ -137,12 +137,12 @@ func (d *rdma) readLat(ctx context.Context, size int) error {
 	for k := range n {
 		wr := verbs.SendWR{WRID: uint64(k), Opcode: op, Flags: verbs.SendSignaled,
 			SGL:        []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}},
-			RemoteAddr: d.peer.VAddr, RKey: d.peer.RKey}
+			RemoteAddr: d.peer[0].VAddr, RKey: d.peer[0].RKey}
 		if op == verbs.WRAtomicFetchAdd {
 			wr.CompareAdd = 1
 		}
 		d.tposted[k] = time.Now()
-		if _, err := d.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+		if _, err := d.qps[0].PostSend([]verbs.SendWR{wr}); err != nil {
 			return fmt.Errorf("perftest: post: %w", err)
 		}
 		if _, err := d.poll(ctx, d.scq); err != nil {

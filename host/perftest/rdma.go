@@ -11,18 +11,19 @@ import (
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
-// rdma is the data path of a run on a softrnic device: one RC QP, a send
-// and a receive CQ, and a buffer whose first half is the local side of
-// every message and whose second half the peer reaches (its VAddr).
+// rdma is the data path of a run on a softrnic device: the QPs (one
+// unless -q), a send and a receive CQ they share, and one buffer laid out
+// as perftest lays its own: a region per QP for the local side of its
+// messages, then a region per QP that the peer reaches (its VAddr).
 type rdma struct {
 	env            Env
 	cfg            *Config
 	scq, rcq       *verbs.CQ
-	qp             *verbs.QP
+	qps            []*verbs.QP
 	mr             *verbs.MR
 	buf            []byte
-	half           int // offset of the second half
-	local, peer    Keys
+	region         int // bytes a region
+	local, peer    []Keys
 	placed0        uint64 // WritesPlaced before the peer could write
 	wc             []verbs.WC
 	tposted, tdone []time.Time
@@ -31,46 +32,66 @@ type rdma struct {
 // maxInline is what softrnic carries inline in a send WQE.
 const maxInline = host.MaxInline
 
-func (d *rdma) setup(cfg *Config) (Keys, error) {
+// sendOff and recvOff are the offsets in buf of QP i's regions.
+func (d *rdma) sendOff(i int) int { return i * d.region }
+func (d *rdma) recvOff(i int) int { return (len(d.qps) + i) * d.region }
+
+// qpIndex maps a completion's QP number to the QP's index.
+func (d *rdma) qpIndex(num uint32) int {
+	for i, qp := range d.qps {
+		if qp.Num == num {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	d.cfg = cfg
 	dev := d.env.Dev
 	pd, err := dev.AllocPD()
 	if err != nil {
-		return Keys{}, err
+		return nil, err
 	}
-	depth := max(cfg.TxDepth, cfg.RxDepth)
+	depth := cfg.QPs * max(cfg.TxDepth, cfg.RxDepth)
 	if d.scq, err = dev.CreateCQ(depth + 16); err != nil {
-		return Keys{}, err
+		return nil, err
 	}
 	if d.rcq, err = dev.CreateCQ(depth + 16); err != nil {
-		return Keys{}, err
+		return nil, err
 	}
 	inline := 0
 	if !cfg.Test.BW() && !cfg.Test.read() && !cfg.Test.atomic() {
 		inline = maxInline
 	}
-	if d.qp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: d.scq, RecvCQ: d.rcq,
-		Cap: verbs.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline}}); err != nil {
-		return Keys{}, err
+	for range cfg.QPs {
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: d.scq, RecvCQ: d.rcq,
+			Cap: verbs.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline}})
+		if err != nil {
+			return nil, err
+		}
+		d.qps = append(d.qps, qp)
 	}
-	d.half = cfg.bufSize()
-	d.buf = make([]byte, 2*d.half)
+	d.region = cfg.bufSize()
+	d.buf = make([]byte, 2*cfg.QPs*d.region)
 	if d.mr, err = pd.RegMR(d.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
-		return Keys{}, err
+		return nil, err
 	}
 	d.wc = make([]verbs.WC, 64)
 	out := uint16(1)
 	if cfg.Test.read() || cfg.Test.atomic() {
 		out = uint16(cfg.OutReads)
 	}
-	d.local = Keys{OutReads: out, QPN: d.qp.Num, PSN: rand.Uint32() & 0xffffff, RKey: d.mr.RKey,
-		VAddr: d.mr.Addr + uint64(d.half), GID: d.env.GID.As16()}
+	for i, qp := range d.qps {
+		d.local = append(d.local, Keys{OutReads: out, QPN: qp.Num, PSN: rand.Uint32() & 0xffffff, RKey: d.mr.RKey,
+			VAddr: d.mr.Addr + uint64(d.recvOff(i)), GID: d.env.GID.As16()})
+	}
 	return d.local, nil
 }
 
-func (d *rdma) connect(ctx context.Context, peer Keys, mtu int, rts bool) error {
-	d.peer = peer
-	ip := peer.Addr()
+func (d *rdma) connect(ctx context.Context, peers []Keys, mtu int, rts bool) error {
+	d.peer = peers
+	ip := peers[0].Addr()
 	if !ip.IsValid() || ip.IsUnspecified() {
 		return fmt.Errorf("%w: keys exchange: GID %s is no address", ErrPeer, ip)
 	}
@@ -80,24 +101,32 @@ func (d *rdma) connect(ctx context.Context, peer Keys, mtu int, rts bool) error 
 	if err != nil {
 		return fmt.Errorf("perftest: resolving the peer %s: %w", ip, err)
 	}
-	qp := d.qp
+	for i, qp := range d.qps {
+		if err := d.connectQP(qp, d.local[i], peers[i], verbs.AH{DestMAC: mac, DestGID: ip}, mtu, rts); err != nil {
+			return err
+		}
+	}
+	// The peer writes only after the exchange that follows.
+	d.placed0 = d.env.Dev.WritesPlaced()
+	return nil
+}
+
+func (d *rdma) connectQP(qp *verbs.QP, local, peer Keys, ah verbs.AH, mtu int, rts bool) error {
 	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1,
 		AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
 		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
 		return fmt.Errorf("perftest: QP to INIT: %w", err)
 	}
-	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: mac, DestGID: ip}, PathMTU: mtu,
-		DestQPN: peer.QPN, RQPSN: peer.PSN, MaxDestRdAtomic: uint8(d.local.OutReads), MinRNRTimer: 12},
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: ah, PathMTU: mtu,
+		DestQPN: peer.QPN, RQPSN: peer.PSN, MaxDestRdAtomic: uint8(local.OutReads), MinRNRTimer: 12},
 		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer); err != nil {
 		return fmt.Errorf("perftest: QP to RTR: %w", err)
 	}
-	// The peer writes only after the exchange that follows.
-	d.placed0 = d.env.Dev.WritesPlaced()
 	if !rts {
 		return nil
 	}
 	rd := uint8(max(1, min(int(peer.OutReads), maxOutReads)))
-	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, SQPSN: d.local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: rd},
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: rd},
 		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("perftest: QP to RTS: %w", err)
 	}
@@ -105,22 +134,23 @@ func (d *rdma) connect(ctx context.Context, peer Keys, mtu int, rts bool) error 
 }
 
 func (d *rdma) teardown() {
-	if d.qp == nil {
-		return
+	for _, qp := range d.qps {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+		qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
 	}
-	d.qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
-	d.qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
 }
 
-// prepare posts RxDepth receives (send tests).
+// prepare posts RxDepth receives on every QP (send tests).
 func (d *rdma) prepare(size int) error {
-	for k := range d.cfg.RxDepth {
-		off := cycleOffset(k, size)
-		if d.cfg.Test == SendLat {
-			off = 0
-		}
-		if err := d.postRecv(uint64(k), size, off); err != nil {
-			return err
+	for i := range d.qps {
+		for k := range d.cfg.RxDepth {
+			off := cycleOffset(k, size)
+			if d.cfg.Test == SendLat {
+				off = 0
+			}
+			if err := d.postRecv(i, uint64(k), size, off); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -147,9 +177,10 @@ func (d *rdma) measure(ctx context.Context, size int, server bool) (Result, bool
 	}
 }
 
-// postRecv posts a receive of size bytes at offset off of the second half.
-func (d *rdma) postRecv(id uint64, size, off int) error {
-	_, err := d.qp.PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{{Addr: d.mr.Addr + uint64(d.half+off), Length: uint32(size), LKey: d.mr.LKey}}}})
+// postRecv posts on QP i a receive of size bytes at offset off of its
+// receive region.
+func (d *rdma) postRecv(i int, id uint64, size, off int) error {
+	_, err := d.qps[i].PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{{Addr: d.mr.Addr + uint64(d.recvOff(i)+off), Length: uint32(size), LKey: d.mr.LKey}}}})
 	return err
 }
 

@@ -83,8 +83,12 @@ func (s *session) printHeader() {
 	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
 	fmt.Fprint(w, resultLine)
 	reads := c.Test.read() || c.Test.atomic()
-	fmt.Fprint(w, addressLines("local", &s.local, reads))
-	fmt.Fprint(w, addressLines("remote", &s.peer, reads))
+	for i := range s.local {
+		fmt.Fprint(w, addressLines("local", &s.local[i], reads))
+	}
+	for i := range s.peer {
+		fmt.Fprint(w, addressLines("remote", &s.peer[i], reads))
+	}
 	fmt.Fprint(w, resultLine)
 	switch {
 	case c.Test.BW():

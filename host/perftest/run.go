@@ -28,10 +28,11 @@ const runWait = 10 * time.Minute
 // dataPath is what a run does on the NIC between the exchange's steps;
 // the exchange itself (session) is the same whatever carries the data.
 type dataPath interface {
-	// setup creates the QP and its buffer and returns the local keys.
-	setup(cfg *Config) (Keys, error)
-	// connect brings the QP to RTR (and RTS with rts) towards peer.
-	connect(ctx context.Context, peer Keys, mtu int, rts bool) error
+	// setup creates the QPs and their buffer and returns the local keys,
+	// one per QP.
+	setup(cfg *Config) ([]Keys, error)
+	// connect brings QP i to RTR (and RTS with rts) towards peer QP i.
+	connect(ctx context.Context, peers []Keys, mtu int, rts bool) error
 	// prepare posts the receives of a run of size-byte messages, before
 	// the sync that starts it.
 	prepare(size int) error
@@ -69,6 +70,7 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 	if s.local, err = dp.setup(&s.cfg); err != nil {
 		return nil, err
 	}
+	s.peer = make([]Keys, len(s.local))
 	err = s.run(ctx)
 	return s.results, err
 }
@@ -82,7 +84,7 @@ type session struct {
 	out         io.Writer
 	devName     string
 	mtu         int
-	local, peer Keys
+	local, peer []Keys // per QP
 	peerVersion string
 	results     []Result
 }
@@ -105,16 +107,30 @@ func (s *session) preamble(portMTU int) error {
 	return err
 }
 
-// keys runs one keys exchange; the peer's keys must stay the same.
-func (s *session) keys(step string, wait time.Duration) error {
-	k, err := s.conn.Keys(step, s.local, wait)
+// keys runs one keys exchange, of QP 0's keys; the peer's keys must stay
+// the same.
+func (s *session) keys(step string, wait time.Duration) error { return s.keysOf(0, step, wait) }
+
+// keysOf exchanges QP i's keys.
+func (s *session) keysOf(i int, step string, wait time.Duration) error {
+	k, err := s.conn.Keys(step, s.local[i], wait)
 	if err != nil {
 		return err
 	}
-	if s.peer != (Keys{}) && k != s.peer {
-		return fmt.Errorf("%w: %s: the peer's keys changed (%v, was %v)", ErrPeer, step, &k, &s.peer)
+	if s.peer[i] != (Keys{}) && k != s.peer[i] {
+		return fmt.Errorf("%w: %s: the peer's keys changed (%v, was %v)", ErrPeer, step, &k, &s.peer[i])
 	}
-	s.peer = k
+	s.peer[i] = k
+	return nil
+}
+
+// keysEach exchanges every QP's keys in turn.
+func (s *session) keysEach(step string) error {
+	for i := range s.local {
+		if err := s.keysOf(i, step, StepTimeout); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -128,18 +144,30 @@ func (s *session) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.keys("keys exchange", StepTimeout); err != nil {
+	if err := s.keysEach("keys exchange"); err != nil {
 		return err
 	}
 	s.printHeader()
-	// A bandwidth server of WRITE, READ or atomics only answers: its QP
-	// stays in RTR, as perftest's does.
+	// A bandwidth server of WRITE, READ or atomics only answers: its QPs
+	// stay in RTR, as perftest's do.
 	passive := server && t.BW() && !t.send()
 	if err := s.dp.connect(ctx, s.peer, s.mtu, !passive); err != nil {
 		return err
 	}
-	for _, step := range []string{"keys exchange after connecting", "keys exchange after RTR"} {
-		if err := s.keys(step, StepTimeout); err != nil {
+	// Then a round per QP and one of QP 0's; the send tests have them
+	// the other way round (the same on the wire with one QP).
+	if t.send() {
+		if err := s.keys("keys exchange after connecting", StepTimeout); err != nil {
+			return err
+		}
+		if err := s.keysEach("keys exchange after RTR"); err != nil {
+			return err
+		}
+	} else {
+		if err := s.keysEach("keys exchange after connecting"); err != nil {
+			return err
+		}
+		if err := s.keys("keys exchange after RTR", StepTimeout); err != nil {
 			return err
 		}
 	}

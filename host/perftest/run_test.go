@@ -3,6 +3,7 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -91,26 +92,34 @@ func TestRunPair(t *testing.T) {
 		{Config{Test: ReadLat, Iters: 100}, false},
 		{Config{Test: AtomicLat, Iters: 100}, false},
 		{Config{Test: WriteBW, Iters: 50, Gbits: true, Size: 65536}, true},
+		{Config{Test: WriteBW, Iters: 200, Size: 3000, QPs: 3}, true},
+		{Config{Test: ReadBW, Iters: 100, Size: 5000, QPs: 4}, true},
+		{Config{Test: SendBW, Iters: 200, Size: 100, QPs: 2}, true},
+		{Config{Test: AtomicBW, Iters: 100, QPs: 5}, true},
 	} {
-		t.Run(tc.cfg.Test.String(), func(t *testing.T) {
+		name := tc.cfg.Test.String()
+		if tc.cfg.QPs > 1 {
+			name += fmt.Sprintf("/q%d", tc.cfg.QPs)
+		}
+		t.Run(name, func(t *testing.T) {
 			sout, cout, sres, cres := runPair(t, tc.cfg)
 			header := "BW average["
 			if !tc.cfg.Test.BW() {
 				header = "t_typical[usec]"
 			}
 			for side, out := range map[string]string{"client": cout, "server": sout} {
-				if !strings.Contains(out, "remote address: LID 0000 QPN") {
-					t.Errorf("%s output lacks the addresses:\n%s", side, out)
+				if n := strings.Count(out, "remote address: LID 0000 QPN"); n != max(1, tc.cfg.QPs) {
+					t.Errorf("%s output shows %d remote addresses:\n%s", side, n, out)
 				}
 				if (side == "client" || tc.serverRows) != strings.Contains(out, header) {
 					t.Errorf("%s output: table header %q expected %v:\n%s", side, header, side == "client" || tc.serverRows, out)
 				}
 			}
-			if len(cres) != 1 || cres[0].Iters != tc.cfg.Iters {
+			if len(cres) != 1 || cres[0].Iters != tc.cfg.Iters*max(1, tc.cfg.QPs) {
 				t.Fatalf("client results %+v", cres)
 			}
 			r := cres[0]
-			if tc.cfg.Test.BW() && (r.BWAvg <= 0 || r.MsgRate <= 0 || r.BWPeak < r.BWAvg*0.5) {
+			if tc.cfg.Test.BW() && (r.BWAvg <= 0 || r.MsgRate <= 0 || (tc.cfg.QPs <= 1) != (r.BWPeak >= r.BWAvg*0.5)) {
 				t.Errorf("bandwidth figures %+v", r)
 			}
 			if !tc.cfg.Test.BW() && !(r.TMin > 0 && r.TMin <= r.TTypical && r.TTypical <= r.TMax && r.P99 <= r.TMax*1.001 && r.P99 >= r.TTypical) {

@@ -53,10 +53,10 @@ type replayPlane struct {
 	result Result
 }
 
-func (p *replayPlane) setup(*Config) (Keys, error)                    { return p.keys, nil }
-func (p *replayPlane) connect(context.Context, Keys, int, bool) error { return nil }
-func (p *replayPlane) prepare(int) error                              { return nil }
-func (p *replayPlane) teardown()                                      {}
+func (p *replayPlane) setup(*Config) ([]Keys, error)                    { return []Keys{p.keys}, nil }
+func (p *replayPlane) connect(context.Context, []Keys, int, bool) error { return nil }
+func (p *replayPlane) prepare(int) error                                { return nil }
+func (p *replayPlane) teardown()                                        {}
 func (p *replayPlane) measure(_ context.Context, size int, _ bool) (Result, bool, error) {
 	r := p.result
 	r.Bytes = size

@@ -172,6 +172,9 @@ for mtu in 1500 9000; do
 	if [ $mtu = 1500 ]; then
 		cell write-bw udp $mtu 65536
 		cell read-bw udp $mtu 65536
+		# beyond the matrix: several QPs
+		cell write-bw xsk $mtu 65536 -q 2
+		cell send-bw xsk $mtu 65536 -q 2
 	fi
 done
 cleanup
