@@ -187,3 +187,36 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
+
+// TestCloseWithoutDone: perftest after 6.2x closes after the last keys
+// exchange without writing "done"; the run still ends well.
+func TestCloseWithoutDone(t *testing.T) {
+	lines := loadTranscript(t, "write_bw_s2")
+	var kept []tline
+	var keys Keys
+	for _, l := range lines {
+		if !l.client && string(l.b) == "done\x00" {
+			continue
+		}
+		if l.client && len(l.b) == KeysLen && keys == (Keys{}) {
+			keys, _ = ParseKeys(l.b)
+		}
+		kept = append(kept, l)
+	}
+	a, b := tcpPair(t)
+	peerErr := make(chan error, 1)
+	go func() {
+		err := replay(b, kept, false, func(i int) bool { return len(kept[i].b) == 8 })
+		b.Close()
+		peerErr <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := &replayPlane{keys: keys, result: Result{Iters: 10}}
+	if _, err := run(ctx, p, 3, "rxe0", NewConn(a, false), Config{Test: WriteBW, Size: 2, Iters: 10}, nil); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if err := <-peerErr; err != nil {
+		t.Fatal(err)
+	}
+}
