@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"runtime"
 	"strconv"
 	"strings"
@@ -131,6 +132,7 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 	size := fs.Int("s", 64<<10, "message size")
 	iters := fs.Int("n", 4000, "messages")
 	dur := fs.Duration("d", 2*time.Second, "time for the raw frame measurement")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the RDMA WRITE run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -161,7 +163,20 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, 5, 14); err != nil {
 		return err
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	elapsed, err := demoOp(a, b, verbs.WRRDMAWrite, *size, *iters)
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
