@@ -514,6 +514,10 @@ func (c *GCCache) findOT(line uint64) int32 {
 	return -1
 }
 
+// EntriesPerLine is how many consecutive entries share a cache line (and
+// one fetch): 8 for the MTT, 1 for the other contexts.
+func (c *GCCache) EntriesPerLine() int { return c.ad.EntriesPerLine }
+
 // Stats returns the counters. Lookups and hits are exact once every
 // pipeline has polled after its last lookup; until then they may lag by
 // up to 63 lookups per pipeline.

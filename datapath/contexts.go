@@ -29,11 +29,11 @@ const (
 
 // ctx copies entry idx of a context type into dst through its cache. On a
 // miss it waits for the fetch. Packets avoid this wait where it matters:
-// receive parks a QP whose QPC, CQ or SRQ context, or whose request's MPT
-// entry or first MTT line, is not cached, and the requester stops a QP
+// receive parks a QP whose QPC, CQ or SRQ context, or the MPT entry or MTT
+// lines its payload needs, is not cached, and the requester stops a QP
 // whose L_Key's MPT entry or MTT line is not (park.go); ctx waits for the
-// rest (receive WQEs' L_Keys, MTT lines past a request's first, a context
-// evicted between the probe and its use).
+// rest (the receive WQE a message's first packet takes, READ responses'
+// memory, a context evicted between the probe and its use).
 func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 	c := n.caches[t]
 	words := n.words[:host.EntrySizes[t]/8]

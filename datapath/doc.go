@@ -30,8 +30,10 @@
 // packet whose QP context, or whose request's MPT entry or first MTT line,
 // misses waits parked with its QP (park.go); a requester whose L_Key's MPT
 // entry or MTT line misses stops until it comes, while other QPs send.
-// Its CQ and SRQ contexts are probed the same way. Other misses (receive
-// WQEs' L_Keys, MTT lines past a request's first) are waited for in place. The engine
+// Its CQ and SRQ contexts, and the MPT entries and MTT lines each WRITE or
+// SEND packet's payload lands in, are probed the same way. Other misses
+// (the receive WQE a message's first packet takes, the memory READ
+// responses are read from) are waited for in place. The engine
 // keeps each QP's running state (PSNs, in-flight WQEs, receive progress) in
 // fixed arrays, as an RNIC keeps it on chip; nothing on the packet path
 // allocates.

@@ -12,6 +12,9 @@ import (
 // another queue for one of its QPs and wait for it to take them.
 const handoffBuffers = 1024
 
+// handoffBatch is how many handed-off frames an engine takes in a turn.
+const handoffBatch = 32
+
 // EngineStats count one engine's work.
 type EngineStats struct {
 	RxFrames      atomic.Uint64 // frames taken from its own queue
@@ -121,9 +124,15 @@ func (e *engine) handOff(to *engine, fr *Frame, verified bool) {
 	}
 }
 
-// handoffsDue takes in the frames other engines passed to this one.
+// handoffsDue takes in up to a batch of the frames other engines passed
+// to this one (a batch at a time, as from its own queue, so that a QP
+// whose context misses drains between batches instead of overflowing its
+// parking).
 func (e *engine) handoffsDue() bool {
-	for served := false; ; served = true {
+	for served := 0; ; served++ {
+		if served == handoffBatch {
+			return true
+		}
 		select {
 		case h := <-e.inbox:
 			e.stats.HandoffQueued.Add(-1)
@@ -132,7 +141,7 @@ func (e *engine) handoffsDue() bool {
 			e.receive(&fr)
 			e.spare <- h.buf[:cap(h.buf)]
 		default:
-			return served
+			return served > 0
 		}
 	}
 }
@@ -152,6 +161,7 @@ func (e *engine) run() {
 		busy := e.doorbellsDue()
 		if e.inbox != nil && e.handoffsDue() {
 			busy = true
+			e.unparkReady()
 		}
 		k, err := e.port.Recv(frames)
 		if err != nil {

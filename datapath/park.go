@@ -89,33 +89,60 @@ func (n *engine) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
 	if w.InlineLen > 0 {
 		return false
 	}
-	for _, s := range w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)] {
+	return n.sglMiss(w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, 1, (qpn+1)|sendWait)
+}
+
+// sglMiss looks up, without waiting, the MPT entry and MTT lines of size
+// bytes at logical offset off of a scatter/gather list (those in the SGE
+// where they begin); on a miss it records the ticket under tag and
+// reports true.
+func (n *engine) sglMiss(sges []host.SGE, off, size uint32, tag uint32) bool {
+	for _, s := range sges {
 		if off < s.Length {
-			return n.regionMiss(s.LKey, s.Addr+uint64(off), (qpn+1)|sendWait)
+			return n.regionMiss(s.LKey, s.Addr+uint64(off), uint64(min(size, s.Length-off)), tag)
 		}
 		off -= s.Length
 	}
 	return false
 }
 
-// memoryMiss looks up, without waiting, the MPT entry and the first MTT
-// line a request's remote access will need. On a miss it records the
-// ticket for QP qpn and reports true: the packet must be parked.
+// memoryMiss looks up, without waiting, the MPT entries and MTT lines a
+// request's memory access will need: for a request naming remote memory,
+// its R_Key's entry and the lines of its first and (for a WRITE) last
+// byte; for a later WRITE packet, the lines its payload lands in; for a
+// SEND packet into a receive WQE already taken, the lines of the WQE's
+// scatter list it lands in. On a miss it records the ticket for QP qpn and
+// reports true: the packet must be parked.
 func (n *engine) memoryMiss(qpn uint32, p *wire.Packet) bool {
+	tag := qpn + 1
+	size := uint64(len(p.Payload()))
+	r := &n.qps[qpn]
+	f := p.Info.Flags
 	switch {
 	case p.Info.Has(wire.HdrRETH):
-		return n.regionMiss(p.RETH().RKey(), p.RETH().VA(), qpn+1)
+		key, va := p.RETH().RKey(), p.RETH().VA()
+		if f&wire.OpWrite == 0 {
+			size = 1 // a READ's memory is read later, packet by packet
+		}
+		return n.regionMiss(key, va, size, tag)
 	case p.Info.Has(wire.HdrAtomicETH):
-		return n.regionMiss(p.AtomicETH().RKey(), p.AtomicETH().VA(), qpn+1)
+		return n.regionMiss(p.AtomicETH().RKey(), p.AtomicETH().VA(), 8, tag)
+	case f&wire.OpWrite != 0 && r.writeLeft > 0 && size > 0:
+		return n.regionMiss(r.writeKey, r.writeVA, size, tag)
+	case f&wire.OpSend != 0 && f&(wire.OpFirst|wire.OpOnly) == 0 && r.recvActive && size > 0:
+		sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+		return n.sglMiss(sges, r.recvOff, uint32(size), tag) || n.sglMiss(sges, r.recvOff+uint32(size)-1, 1, tag)
 	}
 	return false
 }
 
-// regionMiss looks up, without waiting, key's MPT entry and the MTT line
-// of the page holding va. On a miss it records the ticket under tag and
-// reports true. A fault, no free ticket or an address outside the region
-// report false: the access itself then waits, or fails and says why.
-func (n *engine) regionMiss(key uint32, va uint64, tag uint32) bool {
+// regionMiss looks up, without waiting, key's MPT entry and the MTT
+// lines of the bytes [va, va+size) (size at least 1): the line of the
+// first byte, and of the last when it is another. On a miss it records the
+// ticket under tag and reports true. A fault, no free ticket or an address
+// outside the region report false: the access itself then waits, or fails
+// and says why.
+func (n *engine) regionMiss(key uint32, va, size uint64, tag uint32) bool {
 	words := n.words[:host.EntrySizes[host.MPT]/8]
 	st, pid := n.caches[host.MPT].Lookup(n.id, uint64(key>>8), words)
 	switch st {
@@ -132,7 +159,13 @@ func (n *engine) regionMiss(key uint32, va uint64, tag uint32) bool {
 	if !m.Valid || va < m.VA || va-m.VA >= m.Length {
 		return false
 	}
-	return n.probe(host.MTT, m.FirstMTT+(va-m.VA)>>m.PageShift, tag)
+	first := m.FirstMTT + (va-m.VA)>>m.PageShift
+	if n.probe(host.MTT, first, tag) {
+		return true
+	}
+	last := m.FirstMTT + (min(va-m.VA+max(size, 1)-1, m.Length-1))>>m.PageShift
+	line := uint64(n.caches[host.MTT].EntriesPerLine())
+	return last/line != first/line && n.probe(host.MTT, last, tag)
 }
 
 // unparkReady polls the caches packets wait for and handles, in order,

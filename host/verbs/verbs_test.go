@@ -576,3 +576,59 @@ func TestManyOutstandingReads(t *testing.T) {
 		})
 	}
 }
+
+// TestParkOnLaterMTTLine: a 64 KiB WRITE whose later pages' MTT line
+// misses in the responder's cache (30 ms PCIe model) parks its QP at the
+// packet that needs the line; a WRITE of another QP, posted after, lands
+// first.
+func TestParkOnLaterMTTLine(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<17)
+	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+	other, err := b.PD.RegMR(make([]byte, 4096), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qas, qbs [2]*verbs.QP
+	for i := range 2 {
+		qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := func(wrid uint64) {
+		qas[0].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: sgl(a, 0, 1<<16), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}})
+	}
+	small := func(wrid uint64) {
+		qas[1].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: sgl(a, 1<<16, 64), RemoteAddr: other.Addr, RKey: other.RKey}})
+	}
+	big(10) // warm every context and line (the first WRITE overflows its parking while its cold contexts come, and is resent)
+	waitWC(t, a.CQ)
+	small(10)
+	waitWC(t, a.CQ)
+	fill(a.Buf[:1<<16], 5)
+	fill(a.Buf[1<<16:1<<16+64], 6)
+	nic := b.Dev.NIC()
+	nic.Command(func() { nic.Cache(host.MTT).Invalidate(verbs.FirstMTT(b.MR) + 12) }) // the line of page 12, not page 0's
+	before := nic.Counters().Parked.Load()
+	big(1)
+	small(2)
+	first, second := waitWC(t, a.CQ), waitWC(t, a.CQ)
+	if first.WRID != 2 || second.WRID != 1 || first.Status != verbs.WCSuccess || second.Status != verbs.WCSuccess {
+		t.Errorf("completions %d (%v) then %d (%v), want the small WRITE (2) first", first.WRID, first.Status, second.WRID, second.Status)
+	}
+	if nic.Counters().Parked.Load() == before {
+		t.Error("nothing was parked")
+	}
+	// A SEND behind the WRITE completes on b after its data is in memory.
+	qbs[0].PostRecv([]verbs.RecvWR{{WRID: 20}})
+	qas[0].PostSend([]verbs.SendWR{{WRID: 20, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}})
+	if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("receive: %v", wc.Status)
+	}
+	waitWC(t, a.CQ)
+	if !bytes.Equal(b.MR.Buf, a.Buf[:1<<16]) {
+		t.Error("the 64 KiB WRITE's data differs")
+	}
+}
