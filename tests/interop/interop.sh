@@ -26,9 +26,11 @@ ITERS=${ITERS:-100}
 # flight at that instant rxe retransmits it, however fresh (a capture of a
 # 300-iteration write_lat: retransmissions 134.0, 269.3 and 338.5 ms after
 # the first WRITE, of WRITEs sent 0.81, 0.10 and 1.22 ms before;
-# completer_retry_err +3). A run that ends within the first 67 ms (20
-# iterations of about 1.5 ms under emulation) shows the link itself.
-ITERS_LAT=${ITERS_LAT:-20}
+# completer_retry_err +3). A run that ends within the first 67 ms shows the
+# link itself: 10 iterations, as the reference captures of two rxe peers
+# ran (a round trip takes 1 to 3 ms under emulation; 20 iterations once
+# took too long).
+ITERS_LAT=${ITERS_LAT:-10}
 # The same timer, re-armed only by an ACK that finds more outstanding, can
 # go stale in a stream too when every ACK catches rxe's slow (emulated)
 # requester up; 64 KiB cells run 20 messages (tens of milliseconds here)
