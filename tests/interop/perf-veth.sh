@@ -12,9 +12,11 @@ A=srnperf-a-$$ B=srnperf-b-$$
 [ "$(id -u)" = 0 ] || { echo "perf-veth: needs root" >&2; exit 2; }
 spid=""
 cleanup() {
+	set +e
 	[ -n "$spid" ] && kill "$spid" 2>/dev/null
-	ip netns del $A 2>/dev/null || true
-	ip netns del $B 2>/dev/null || true
+	ip netns del $A 2>/dev/null
+	ip netns del $B 2>/dev/null
+	rm -f /tmp/perf-veth-server.$$
 }
 trap cleanup EXIT
 ip netns add $A
