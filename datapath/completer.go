@@ -12,9 +12,8 @@ import (
 // a gap restarts transmission from the missing PSN (go-back-N); an RNR NAK
 // pauses the QP for the timer it carries; other NAKs complete the work
 // request in error and flush the rest.
-func (n *engine) completeResponse(qpn uint32, p *wire.Packet) {
-	var q host.QPCEntry
-	if !n.qpc(qpn, &q) {
+func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+	if !q.Valid {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
@@ -28,20 +27,20 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet) {
 		return
 	}
 	if p.Opcode == wire.RCAtomicAcknowledge {
-		n.atomicData(qpn, &q, r, p, psn)
+		n.atomicData(qpn, q, r, p, psn)
 		return
 	}
 	if p.Opcode != wire.RCAcknowledge {
-		n.readData(qpn, &q, r, p, psn)
+		n.readData(qpn, q, r, p, psn)
 		return
 	}
 	s := p.AETH().Syndrome()
 	switch {
 	case s.IsACK():
-		n.retire(qpn, &q, r, psn)
+		n.retire(qpn, q, r, psn)
 	case s.IsNAK() && s.Value() == wire.NAKPSNSequenceError:
 		n.counters.RcvdSeqErr.Add(1)
-		n.retire(qpn, &q, r, psn.Sub(1))
+		n.retire(qpn, q, r, psn.Sub(1))
 		n.counters.Retransmits.Add(1)
 		n.goBack(qpn, r, psn)
 	case s.IsNAK():
@@ -52,14 +51,14 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet) {
 		case wire.NAKInvalidRequest:
 			status = wcRemInvReqErr
 		}
-		n.retire(qpn, &q, r, psn.Sub(1))
-		n.fail(qpn, &q, r, status)
+		n.retire(qpn, q, r, psn.Sub(1))
+		n.fail(qpn, q, r, status)
 	case s.IsRNRNAK():
 		n.counters.RcvdRNRErr.Add(1)
-		n.retire(qpn, &q, r, psn.Sub(1))
+		n.retire(qpn, q, r, psn.Sub(1))
 		if r.rnrRetries++; q.RNRRetry != 7 && r.rnrRetries > int(q.RNRRetry) {
 			n.counters.RetryRNRExceededErr.Add(1)
-			n.fail(qpn, &q, r, wcRNRRetryExcEr)
+			n.fail(qpn, q, r, wcRNRRetryExcEr)
 			return
 		}
 		// Stop sending; the timer restarts from the refused PSN.

@@ -220,13 +220,14 @@ func (n *engine) drainReady() {
 			} else {
 				err = wire.Parse(frame, &p)
 			}
-			if err == nil && n.mustWait(qpn, &p) {
+			var q host.QPCEntry
+			if err == nil && n.mustWait(qpn, &p, &q) {
 				break
 			}
 			r.parkHead = (r.parkHead + 1) % parkDepth
 			r.parkN--
 			if err == nil {
-				n.dispatch(qpn, &p)
+				n.dispatch(qpn, &p, &q)
 			}
 			n.parkPool.Return(pf.handle)
 		}
@@ -234,11 +235,14 @@ func (n *engine) drainReady() {
 }
 
 // mustWait looks up, without waiting, the contexts packet p of QP qpn
-// needs: its QP's context; for a request, the R_Key's MPT entry and first
-// MTT line, the SRQ's context if it takes a receive WQE from one, and the
-// receive CQ's context if it completes a message; for a response, the
-// send CQ's context. On a miss it records the ticket and reports true.
-func (n *engine) mustWait(qpn uint32, p *wire.Packet) bool {
+// needs: its QP's context; for a request, the MPT entries and MTT lines
+// its payload needs (memoryMiss), the SRQ's context if it takes a receive
+// WQE from one, and the receive CQ's context if it completes a message;
+// for a response, the send CQ's context. On a miss it records the ticket
+// and reports true. Otherwise q holds the QP's context for the handler
+// (read now, waiting, if the cache had no ticket to give; not valid if
+// there is none).
+func (n *engine) mustWait(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
 	tag := qpn + 1
 	words := n.words[:host.EntrySizes[host.QPC]/8]
 	st, pid := n.caches[host.QPC].Lookup(n.id, uint64(qpn), words)
@@ -247,12 +251,12 @@ func (n *engine) mustWait(qpn uint32, p *wire.Packet) bool {
 		n.parkPID[host.QPC][pid] = tag
 		return true
 	case ctxcache.Hit:
+		putWords(n.entry[:128], words)
+		q.Decode(n.entry[:128])
 	default:
-		return false // a fault or no free ticket: the handler waits, or says why
+		n.qpc(qpn, q) // a fault or no free ticket: wait, or find it invalid
+		return false
 	}
-	putWords(n.entry[:128], words)
-	var q host.QPCEntry
-	q.Decode(n.entry[:128])
 	if !q.Valid {
 		return false
 	}

@@ -43,19 +43,21 @@ func (n *engine) receive(fr *Frame) {
 		n.park(qpn, fr)
 		return
 	}
-	if n.mustWait(qpn, &p) {
+	var q host.QPCEntry
+	if n.mustWait(qpn, &p, &q) {
 		n.park(qpn, fr)
 		return
 	}
-	n.dispatch(qpn, &p)
+	n.dispatch(qpn, &p, &q)
 }
 
-// dispatch hands a parsed packet to the responder or the completer.
-func (n *engine) dispatch(qpn uint32, p *wire.Packet) {
+// dispatch hands a parsed packet, with its QP's context, to the responder
+// or the completer.
+func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	if p.Info.Flags&wire.OpRequest != 0 {
-		n.respond(qpn, p)
+		n.respond(qpn, p, q)
 	} else {
-		n.completeResponse(qpn, p)
+		n.completeResponse(qpn, p, q)
 	}
 }
 
@@ -91,58 +93,57 @@ func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, wri
 
 // respond is the responder: it checks a request's PSN, places its data,
 // consumes receive WQEs, answers READs and acknowledges.
-func (n *engine) respond(qpn uint32, p *wire.Packet) {
-	var q host.QPCEntry
-	if !n.qpc(qpn, &q) || (q.State != qpsRTR && q.State != qpsRTS) {
+func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+	if !q.Valid || (q.State != qpsRTR && q.State != qpsRTS) {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
 	r := &n.qps[qpn]
-	r.start(&q)
+	r.start(q)
 	psn := p.BTH().PSN()
 	if ud := q.Type == qptUD; ud != (p.Info.Transport == wire.TransportUD) {
 		n.counters.RcvdMalformed.Add(1)
 		return
 	} else if ud {
-		n.respondUD(&q, r, p)
+		n.respondUD(q, r, p)
 		return
 	}
 	if uc := q.Type == qptUC; uc != (p.Info.Transport == wire.TransportUC) {
 		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP or the other way round
 		return
 	} else if uc {
-		n.respondUC(&q, r, p, psn)
+		n.respondUC(q, r, p, psn)
 		return
 	}
 	if d := psn.Diff(r.expPSN); d < 0 {
 		n.counters.DuplicateRequest.Add(1)
 		if p.Opcode == wire.RCRDMAReadRequest {
-			n.readResponse(&q, r, p, psn, false)
+			n.readResponse(q, r, p, psn, false)
 		} else if p.Info.Flags&wire.OpAtomic != 0 {
 			for _, a := range r.atomics {
 				if a.valid && a.psn == psn {
-					n.atomicAck(&q, r, psn, a.orig)
+					n.atomicAck(q, r, psn, a.orig)
 				}
 			}
 		} else {
-			n.ack(&q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
+			n.ack(q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
 		}
 		return
 	} else if d > 0 {
 		n.counters.OutOfSeqRequest.Add(1)
 		if !r.nakSent { // one NAK per gap
 			r.nakSent = true
-			n.ack(&q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
+			n.ack(q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
 		}
 		return
 	}
 	r.nakSent = false
-	if !n.execute(&q, r, p, psn) {
+	if !n.execute(q, r, p, psn) {
 		return
 	}
 	r.expPSN = r.expPSN.Next()
 	if p.BTH().AckReq() {
-		n.ack(&q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
+		n.ack(q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
 	}
 }
 
