@@ -174,12 +174,11 @@ func (s *session) run(ctx context.Context) error {
 	switch {
 	case t.BW() && !t.send():
 		return s.oneSidedBW(ctx, server)
-	case t == SendBW:
-		return s.sendBW(ctx, server)
+	case t.send():
+		return s.sendTest(ctx, server)
 	case t == WriteLat:
-		return s.writeLat(ctx, server)
-	case t == SendLat:
-		return s.sendLat(ctx, server)
+		// A ping-pong of WRITEs, with no closing exchange (as perftest).
+		return s.measureSizes(ctx, server)
 	default:
 		return s.readLat(ctx, server)
 	}
@@ -231,12 +230,9 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 		s.printFooter()
 		return s.close(StepTimeout)
 	}
-	for _, size := range s.cfg.sizes() {
-		if err := s.measure(ctx, size, false); err != nil {
-			return err
-		}
+	if err := s.measureSizes(ctx, false); err != nil {
+		return err
 	}
-	s.printFooter()
 	if err := s.keys("keys exchange after the run", StepTimeout); err != nil {
 		return err
 	}
@@ -247,28 +243,8 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 	return s.close(StepTimeout)
 }
 
-// sendBW: per size the server posts its receives, both sync, the client
-// sends and the server counts; each prints its own report.
-func (s *session) sendBW(ctx context.Context, server bool) error {
-	for _, size := range s.cfg.sizes() {
-		if server {
-			if err := s.dp.prepare(size); err != nil {
-				return err
-			}
-		}
-		if err := s.keys("keys exchange before the run", StepTimeout); err != nil {
-			return err
-		}
-		if err := s.measure(ctx, size, server); err != nil {
-			return err
-		}
-	}
-	s.printFooter()
-	return s.close(StepTimeout)
-}
-
-// writeLat: a ping-pong of WRITEs, no closing exchange (as perftest).
-func (s *session) writeLat(ctx context.Context, server bool) error {
+// measureSizes runs every size and closes the table.
+func (s *session) measureSizes(ctx context.Context, server bool) error {
 	for _, size := range s.cfg.sizes() {
 		if err := s.measure(ctx, size, server); err != nil {
 			return err
@@ -278,11 +254,15 @@ func (s *session) writeLat(ctx context.Context, server bool) error {
 	return nil
 }
 
-// sendLat: per size both post receives and sync, then ping-pong SENDs.
-func (s *session) sendLat(ctx context.Context, server bool) error {
+// sendTest: send_bw and send_lat. Per size the receivers post their
+// receives (send_bw's server; both sides of send_lat's ping-pong), both
+// sync, and the run follows; each side prints its own report.
+func (s *session) sendTest(ctx context.Context, server bool) error {
 	for _, size := range s.cfg.sizes() {
-		if err := s.dp.prepare(size); err != nil {
-			return err
+		if server || s.cfg.Test == SendLat {
+			if err := s.dp.prepare(size); err != nil {
+				return err
+			}
 		}
 		if err := s.keys("keys exchange before the run", StepTimeout); err != nil {
 			return err
@@ -302,12 +282,9 @@ func (s *session) readLat(ctx context.Context, server bool) error {
 	if server {
 		return s.close(runWait)
 	}
-	for _, size := range s.cfg.sizes() {
-		if err := s.measure(ctx, size, false); err != nil {
-			return err
-		}
+	if err := s.measureSizes(ctx, false); err != nil {
+		return err
 	}
-	s.printFooter()
 	return s.close(StepTimeout)
 }
 
