@@ -210,14 +210,7 @@ func TestParkOnMiss(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
 	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
 	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
-	var qas, qbs [2]*verbs.QP
-	for i := range 2 {
-		qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 20); err != nil {
-			t.Fatal(err)
-		}
-	}
+	qas, qbs := twoQPs(t, a, b, 20)
 	write := func(i int, wrid uint64) {
 		if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 			SGL: verbstest.SGL(a, 0, 64), RemoteAddr: b.MR.Addr + uint64(64*i), RKey: b.MR.RKey}}); err != nil {
@@ -284,14 +277,7 @@ func TestParkOnMemoryMiss(t *testing.T) {
 					break
 				}
 			}
-			var qas, qbs [2]*verbs.QP
-			for i := range 2 {
-				qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-				qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-				if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 20); err != nil {
-					t.Fatal(err)
-				}
-			}
+			qas, qbs := twoQPs(t, a, b, 20)
 			// QP i writes 64 bytes from source i to target i; QP 1 uses the
 			// other region on the end whose cache misses.
 			type place struct {
@@ -589,14 +575,7 @@ func TestParkOnLaterMTTLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var qas, qbs [2]*verbs.QP
-	for i := range 2 {
-		qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
-			t.Fatal(err)
-		}
-	}
+	qas, qbs := twoQPs(t, a, b, 14)
 	big := func(wrid uint64) {
 		qas[0].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: sgl(a, 0, 1<<16), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}})
 	}
@@ -631,4 +610,18 @@ func TestParkOnLaterMTTLine(t *testing.T) {
 	if !bytes.Equal(b.MR.Buf, a.Buf[:1<<16]) {
 		t.Error("the 64 KiB WRITE's data differs")
 	}
+}
+
+// twoQPs connects two more RC QPs from a to b (a sends, b answers), with
+// ACK timeout exponent timeout, on the ends' CQs.
+func twoQPs(t *testing.T, a, b *end, timeout uint8) (qas, qbs [2]*verbs.QP) {
+	t.Helper()
+	for i := range 2 {
+		qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qbs[i], _ = b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err := verbs.ConnectRC(qas[i], qbs[i], verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, timeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return qas, qbs
 }
