@@ -139,17 +139,14 @@ func (c *Config) setDefaults() error {
 			c.TxDepth = 128
 		}
 	}
-	if c.Duration == 0 {
-		c.TxDepth = min(c.TxDepth, c.Iters)
-	}
 	if c.RxDepth == 0 {
 		c.RxDepth = 1
 		if t.send() {
 			c.RxDepth = 512
 		}
 	}
-	if c.Duration == 0 {
-		c.RxDepth = min(c.RxDepth, c.Iters)
+	if c.Duration == 0 { // no deeper than the run is long
+		c.TxDepth, c.RxDepth = min(c.TxDepth, c.Iters), min(c.RxDepth, c.Iters)
 	}
 	if c.CQMod == 0 {
 		c.CQMod = 100
