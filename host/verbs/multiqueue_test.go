@@ -38,16 +38,18 @@ func checkEngines(t *testing.T, a, b *end, every bool) {
 	}
 	for side, e := range map[string]*end{"a": a, "b": b} {
 		nic := e.Dev.NIC()
-		// Frames still on their way to an engine (ACKs nobody waited
-		// for) are taken within moments.
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			queued := int64(0)
+		// Frames still on their way (ACKs nobody waited for: the
+		// scenarios' sends may be unsignalled) arrive within moments.
+		settled := func() bool {
 			for _, s := range nic.Engines() {
-				queued += s.HandoffQueued.Load()
+				if s.HandoffQueued.Load() != 0 || every && s.RxFrames.Load()+s.HandoffIn.Load() == 0 {
+					return false
+				}
 			}
-			if queued == 0 {
-				break
-			}
+			return true
+		}
+		for deadline := time.Now().Add(3 * time.Second); !settled() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
 		}
 		for q, s := range nic.Engines() {
 			t.Logf("%s queue %d: rx %d, handed in %d, handed out %d, doorbells %d", side, q,
