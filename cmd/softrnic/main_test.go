@@ -2,13 +2,13 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/wire/wiretest"
+	"github.com/softrnic/softrnic/internal/testenv"
 )
 
 // TestDecodeCaptures runs `softrnic decode` over the rxe captures: every
@@ -55,9 +55,7 @@ func TestDecodeBadFrames(t *testing.T) {
 
 // TestDemo runs `softrnic demo` across a real veth pair (root only).
 func TestDemo(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the demo creates network namespaces: needs root")
-	}
+	testenv.RequireRoot(t) // the demo creates network namespaces
 	var out bytes.Buffer
 	if err := runDemo([]string{"-frames"}, &out); err != nil {
 		t.Fatalf("demo -frames: %v\n%s", err, out.String())

@@ -2,9 +2,11 @@ package topo_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/softrnic/softrnic/internal/testenv"
 	"github.com/softrnic/softrnic/tests/topo"
 )
 
@@ -57,7 +60,7 @@ func TestPair(t *testing.T) {
 	tp, err := topo.Build(spec)
 	if err != nil {
 		if err == topo.ErrNotRoot {
-			t.Skip("needs root to create network namespaces")
+			testenv.Unavailable(t, "%v", err)
 		}
 		t.Fatal(err)
 	}
@@ -144,9 +147,7 @@ func TestChain(t *testing.T) {
 }
 
 func TestBadSpec(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
+	testenv.RequireRoot(t)
 	for name, spec := range map[string]topo.Spec{
 		"duplicate namespace": {Namespaces: []string{"a", "a"}},
 		"unknown namespace":   {Namespaces: []string{"a"}, Links: []topo.Link{{A: topo.End{NS: "a"}, B: topo.End{NS: "z"}}}},
@@ -157,5 +158,73 @@ func TestBadSpec(t *testing.T) {
 			tp.Close()
 			t.Errorf("%s: Build succeeded", name)
 		}
+	}
+}
+
+// TestUnprivileged runs this package's tests again as user nobody: outside
+// CI every namespace test skips, saying it needs root, and the package
+// passes; under CI (CI=true) every one of them fails instead, so a CI run
+// without privileges cannot pass without running them.
+func TestUnprivileged(t *testing.T) {
+	testenv.RequireRoot(t) // to drop to nobody
+	setpriv := testenv.RequireTool(t, "setpriv", "apt-get install util-linux")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy nobody can run: the test binary's own folder is root's alone.
+	dir, err := os.MkdirTemp("", "topo-unprivileged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "topo.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	namespaceTests := []string{"TestPair", "TestChain", "TestBadSpec", "TestUnprivileged"}
+	for _, tc := range []struct {
+		ci   string
+		fail bool
+	}{{"", false}, {"true", true}} {
+		t.Run("CI="+tc.ci, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.v", "-test.count=1")
+			cmd.Dir = dir
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "CI=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, "CI="+tc.ci)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if err != nil && !errors.As(err, &exit) {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if failed := err != nil; failed != tc.fail {
+				t.Errorf("CI=%q as nobody: exit %v, want failure %v\n%s", tc.ci, err, tc.fail, out)
+			}
+			want := "--- SKIP: "
+			if tc.fail {
+				want = "--- FAIL: "
+			}
+			for _, name := range namespaceTests {
+				if !strings.Contains(string(out), want+name+" ") {
+					t.Errorf("CI=%q as nobody: no %q\n%s", tc.ci, want+name, out)
+				}
+			}
+			if !strings.Contains(string(out), "needs root") {
+				t.Errorf("CI=%q as nobody: no reason given\n%s", tc.ci, out)
+			}
+		})
 	}
 }
