@@ -33,39 +33,16 @@ func (g GID) IsIPv4() bool { return netip.AddrFrom16(g).Is4In6() }
 
 func (g GID) String() string { return netip.AddrFrom16(g).String() }
 
-// IB MTUs, as the ibv_mtu enum numbers them (1 = 256 … 5 = 4096).
-var ibMTUs = [...]int{256, 512, 1024, 2048, 4096}
-
 // PathMTU returns the largest IB MTU a netdev MTU carries, as rxe computes
 // it (room for 80 bytes of headers), or 0 if not even 256 fits.
-func PathMTU(netdevMTU int) int {
-	best := 0
-	for _, m := range ibMTUs {
-		if m <= netdevMTU-80 {
-			best = m
-		}
-	}
-	return best
-}
+func PathMTU(netdevMTU int) int { return wire.IBMTU(netdevMTU) }
 
 // MTUEnum returns the ibv_mtu number of an IB MTU (1 for 256 … 5 for 4096),
 // or 0 if it is not one.
-func MTUEnum(ibMTU int) int {
-	for i, m := range ibMTUs {
-		if m == ibMTU {
-			return i + 1
-		}
-	}
-	return 0
-}
+func MTUEnum(ibMTU int) int { return wire.MTUEnum(ibMTU) }
 
 // MTUFromEnum returns the IB MTU of an ibv_mtu number, or 0.
-func MTUFromEnum(e int) int {
-	if e < 1 || e > len(ibMTUs) {
-		return 0
-	}
-	return ibMTUs[e-1]
-}
+func MTUFromEnum(e int) int { return wire.MTUFromEnum(e) }
 
 // Device is a network device as the NIC sees it.
 type Device struct {

@@ -8,6 +8,13 @@ const BTHLen = 12
 // DefaultPKey is the default partition key.
 const DefaultPKey = 0xffff
 
+// PKeyMatch reports whether a packet's P_Key a matches a QP's P_Key b as
+// IBTA defines it: the same partition (low 15 bits, not the invalid 0)
+// and at least one of the two a full member (bit 15).
+func PKeyMatch(a, b uint16) bool {
+	return a&0x7fff == b&0x7fff && a&0x7fff != 0 && (a|b)&0x8000 != 0
+}
+
 // BTH is a view of a Base Transport Header.
 //
 //	byte 0     OpCode

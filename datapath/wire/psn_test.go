@@ -71,3 +71,23 @@ func TestPSNModel(t *testing.T) {
 		}
 	}
 }
+
+func TestPKeyMatch(t *testing.T) {
+	for _, tc := range []struct {
+		a, b uint16
+		want bool
+	}{
+		{0xffff, 0xffff, true},  // default, full members
+		{0x7fff, 0xffff, true},  // limited member meets a full one
+		{0xffff, 0x7fff, true},  //
+		{0x7fff, 0x7fff, false}, // two limited members may not talk
+		{0x1234, 0xffff, false}, // another partition
+		{0x9234, 0xffff, false}, //
+		{0x8000, 0x8000, false}, // the invalid P_Key
+		{0x0000, 0xffff, false},
+	} {
+		if got := wire.PKeyMatch(tc.a, tc.b); got != tc.want {
+			t.Errorf("PKeyMatch(%#04x, %#04x) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
