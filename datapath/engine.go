@@ -68,7 +68,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}),
 		parkPool: NewPool(parkBuffers, 9216),
-		ready:    make([]uint32, 0, n.cfg.MaxQPs), sqReady: make([]uint32, 0, n.cfg.MaxQPs)}
+		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
 	if pids == 0 {
 		pids = 256
@@ -206,7 +206,12 @@ func (e *engine) recvBellsDue() bool {
 		select {
 		case d := <-e.recvBells:
 			if d.QPN < uint32(len(e.qps)) {
-				e.qps[d.QPN].rqProducer = d.Producer
+				r := &e.qps[d.QPN]
+				r.rqProducer = d.Producer
+				var q host.QPCEntry
+				if r.errored && e.qpc(d.QPN, &q) {
+					e.flushRecv(d.QPN, &q, r) // a QP in error flushes what is posted to it
+				}
 			}
 		default:
 			return served

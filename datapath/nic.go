@@ -24,12 +24,21 @@ type NICConfig struct {
 	Memory *host.Memory
 	DMA    *host.DMA
 
-	MaxQPs, MaxCQs, MaxSRQs, MaxMRs, MaxMTT int // table sizes (defaults 256, 256, 64, 1024, 65536)
+	// Table sizes (defaults 256, 256, 64, 1024, 65536). MaxQPs counts
+	// the QPs an application can create: QPNs FirstQPN to
+	// FirstQPN+MaxQPs-1.
+	MaxQPs, MaxCQs, MaxSRQs, MaxMRs, MaxMTT int
 	Cache                                   ctxcache.Config
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)
 }
+
+// FirstQPN is the first QP number the NIC hands out, as rdma_rxe's first
+// is 17: QPN 0 and 1 name the special QPs (QP0, the SMI, and QP1, the GSI,
+// which carries connection management), and a packet to a QP number
+// below FirstQPN reaches no QP.
+const FirstQPN = 17
 
 // Counters are the NIC's counters, named as rdma_rxe names its hardware
 // counters.
@@ -50,6 +59,11 @@ type Counters struct {
 	RcvdBadResponse            atomic.Uint64 // READ responses whose length or opcode does not fit their place, dropped
 	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
 	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
+	RcvdBadPKey                atomic.Uint64 // packets whose P_Key does not match their QP's, dropped
+	RcvdLengthErr              atomic.Uint64 // requests whose payload does not fit the path MTU, the message or the receive buffer (invalid request NAK)
+	DuplicateDropped           atomic.Uint64 // duplicate READs that match no READ the responder remembers, dropped
+	SeqNAKSuppressed           atomic.Uint64 // out-of-sequence requests not NAKed: their gap had its NAK, or the QP's last NAK was too recent
+	RcvdStaleResponse          atomic.Uint64 // ACKs, NAKs and responses for PSNs outside [oldest unacknowledged, last sent], ignored
 }
 
 // Each calls fn with every counter's name (rxe's where rxe has one) and
@@ -66,7 +80,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},
 		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
-		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped},
+		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey},
+		{"rcvd_length_err", &c.RcvdLengthErr}, {"duplicate_dropped", &c.DuplicateDropped},
+		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -126,9 +142,10 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxMRs, 1024)
 	def(&cfg.MaxMTT, 65536)
 	cfg.Cache.Pipelines = len(cfg.Ports)
-	n := &NIC{cfg: cfg, qps: make([]qpRun, cfg.MaxQPs), srqs: make([]srqRun, cfg.MaxSRQs),
+	qpTable := FirstQPN + cfg.MaxQPs // QPNs below FirstQPN stay invalid
+	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
-	counts := [host.NumContextTypes]int{host.QPC: cfg.MaxQPs, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
+	counts := [host.NumContextTypes]int{host.QPC: qpTable, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
 		c, err := ctxcache.New(ctxcache.NewAdapter(n.tables[t]), cfg.DMA, cfg.Cache)

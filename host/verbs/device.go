@@ -32,7 +32,11 @@ type DeviceConfig struct {
 	IP       netip.Addr
 	PCIe     host.PCIe // DMA model; zero is memory speed
 	PageSize int       // MR page size (default 4096)
-	MaxQPs   int       // default 256
+	// MTU is the netdev MTU the port runs on, in bytes; 0 takes the
+	// largest the port's frames carry. The port's active IB MTU follows
+	// it, as rdma_rxe's follows its netdev's.
+	MTU      int
+	MaxQPs   int       // QPs the device can create (default 256), numbered from datapath.FirstQPN
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
@@ -64,7 +68,15 @@ func Open(cfg DeviceConfig) (*Device, error) {
 		ports = []datapath.Port{cfg.Port}
 	}
 	mem := host.NewMemory()
-	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: 1, nextMR: 1, cqs: make([]*CQ, 256)}
+	for _, p := range ports {
+		if p != nil && (cfg.MTU == 0 || cfg.MTU > p.MaxFrameLen()-etherHeader) {
+			cfg.MTU = p.MaxFrameLen() - etherHeader // no more than the port's frames carry
+		}
+	}
+	if len(ports) > 0 && wire.IBMTU(cfg.MTU) == 0 {
+		return nil, fmt.Errorf("%w: a netdev MTU of %d bytes carries no IB MTU (256 needs %d)", ErrInvalid, cfg.MTU, 256+wire.MTUHeaderRoom)
+	}
+	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]*CQ, 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
 		Notify: d.notify,
@@ -93,6 +105,18 @@ func (d *Device) WritesPlaced() uint64 { return d.nic.WritesPlaced() }
 func (d *Device) WaitWritesPlaced(ctx context.Context, seen uint64) (uint64, error) {
 	return d.nic.WaitWritesPlaced(ctx, seen)
 }
+
+// etherHeader is the Ethernet header a frame carries beyond the netdev
+// MTU.
+const etherHeader = 14
+
+// NetdevMTU returns the netdev MTU the device's port runs on.
+func (d *Device) NetdevMTU() int { return d.cfg.MTU }
+
+// ActiveMTU returns the port's active MTU as an ibv_mtu enum (1 = 256 …
+// 5 = 4096), as ibv_query_port reports it: the largest IB MTU the netdev
+// MTU carries. A QP's path MTU may not exceed it.
+func (d *Device) ActiveMTU() int { return wire.MTUEnum(wire.IBMTU(d.cfg.MTU)) }
 
 // NIC returns the device's engine, for its counters.
 func (d *Device) NIC() *datapath.NIC { return d.nic }

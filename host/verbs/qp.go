@@ -131,9 +131,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	d.mu.Lock()
 	num := d.nextQP
-	d.nextQP++
+	if num < uint32(datapath.FirstQPN+d.cfg.MaxQPs) {
+		d.nextQP++
+	}
 	d.mu.Unlock()
-	if num >= uint32(d.cfg.MaxQPs) {
+	if num < datapath.FirstQPN || num >= uint32(datapath.FirstQPN+d.cfg.MaxQPs) { // 0 and 1 are QP0 and QP1, never handed out
 		return nil, fmt.Errorf("%w: QP table full", ErrNoResources)
 	}
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
@@ -200,9 +202,17 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		if attr.PathMTU < 1 || attr.PathMTU > 5 {
 			return fmt.Errorf("%w: path MTU enum %d", ErrInvalidAttr, attr.PathMTU)
 		}
+		if active := qp.pd.dev.ActiveMTU(); attr.PathMTU > active {
+			// libibverbs: EINVAL for a path MTU above the port's active MTU.
+			return fmt.Errorf("%w: path MTU %d above the port's active MTU %d (netdev MTU %d)",
+				ErrInvalidAttr, wire.MTUFromEnum(attr.PathMTU), wire.MTUFromEnum(active), qp.pd.dev.NetdevMTU())
+		}
 		c.MTU = uint8(attr.PathMTU)
 	}
 	if mask&AttrDestQPN != 0 {
+		if qp.Type != QPTUD && attr.DestQPN&0xffffff < 2 {
+			return fmt.Errorf("%w: destination QPN %d is a special QP (QP0 or QP1), which connects to no RC or UC QP", ErrInvalidAttr, attr.DestQPN&0xffffff)
+		}
 		c.DestQPN = attr.DestQPN & 0xffffff
 		c.SrcPort = wire.SourcePort(qp.Num, c.DestQPN)
 	}
