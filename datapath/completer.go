@@ -23,7 +23,15 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 	}
 	psn := p.BTH().PSN()
 	if psn.After(r.sentMax) {
-		n.counters.RcvdUnknownQP.Add(1) // answers a PSN never sent: ignore
+		n.counters.RcvdStaleResponse.Add(1) // answers a PSN never sent: ignore
+		return
+	}
+	// A NAK, RNR NAK, READ response or atomic ACK for a PSN older than the
+	// oldest unacknowledged one answers nothing outstanding (a delayed
+	// copy, or forged): it is ignored, as rxe ignores it. An ACK behind
+	// the window retires nothing and may pass.
+	if psn.Before(r.una) && (p.Opcode != wire.RCAcknowledge || !p.AETH().Syndrome().IsACK()) {
+		n.counters.RcvdStaleResponse.Add(1)
 		return
 	}
 	if p.Opcode == wire.RCAtomicAcknowledge {

@@ -51,7 +51,8 @@ type qpRun struct {
 	rqProducer, rqConsumer uint32
 	expPSN                 wire.PSN
 	msn                    uint32
-	nakSent                bool // a PSN sequence NAK is out for expPSN
+	nakSent                bool      // a PSN sequence NAK is out for expPSN
+	lastSeqNAK             time.Time // when the last PSN sequence NAK went out
 	ucDrop                 bool // UC: dropping the rest of a broken message
 	recvActive             bool
 	recv                   host.RecvWQE
@@ -65,6 +66,32 @@ type qpRun struct {
 	readListed             bool                      // on the NIC's list of QPs answering READs
 	atomics                [maxRdAtomic]atomicResult // answers to recent atomics, for duplicates
 	atomicNext             int
+	readsDone              [maxRdAtomic]readRecord // recent READs accepted, for duplicates
+	readsDoneNext          int
+}
+
+// readRecord remembers a READ request the responder accepted: a duplicate
+// of it (a retry, whole or from a later PSN) is answered again; a
+// duplicate that matches none is dropped.
+type readRecord struct {
+	valid   bool
+	psn     wire.PSN // its first PSN
+	packets int
+	va      uint64
+	key     uint32
+	total   uint32
+	msn     uint32
+}
+
+// covers reports whether a duplicate READ request for psn asking for
+// length bytes at va under key asks again for (part of) this READ: the
+// same key, its PSN among the READ's, and its range inside the READ's (as
+// rxe checks a duplicate READ against the resource it finds).
+func (rr *readRecord) covers(psn wire.PSN, va uint64, key, length uint32) bool {
+	if !rr.valid || key != rr.key || psn.Before(rr.psn) || int(psn.Diff(rr.psn)) >= rr.packets {
+		return false
+	}
+	return va >= rr.va && uint64(length) <= uint64(rr.total) && va-rr.va <= uint64(rr.total)-uint64(length)
 }
 
 // readState is a READ response in progress.

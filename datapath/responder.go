@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
@@ -36,6 +38,10 @@ func (n *engine) receive(fr *Frame) {
 		return
 	}
 	n.counters.RcvdPkts.Add(1)
+	if !wire.PKeyMatch(p.BTH().PKey(), wire.DefaultPKey) {
+		n.counters.RcvdBadPKey.Add(1) // another partition: dropped, as rxe drops it
+		return
+	}
 	// A QP whose context is not cached waits, its packets parked in
 	// order, while the packets of other QPs go on.
 	r := &n.qps[qpn]
@@ -100,6 +106,9 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	}
 	r := &n.qps[qpn]
 	r.start(q)
+	if r.errored {
+		return // a QP in the error state takes no requests
+	}
 	psn := p.BTH().PSN()
 	if ud := q.Type == qptUD; ud != (p.Info.Transport == wire.TransportUD) {
 		n.counters.RcvdMalformed.Add(1)
@@ -116,24 +125,18 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		return
 	}
 	if d := psn.Diff(r.expPSN); d < 0 {
-		n.counters.DuplicateRequest.Add(1)
-		if p.Opcode == wire.RCRDMAReadRequest {
-			n.readResponse(q, r, p, psn, false)
-		} else if p.Info.Flags&wire.OpAtomic != 0 {
-			for _, a := range r.atomics {
-				if a.valid && a.psn == psn {
-					n.atomicAck(q, r, psn, a.orig)
-				}
-			}
-		} else {
-			n.ack(q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
-		}
+		n.duplicate(q, r, p, psn)
 		return
 	} else if d > 0 {
 		n.counters.OutOfSeqRequest.Add(1)
-		if !r.nakSent { // one NAK per gap
-			r.nakSent = true
+		// One NAK per gap, and not more often than seqNAKInterval per QP:
+		// a stream of forged requests ahead of the window must not make
+		// the requester go back at each.
+		if now := time.Now(); !r.nakSent && now.Sub(r.lastSeqNAK) >= seqNAKInterval {
+			r.nakSent, r.lastSeqNAK = true, now
 			n.ack(q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
+		} else {
+			n.counters.SeqNAKSuppressed.Add(1)
 		}
 		return
 	}
@@ -144,6 +147,42 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	r.expPSN = r.expPSN.Next()
 	if p.BTH().AckReq() {
 		n.ack(q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
+	}
+}
+
+// seqNAKInterval is the least time between two PSN sequence NAKs of a QP.
+// A real gap seen again after it is NAKed again; it is far below any ACK
+// timeout, so a lost packet is still repaired long before the timer.
+const seqNAKInterval = 100 * time.Microsecond
+
+// duplicate answers a request whose PSN is behind the expected one: a
+// READ the responder remembers is answered again (from the PSN asked
+// for), an atomic it remembers gets its saved result, anything else that
+// is a READ or an atomic is dropped (it answers nothing this QP executed:
+// a NAK for it could fail the live connection), and a SEND or WRITE is
+// acknowledged with the newest PSN executed.
+func (n *engine) duplicate(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+	n.counters.DuplicateRequest.Add(1)
+	switch {
+	case p.Opcode == wire.RCRDMAReadRequest:
+		h := p.RETH()
+		for i := range r.readsDone {
+			if rr := &r.readsDone[i]; rr.covers(psn, h.VA(), h.RKey(), h.DMALen()) {
+				n.readResponse(q, r, p, psn, rr.msn, false)
+				return
+			}
+		}
+		n.counters.DuplicateDropped.Add(1)
+	case p.Info.Flags&wire.OpAtomic != 0:
+		for _, a := range r.atomics {
+			if a.valid && a.psn == psn {
+				n.atomicAck(q, r, psn, a.orig)
+				return
+			}
+		}
+		n.counters.DuplicateDropped.Add(1)
+	default:
+		n.ack(q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
 	}
 }
 
@@ -208,17 +247,25 @@ func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) 
 // long READ neither starves the engine's other work nor floods the
 // requester. A new request on the QP (a retry, full or partial) replaces
 // the one being answered.
-func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, fresh bool) {
+func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, msn uint32, fresh bool) {
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
+	if fresh && h.DMALen() > maxMessage {
+		n.counters.RcvdLengthErr.Add(1)
+		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return
+	}
 	if total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), accessRemoteRead) {
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
 	if fresh {
 		r.msn++
+		msn = r.msn
 		r.expPSN = psn.Add(uint32(packets))
+		r.readsDone[r.readsDoneNext] = readRecord{valid: true, psn: psn, packets: packets, va: h.VA(), key: h.RKey(), total: h.DMALen(), msn: msn}
+		r.readsDoneNext = (r.readsDoneNext + 1) % len(r.readsDone)
 	}
 	if !fresh {
 		// A retry: the requester went back to this PSN and asks again for
@@ -241,7 +288,7 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		r.readHead = (r.readHead + 1) % len(r.reads)
 		r.readN--
 	}
-	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: r.msn}
+	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn}
 	r.readN++
 	if !r.readListed {
 		r.readListed = true
@@ -348,9 +395,16 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
 	payload := p.Payload()
+	if info.Flags&(wire.OpSend|wire.OpWrite) != 0 && !fitsMTU(len(payload), first, last, pmtu(q)) {
+		// A packet cut otherwise than the path MTU cuts a message, as rxe
+		// checks it: FIRST and MIDDLE full, ONLY and LAST no longer.
+		n.counters.RcvdLengthErr.Add(1)
+		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return false
+	}
 	switch {
 	case p.Opcode == wire.RCRDMAReadRequest:
-		n.readResponse(q, r, p, psn, true)
+		n.readResponse(q, r, p, psn, 0, true)
 		return false
 	case info.Flags&wire.OpAtomic != 0:
 		n.atomic(q, r, p, psn)
@@ -368,8 +422,16 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 			return false
 		}
-		if !n.scatter(q.PD, r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)], r.recvOff, payload) {
-			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteOperationalErr))
+		sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+		if uint64(r.recvOff)+uint64(len(payload)) > sglLen(sges) {
+			// Longer than the receive buffer: an invalid request NAK, and
+			// the receive completes with a local length error (IBTA, rxe).
+			n.counters.RcvdLengthErr.Add(1)
+			n.recvError(q, r, p, psn, wcLocLenErr, wire.NAKInvalidRequest)
+			return false
+		}
+		if !n.scatter(q.PD, sges, r.recvOff, payload) {
+			n.recvError(q, r, p, psn, wcLocProtErr, wire.NAKRemoteOperationalErr)
 			return false
 		}
 		r.recvOff += uint32(len(payload))
@@ -389,15 +451,31 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 	case info.Flags&wire.OpWrite != 0:
 		if h := p.RETH(); h != nil {
 			r.writeVA, r.writeKey, r.writeLeft = h.VA(), h.RKey(), h.DMALen()
+			// An ONLY packet carries the whole message; a FIRST one
+			// begins one longer than a packet.
+			if m := h.DMALen(); m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) {
+				r.writeLeft = 0
+				n.counters.RcvdLengthErr.Add(1)
+				n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+				return false
+			}
 			// The whole message's range, checked once: a refused WRITE
-			// changes nothing, not even its first packets' bytes.
+			// changes nothing, not even its first packets' bytes. A
+			// zero-length WRITE needs no key (IBTA C9-88).
 			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), accessRemoteWrite) {
 				r.writeLeft = 0
 				n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 				return false
 			}
 		}
-		if uint32(len(payload)) > r.writeLeft || !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
+		if uint32(len(payload)) > r.writeLeft || last && uint32(len(payload)) != r.writeLeft {
+			// More or less than the RETH announced.
+			r.writeLeft = 0
+			n.counters.RcvdLengthErr.Add(1)
+			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+			return false
+		}
+		if !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
 		}
@@ -423,6 +501,71 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		return false
 	}
 	return true
+}
+
+// maxMessage is the longest message IBTA allows (2^31 bytes).
+const maxMessage = 1 << 31
+
+// fitsMTU reports whether a SEND or WRITE packet's payload length fits its
+// place in a message cut at the path MTU.
+func fitsMTU(n int, first, last bool, mtu int) bool {
+	switch {
+	case first && last: // ONLY
+		return n <= mtu
+	case last:
+		return n > 0 && n <= mtu
+	default: // FIRST, MIDDLE
+		return n == mtu
+	}
+}
+
+// sglLen is the number of bytes a scatter/gather list holds.
+func sglLen(sges []host.SGE) uint64 {
+	var t uint64
+	for _, s := range sges {
+		t += uint64(s.Length)
+	}
+	return t
+}
+
+// recvError ends a SEND that its receive WQE cannot take. On RC the
+// requester gets the NAK, the receive WQE completes with status, and the
+// QP goes to the error state, flushing its other work (IBTA's responder
+// class B/C errors, as rxe handles them). UC drops the rest of the
+// message and keeps the WQE for the next one.
+func (n *engine) recvError(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
+	if q.Type == qptUC {
+		r.ucDrop = true
+		return
+	}
+	n.ack(q, r, psn, wire.NAKSyndrome(nak))
+	c := host.CQE{WRID: r.recv.WRID, Status: status, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+	n.complete(q.RecvCQ, &c)
+	r.recvActive = false
+	n.fail(qpnOf(p), q, r, wcWRFlushErr)
+	n.recvBellsDue() // the receives posted so far, flushed with the rest
+	n.flushRecv(qpnOf(p), q, r)
+}
+
+// flushRecv completes every receive WQE posted to a QP in the error state
+// with a flush error (a QP with an SRQ leaves the SRQ's WQEs to the QPs
+// that share it).
+func (n *engine) flushRecv(qpn uint32, q *host.QPCEntry, r *qpRun) {
+	if q.SRQ != 0 {
+		return
+	}
+	for r.rqConsumer != r.rqProducer && q.RQSize != 0 {
+		var b [host.RecvWQESize]byte
+		index := r.rqConsumer
+		r.rqConsumer++
+		if n.cfg.DMA.Read(q.RQBase+uint64(index%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+			continue
+		}
+		var w host.RecvWQE
+		w.Decode(b[:])
+		c := host.CQE{WRID: w.WRID, Status: wcWRFlushErr, Opcode: wcRecv, QPN: qpn, WQEIndex: index}
+		n.complete(q.RecvCQ, &c)
+	}
 }
 
 // reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
