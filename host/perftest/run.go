@@ -15,7 +15,7 @@ import (
 type Env struct {
 	Dev     *verbs.Device
 	GID     netip.Addr // the local GID's address (IPv4 for an IPv4-mapped GID)
-	PortMTU int        // the port's active MTU, as an ibv_mtu enum
+	PortMTU int        // the port's active MTU, as an ibv_mtu enum; 0 (or above the device's) takes Dev.ActiveMTU
 	// Resolve finds the MAC address of the peer (or its next hop).
 	Resolve func(ctx context.Context, ip netip.Addr) (wire.MAC, error)
 	// DevName is printed as perftest prints the device.
@@ -48,6 +48,9 @@ type dataPath interface {
 // On any error its QP is moved to the error state and then reset; its
 // resources go with the device.
 func Run(ctx context.Context, env Env, conn *Conn, cfg Config, out io.Writer) ([]Result, error) {
+	if active := env.Dev.ActiveMTU(); env.PortMTU == 0 || env.PortMTU > active {
+		env.PortMTU = active
+	}
 	return run(ctx, &rdma{env: env}, env.PortMTU, env.DevName, conn, cfg, out)
 }
 
@@ -101,6 +104,13 @@ func (s *session) preamble(portMTU int) error {
 	}
 	mtu := s.cfg.MTU
 	if mtu == 0 {
+		mtu = portMTU
+	}
+	if mtu > portMTU {
+		// As perftest does: a requested MTU above the port's active MTU
+		// runs at the active MTU, and says so.
+		fmt.Fprintf(s.out, " Requested MTU %d is higher than the port's active MTU %d: running at %d\n",
+			128<<mtu, 128<<portMTU, 128<<portMTU)
 		mtu = portMTU
 	}
 	s.mtu, err = s.conn.MTU(mtu)
