@@ -59,9 +59,13 @@ const (
 )
 
 // Config is a run's parameters, named and defaulted as perftest's flags.
+// A zero field takes perftest's default. For Size that means 0 cannot ask
+// for zero-byte messages: it is the default size, and a negative size is
+// refused. A command line that takes -s must itself refuse an explicit
+// -s 0 (softrnic perf does) rather than pass it on as the default.
 type Config struct {
 	Test     Test
-	Size     int           // -s: bytes per message (bw 65536, lat 2; atomics 8)
+	Size     int           // -s: bytes per message, 1..MaxSize; 0 is the default (bw 65536, lat 2; atomics 8)
 	Iters    int           // -n: iterations (write-bw 5000, others 1000; at least 5)
 	All      bool          // -a: every size from 2 to 8 MiB
 	Duration time.Duration // -D: run for this long instead of -n iterations
@@ -86,6 +90,14 @@ const maxOutReads = 16
 
 // Check reports whether the configuration can run, as Run would.
 func (c Config) Check() error { return c.setDefaults() }
+
+// WithDefaults returns the configuration as Run runs it, every zero field
+// replaced by perftest's default (Size 0 by 65536 for the bandwidth tests,
+// 2 for the latency tests, 8 for the atomics), or Check's error.
+func (c Config) WithDefaults() (Config, error) {
+	err := c.setDefaults()
+	return c, err
+}
 
 func (c *Config) setDefaults() error {
 	t := c.Test
