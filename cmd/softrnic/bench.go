@@ -19,30 +19,59 @@ import (
 	"github.com/softrnic/softrnic/tests/topo"
 )
 
+// benchmarks are `softrnic bench`'s subcommands.
+var benchmarks = []struct {
+	name, summary string
+	run           func(args []string, stdout io.Writer) error
+}{
+	{"frames", "frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair (root)", runBenchFrames},
+	{"cache", "GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput", runBenchCache},
+	{"write", "RDMA WRITE throughput over a veth pair beside the raw xsk frame rate (root)", runBenchWrite},
+}
+
+func benchUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: softrnic bench <benchmark> [flags]")
+	fmt.Fprintln(w, "\nbenchmarks:")
+	for _, b := range benchmarks {
+		fmt.Fprintf(w, "  %-7s %s\n", b.name, b.summary)
+	}
+	fmt.Fprintln(w, "\nEach takes -h for its flags: softrnic bench frames -h, or softrnic help bench frames.")
+}
+
 // runBench dispatches the benchmarks.
 func runBench(args []string, stdout io.Writer) error {
-	switch {
-	case len(args) > 0 && args[0] == "frames":
-		return runBenchFrames(args[1:], stdout)
-	case len(args) > 0 && args[0] == "cache":
-		return runBenchCache(args[1:], stdout)
-	case len(args) > 0 && args[0] == "write":
-		return runBenchWrite(args[1:], stdout)
-	}
-	fmt.Fprintln(stdout, "usage: softrnic bench frames [flags]   frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair")
-	fmt.Fprintln(stdout, "       softrnic bench cache [flags]    GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput")
-	fmt.Fprintln(stdout, "       softrnic bench write [flags]    RDMA WRITE throughput over a veth pair beside the raw xsk frame rate")
 	if len(args) == 0 {
-		return flag.ErrHelp
+		return badUsage(benchUsage, "no benchmark named")
 	}
-	return fmt.Errorf("unknown benchmark %q", args[0])
+	switch args[0] {
+	case "-h", "-help", "--help":
+		return &helpRequest{benchUsage}
+	}
+	for _, b := range benchmarks {
+		if b.name == args[0] {
+			return b.run(args[1:], stdout)
+		}
+	}
+	return badUsage(benchUsage, "unknown benchmark %q", args[0])
+}
+
+// noArgs refuses arguments after a benchmark's flags.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return badUsage(flagUsage(fs), "%s takes no arguments, not %q", fs.Name(), fs.Args())
+	}
+	return nil
 }
 
 func runBenchCache(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench cache", flag.ContinueOnError)
+	fs := newFlagSet("bench cache", "bench cache [flags]",
+		"GCCache against the blocking baseline in one run: hit latency, head-of-line\nblocking, redundant host fetches and throughput, each claim checked.\n")
 	dur := fs.Duration("d", time.Second, "time per latency and throughput measurement")
 	lookups := fs.Int("n", 200000, "lookups per redundancy workload")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "GCCache against the blocking baseline, %v per measurement (GOMAXPROCS %d)\n\n", *dur, runtime.GOMAXPROCS(0))
@@ -57,13 +86,17 @@ func runBenchCache(args []string, stdout io.Writer) error {
 }
 
 func runBenchFrames(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench frames", flag.ContinueOnError)
+	fs := newFlagSet("bench frames", "bench frames [flags]",
+		"Frame rates across a veth pair between two namespaces through the AF_XDP\nport, the UDP port, kernel UDP sockets and iperf3 (root).\n")
 	sizes := fs.String("s", "64,1024,4096", "IB payload sizes, comma-separated")
 	dur := fs.Duration("d", 2*time.Second, "measurement time per cell")
 	batch := fs.Int("b", 64, "frames per batch")
 	methods := fs.String("m", "", "methods, comma-separated (default all: xsk,udp port,kernel UDP,iperf3 TCP)")
 	mtu := fs.Int("mtu", 9000, "veth MTU")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -128,13 +161,20 @@ func printFrameResults(w io.Writer, results []portbench.Result) {
 // pair (xsk port, IB MTU 4096) and, in the same run, the xsk port's raw
 // frame rate with 4096-byte payloads: the protocol's cost over raw frames.
 func runBenchWrite(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench write", flag.ContinueOnError)
+	fs := newFlagSet("bench write", "bench write [flags]",
+		"RDMA WRITE throughput between two softrnic NICs over a veth pair (xsk port,\nIB MTU 4096) beside the xsk port's raw frame rate in the same run (root).\n")
 	size := fs.Int("s", 64<<10, "message size")
 	iters := fs.Int("n", 4000, "messages")
 	dur := fs.Duration("d", 2*time.Second, "time for the raw frame measurement")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the RDMA WRITE run to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *size < 1 || *iters < 1 {
+		return badValue("-s %d -n %d: want at least one byte and one message", *size, *iters)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("the benchmark creates network namespaces: run it as root")
@@ -150,12 +190,12 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 	}
 	defer tp.Close()
 	l := spec.Links[0]
-	a, err := newDemoEnd(tp.NS("a"), l.A, "xsk", 2*(*size)+4096)
+	a, err := newDemoEnd(tp.NS("a"), l.A, "xsk", "", 2*(*size)+4096)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	b, err := newDemoEnd(tp.NS("b"), l.B, "xsk", 2*(*size)+4096)
+	b, err := newDemoEnd(tp.NS("b"), l.B, "xsk", "", 2*(*size)+4096)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,18 +16,14 @@ import (
 // prints one line per RoCEv2 frame, and a summary by opcode and by error.
 // It exits non-zero if any RoCEv2 frame is malformed.
 func runDecode(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
+	fs := newFlagSet("decode", "decode [-s] FILE.pcap|FILE.pcapng ...",
+		"One line per RoCEv2 frame (ICRC checked), then a summary by opcode and by error.\n")
 	summary := fs.Bool("s", false, "print only the summary")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: softrnic decode [-s] FILE.pcap|FILE.pcapng ...")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
-		return errors.New("no capture files given")
+		return badUsage(flagUsage(fs), "no capture files given")
 	}
 	var st decodeStats
 	st.ops = map[wire.Opcode]int{}

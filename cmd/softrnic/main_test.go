@@ -75,3 +75,91 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestRunExit: the exit status of each kind of command line and the stream
+// its usage goes to. Help asked for goes to stdout with status 0; a
+// missing command, test, benchmark or argument, an unknown one and a bad
+// flag or value go to stderr with status 2, each error printed once; a
+// command that fails exits 1 without the usage.
+func TestRunExit(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.pcap")
+	for _, tc := range []struct {
+		args  []string
+		code  int
+		usage string // "stdout", "stderr" or "" (none)
+		want  []string
+	}{
+		{nil, 2, "stderr", []string{"no command given", "usage: softrnic <command>", "bench write"}},
+		{[]string{"help"}, 0, "stdout", []string{"usage: softrnic <command>", "bench write"}},
+		{[]string{"-h"}, 0, "stdout", []string{"usage: softrnic <command>"}},
+		{[]string{"--help"}, 0, "stdout", []string{"usage: softrnic <command>"}},
+		{[]string{"help", "help"}, 0, "stdout", []string{"usage: softrnic <command>"}},
+		{[]string{"bogus"}, 2, "stderr", []string{`unknown command "bogus"`, "usage: softrnic <command>"}},
+		{[]string{"help", "bogus"}, 2, "stderr", []string{`softrnic help: unknown command "bogus"`, "usage: softrnic <command>"}},
+
+		{[]string{"perf"}, 2, "stderr", []string{"no test named", "usage: softrnic perf", "-report_gbits"}},
+		{[]string{"perf", "-h"}, 0, "stdout", []string{"usage: softrnic perf", "write-lat", "-report_gbits", "-s int"}},
+		{[]string{"perf", "--help"}, 0, "stdout", []string{"usage: softrnic perf", "-report_gbits", "-s int"}},
+		{[]string{"help", "perf"}, 0, "stdout", []string{"usage: softrnic perf", "-report_gbits", "-s int"}},
+		{[]string{"perf", "write-bw", "--help"}, 0, "stdout", []string{"usage: softrnic perf", "-report_gbits"}},
+		{[]string{"help", "perf", "write-bw"}, 0, "stdout", []string{"usage: softrnic perf", "-report_gbits"}},
+		{[]string{"perf", "write-bw"}, 2, "stderr", []string{"-d: name the network device", "usage: softrnic perf"}},
+		{[]string{"perf", "write-bw", "-zz"}, 2, "stderr", []string{"flag provided but not defined: -zz", "usage: softrnic perf"}},
+		{[]string{"perf", "bogus-bw", "-d", "eth0"}, 2, "stderr", []string{`unknown test "bogus-bw"`}},
+		{[]string{"perf", "write-bw", "-d", "eth0", "-s", "0"}, 2, "", []string{"-s 0: a message size is at least 1 byte", "softrnic help perf"}},
+		{[]string{"perf", "write-lat", "-d", "eth0", "-s", "-5"}, 2, "", []string{"-s -5: a message size is at least 1 byte"}},
+		{[]string{"perf", "write-bw", "-d", "eth0", "-n", "3"}, 2, "", []string{"at least 5 iterations, not 3"}},
+		{[]string{"perf", "write-bw", "-d", "lo"}, 2, "", []string{"lo has no Ethernet address (it is the loopback device)"}},
+
+		{[]string{"bench"}, 2, "stderr", []string{"no benchmark named", "usage: softrnic bench", "write"}},
+		{[]string{"bench", "-h"}, 0, "stdout", []string{"usage: softrnic bench", "frames", "cache", "write"}},
+		{[]string{"help", "bench"}, 0, "stdout", []string{"usage: softrnic bench", "frames", "cache", "write"}},
+		{[]string{"help", "bench", "write"}, 0, "stdout", []string{"usage: softrnic bench write", "-cpuprofile"}},
+		{[]string{"bench", "frames", "-h"}, 0, "stdout", []string{"usage: softrnic bench frames", "-mtu"}},
+		{[]string{"bench", "bogus"}, 2, "stderr", []string{`unknown benchmark "bogus"`, "usage: softrnic bench"}},
+		{[]string{"bench", "cache", "-zz"}, 2, "stderr", []string{"flag provided but not defined: -zz", "usage: softrnic bench cache"}},
+		{[]string{"bench", "write", "-s", "0"}, 2, "", []string{"-s 0"}},
+
+		{[]string{"help", "decode"}, 0, "stdout", []string{"usage: softrnic decode", "-s"}},
+		{[]string{"decode"}, 2, "stderr", []string{"no capture files given", "usage: softrnic decode"}},
+		{[]string{"decode", missing}, 1, "", []string{"softrnic decode: open " + missing}},
+		{[]string{"help", "demo"}, 0, "stdout", []string{"usage: softrnic demo", "-port"}},
+		{[]string{"demo", "-port", "dpdk"}, 2, "", []string{`-port "dpdk": want xsk or udp`}},
+		{[]string{"demo", "extra"}, 2, "stderr", []string{"demo takes no arguments", "usage: softrnic demo"}},
+		{[]string{"version"}, 0, "", []string{"softrnic dev"}},
+		{[]string{"help", "version"}, 0, "stdout", []string{"usage: softrnic version"}},
+		{[]string{"version", "x"}, 2, "stderr", []string{"takes no arguments", "usage: softrnic version"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout.String(), stderr.String())
+			}
+			out := map[string]string{"stdout": stdout.String(), "stderr": stderr.String()}
+			for stream, text := range out {
+				if has := strings.Contains(text, "usage: softrnic"); has != (stream == tc.usage) {
+					t.Errorf("usage on %s: %v, want it on %q\n%s", stream, has, tc.usage, text)
+				}
+			}
+			all := stdout.String() + stderr.String()
+			for _, want := range tc.want {
+				if !strings.Contains(all, want) {
+					t.Errorf("output lacks %q\nstdout:\n%s\nstderr:\n%s", want, stdout.String(), stderr.String())
+				}
+			}
+			if tc.code != 0 {
+				if stdout.Len() > 0 {
+					t.Errorf("a failure wrote to stdout:\n%s", stdout.String())
+				}
+				// The error is printed once: the first line, whole, appears once.
+				first, _, _ := strings.Cut(stderr.String(), "\n")
+				if n := strings.Count(stderr.String(), first); first == "" || n != 1 {
+					t.Errorf("error line %q printed %d times:\n%s", first, n, stderr.String())
+				}
+			} else if stderr.Len() > 0 {
+				t.Errorf("a success wrote to stderr:\n%s", stderr.String())
+			}
+		})
+	}
+}

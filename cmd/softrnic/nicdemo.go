@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,15 +23,27 @@ import (
 // by a veth pair, an RC queue pair between them, and every RC operation run
 // with its data verified, then a table and the NICs' counters.
 func runDemo(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet("demo", "demo [flags]", `Two softrnic NICs in two network namespaces joined by a veth pair, an RC
+queue pair between them, and SEND/RECV, WRITE, WRITE_WITH_IMM, READ,
+CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
+`)
 	portKind := fs.String("port", "xsk", "port: xsk (AF_XDP) or udp (kernel UDP socket)")
 	size := fs.Int("s", 64<<10, "message size for SEND, WRITE and READ")
 	iters := fs.Int("n", 200, "iterations per operation")
 	frames := fs.Bool("frames", false, "instead, send one frame of every opcode across the pair")
 	mtu := fs.Int("mtu", 1500, "MTU of the veth pair")
 	payload := fs.Int("payload", 256, "with -frames: payload bytes in frames that carry one")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return badUsage(flagUsage(fs), "demo takes no arguments, not %q", fs.Args())
+	}
+	if *portKind != "xsk" && *portKind != "udp" {
+		return badValue("-port %q: want xsk or udp", *portKind)
+	}
+	if *size < 1 || *iters < 1 {
+		return badValue("-s %d -n %d: want at least one byte and one iteration", *size, *iters)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("the demo creates network namespaces: run it as root")
@@ -55,7 +66,7 @@ func runDemo(args []string, stdout io.Writer) error {
 		ns  *topo.Namespace
 		end topo.End
 	}{{tp.NS("a"), l.A}, {tp.NS("b"), l.B}} {
-		de, err := newDemoEnd(e.ns, e.end, *portKind, 2*(*size)+4096)
+		de, err := newDemoEnd(e.ns, e.end, *portKind, "-port udp", 2*(*size)+4096)
 		if err != nil {
 			return err
 		}
@@ -114,7 +125,10 @@ type demoEnd struct {
 	closer func()
 }
 
-func newDemoEnd(ns *topo.Namespace, end topo.End, kind string, size int) (*demoEnd, error) {
+// newDemoEnd opens a NIC on end's device in ns with a port of the kind
+// given; udpFlag is the flag that picks the udp port instead, named when
+// AF_XDP is not permitted ("" when there is none).
+func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int) (*demoEnd, error) {
 	var port datapath.Port
 	var closePort func()
 	err := ns.Do(func() error {
@@ -122,7 +136,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind string, size int) (*demoE
 		case "xsk":
 			d, err := xsk.Open(end.Name, xsk.Config{}, nil)
 			if err != nil {
-				return err
+				return xskError(end.Name, err, udpFlag)
 			}
 			port, closePort = d.Sockets()[0], func() { d.Close() }
 		case "udp":

@@ -13,7 +13,10 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/netdev"
@@ -24,37 +27,40 @@ import (
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
-const perfUsage = `usage: softrnic perf <test> [flags] [server address]
-
-tests: send-bw write-bw read-bw atomic-bw send-lat write-lat read-lat atomic-lat
+const perfText = `tests: send-bw write-bw read-bw atomic-bw send-lat write-lat read-lat atomic-lat
 
 Without an address it is the server and waits for a client; with one it
-is the client. Flags follow perftest's ib_* tools; a softrnic peer and a
-perftest peer are alike to it.
+is the client. Flags follow perftest's ib_* tools and may come before or
+after the test; a softrnic peer and a perftest peer are alike to it.
 `
 
-// runPerf is `softrnic perf`: perftest's tests, as client or server.
-func runPerf(args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, perfUsage)
-		return nil
-	}
-	test, err := perftest.ParseTest(args[0])
-	if err != nil {
-		return err
-	}
-	fs := flag.NewFlagSet("perf "+args[0], flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), perfUsage, "\nflags:\n"); fs.PrintDefaults() }
-	cfg := perftest.Config{Test: test}
-	dev := fs.String("d", "", "network device to run on (required)")
-	gidIndex := fs.Int("x", -1, "GID index (default: the first IPv4 GID, as perftest picks on RoCE)")
-	fs.IntVar(&cfg.Size, "s", 0, "message size in bytes (bw 65536, lat 2)")
+// perfFlags are `softrnic perf`'s flags, the same for every test.
+type perfFlags struct {
+	fs           *flag.FlagSet
+	cfg          perftest.Config
+	dev          *string
+	gidIndex     *int
+	dur          *int
+	mtu          *int
+	tcpPort      *int
+	jsonOut      *bool
+	showCounters *bool
+	portKind     *string
+}
+
+func newPerfFlags() *perfFlags {
+	fs := newFlagSet("perf", "perf <test> [flags] [server address]", perfText)
+	p := &perfFlags{fs: fs}
+	cfg := &p.cfg
+	p.dev = fs.String("d", "", "network device to run on (required)")
+	p.gidIndex = fs.Int("x", -1, "GID index (default: the first IPv4 GID, as perftest picks on RoCE)")
+	fs.IntVar(&cfg.Size, "s", 0, "message size in bytes, at least 1 (default: bw 65536, lat 2; atomics 8)")
 	fs.IntVar(&cfg.Iters, "n", 0, "iterations (write-bw 5000, others 1000)")
 	fs.BoolVar(&cfg.All, "a", false, "run every size from 2 to 8388608 bytes")
-	dur := fs.Int("D", 0, "run for this many seconds instead of -n iterations (bw tests)")
+	p.dur = fs.Int("D", 0, "run for this many seconds instead of -n iterations (bw tests)")
 	fs.IntVar(&cfg.QPs, "q", 1, "QPs (bandwidth tests)")
-	mtu := fs.Int("m", 0, "IB MTU in bytes, 256..4096 (default: the port's, from the netdev MTU)")
-	tcpPort := fs.Int("p", perftest.Port, "TCP port of the exchange")
+	p.mtu = fs.Int("m", 0, "IB MTU in bytes, 256..4096 (default: the port's, from the netdev MTU)")
+	p.tcpPort = fs.Int("p", perftest.Port, "TCP port of the exchange")
 	fs.StringVar(&cfg.Atomic, "A", perftest.FetchAndAdd, "atomic type: CMP_AND_SWAP or FETCH_AND_ADD")
 	fs.IntVar(&cfg.TxDepth, "t", 0, "send queue depth (bw 128, lat 1)")
 	fs.IntVar(&cfg.RxDepth, "r", 0, "receive queue depth (send tests 512)")
@@ -62,43 +68,76 @@ func runPerf(args []string, stdout io.Writer) error {
 	fs.IntVar(&cfg.OutReads, "o", 0, "outstanding READs/atomics (softrnic's maximum, 16)")
 	fs.BoolVar(&cfg.Gbits, "report_gbits", false, "report bandwidth in Gbit/s")
 	fs.Bool("F", false, "accepted for perftest compatibility (CPU frequency checks do not apply)")
-	jsonOut := fs.Bool("json", false, "print the results as JSON instead of perftest's table")
-	showCounters := fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
-	portKind := fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP) or udp (kernel UDP socket)")
-	fs.SetOutput(stdout)
-	rest := args[1:]
-	var addr string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return err
+	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
+	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
+	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
+	return p
+}
+
+// parse reads the command line: flags anywhere, then the test and at most
+// one server address. It checks the configuration as Run would, and
+// refuses a size given as less than one byte instead of taking the default.
+func (p *perfFlags) parse(args []string) (addr string, err error) {
+	usage := flagUsage(p.fs)
+	var words []string
+	for rest := args; ; {
+		if err := parseFlags(p.fs, rest); err != nil {
+			return "", err
 		}
-		if fs.NArg() == 0 {
+		if p.fs.NArg() == 0 {
 			break
 		}
-		if addr != "" {
-			return fmt.Errorf("more than one server address: %q and %q", addr, fs.Arg(0))
+		words, rest = append(words, p.fs.Arg(0)), p.fs.Args()[1:]
+	}
+	if len(words) == 0 {
+		return "", badUsage(usage, "no test named")
+	}
+	if p.cfg.Test, err = perftest.ParseTest(words[0]); err != nil {
+		return "", badUsage(usage, "%v", err)
+	}
+	switch len(words) {
+	case 1:
+	case 2:
+		addr = words[1]
+	default:
+		return "", badUsage(usage, "more than one server address: %q and %q", words[1], words[2])
+	}
+	if *p.dev == "" {
+		return "", badUsage(usage, "-d: name the network device (perftest's -d takes the RDMA device; softrnic runs on the netdev)")
+	}
+	// perftest.Config takes size 0 for the test's default: an explicit -s
+	// must be a size.
+	if flagGiven(p.fs, "s") && p.cfg.Size < 1 {
+		return "", badValue("-s %d: a message size is at least 1 byte (leave -s out for the default: bw 65536, lat 2)", p.cfg.Size)
+	}
+	p.cfg.Duration = time.Duration(*p.dur) * time.Second
+	if *p.mtu != 0 {
+		if p.cfg.MTU = netdev.MTUEnum(*p.mtu); p.cfg.MTU == 0 {
+			return "", badValue("-m %d: want 256, 512, 1024, 2048 or 4096", *p.mtu)
 		}
-		addr, rest = fs.Arg(0), fs.Args()[1:]
 	}
-	if *dev == "" {
-		return errors.New("-d: name the network device (perftest's -d takes the RDMA device; softrnic runs on the netdev)")
+	if err := p.cfg.Check(); err != nil {
+		return "", badValue("%v", err)
 	}
-	cfg.Duration = time.Duration(*dur) * time.Second
-	if *mtu != 0 {
-		if cfg.MTU = netdev.MTUEnum(*mtu); cfg.MTU == 0 {
-			return fmt.Errorf("-m %d: want 256, 512, 1024, 2048 or 4096", *mtu)
-		}
+	if *p.portKind != "xsk" && *p.portKind != "udp" {
+		return "", badValue("-io %q: want xsk or udp", *p.portKind)
 	}
-	if err := cfg.Check(); err != nil {
+	return addr, nil
+}
+
+// runPerf is `softrnic perf`: perftest's tests, as client or server.
+func runPerf(args []string, stdout io.Writer) error {
+	pf := newPerfFlags()
+	addr, err := pf.parse(args)
+	if err != nil {
 		return err
 	}
-	if *portKind != "xsk" && *portKind != "udp" {
-		return fmt.Errorf("-io %q: want xsk or udp", *portKind)
-	}
+	cfg := pf.cfg
+	dev, gidIndex, tcpPort, jsonOut, showCounters, portKind := pf.dev, pf.gidIndex, pf.tcpPort, pf.jsonOut, pf.showCounters, pf.portKind
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	nd, err := netdev.Open(*dev)
+	nd, err := openNetdev(*dev)
 	if err != nil {
 		return err
 	}
@@ -196,7 +235,7 @@ func openPorts(nd *netdev.Device, kind string, ip netip.Addr) ([]datapath.Port, 
 	case "xsk":
 		d, err := xsk.Open(nd.Name, xsk.Config{}, log.Printf)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, xskError(nd.Name, err, "--io udp")
 		}
 		var ports []datapath.Port
 		for _, s := range d.Sockets() {
@@ -211,4 +250,45 @@ func openPorts(nd *netdev.Device, kind string, ip netip.Addr) ([]datapath.Port, 
 		return []datapath.Port{u}, func() { u.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("-io %q: want xsk or udp", kind)
+}
+
+// openNetdev opens the device -d names. softrnic sends Ethernet frames: a
+// device without an Ethernet address (loopback, a tunnel) is refused with
+// that said.
+func openNetdev(name string) (*netdev.Device, error) {
+	if err := checkEthernet(name); err != nil {
+		return nil, err
+	}
+	return netdev.Open(name)
+}
+
+// checkEthernet reports a device that has no Ethernet (6-byte MAC)
+// address. A device it cannot find is left for netdev.Open to report.
+func checkEthernet(name string) error {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil || len(ifi.HardwareAddr) == 6 {
+		return nil
+	}
+	what := ""
+	if ifi.Flags&net.FlagLoopback != 0 {
+		what = " (it is the loopback device)"
+	}
+	return badValue("-d %s: %s has no Ethernet address%s: softrnic sends RoCEv2 in Ethernet frames and needs an Ethernet device, such as a NIC or a veth", name, name, what)
+}
+
+// xskError explains an error opening an AF_XDP port: for want of privileges
+// (the XDP program and its maps need CAP_NET_ADMIN and CAP_BPF, the UMEM
+// locked memory, CAP_IPC_LOCK), it says what to do, including the flag
+// that picks the kernel UDP port instead (udpFlag, "" for none).
+func xskError(dev string, err error, udpFlag string) error {
+	msg := err.Error()
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) &&
+		!strings.Contains(msg, "MEMLOCK") && !strings.Contains(msg, "operation not permitted") {
+		return fmt.Errorf("AF_XDP port on %s: %w", dev, err)
+	}
+	hint := "run softrnic as root (AF_XDP needs CAP_NET_ADMIN, CAP_BPF and CAP_IPC_LOCK)"
+	if udpFlag != "" {
+		hint += ", or use " + udpFlag + " for a kernel UDP socket, which needs no privileges"
+	}
+	return fmt.Errorf("AF_XDP port on %s: not permitted: %s (%w)", dev, hint, err)
 }

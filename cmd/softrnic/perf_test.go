@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/host/perftest"
 	"github.com/softrnic/softrnic/tests/topo"
@@ -67,11 +71,90 @@ func TestPerfUsage(t *testing.T) {
 		{[]string{"write-bw", "-d", "lo", "-A", "SWAP"}, "CMP_AND_SWAP"},
 		{[]string{"write-bw", "-d", "lo", "1.2.3.4", "5.6.7.8"}, "more than one server address"},
 		{[]string{"write-bw", "-d", "lo", "--io", "dpdk"}, "-io"},
+		{[]string{}, "no test named"},
+		{[]string{"-d", "lo"}, "no test named"},
+		{[]string{"write-bw", "-d", "lo", "-s", "0"}, "-s 0: a message size is at least 1 byte"},
+		{[]string{"write-lat", "-d", "lo", "-s", "0"}, "-s 0: a message size is at least 1 byte"},
+		{[]string{"atomic-bw", "-d", "lo", "-s", "0"}, "-s 0: a message size is at least 1 byte"},
+		{[]string{"write-bw", "-d", "lo", "-s", "-5"}, "-s -5: a message size is at least 1 byte"},
+		{[]string{"write-bw", "-d", "lo"}, "lo has no Ethernet address (it is the loopback device)"},
+		{[]string{"-d", "lo", "write-bw"}, "lo has no Ethernet address"},
+		{[]string{"write-lat", "-d", "lo", "-s", "2"}, "lo has no Ethernet address"},
 	} {
 		var out bytes.Buffer
 		err := runPerf(tc.args, &out)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("perf %v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestPerfSizeDefault: leaving -s out takes the test's default size (bw
+// 65536, lat 2); giving it takes exactly what was given.
+func TestPerfSizeDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"write-bw", "-d", "eth0"}, 65536},
+		{[]string{"send-bw", "-d", "eth0"}, 65536},
+		{[]string{"write-lat", "-d", "eth0"}, 2},
+		{[]string{"read-lat", "-d", "eth0"}, 2},
+		{[]string{"atomic-bw", "-d", "eth0"}, 8},
+		{[]string{"write-bw", "-d", "eth0", "-s", "1"}, 1},
+		{[]string{"write-lat", "-s", "4096", "-d", "eth0"}, 4096},
+	} {
+		pf := newPerfFlags()
+		if _, err := pf.parse(tc.args); err != nil {
+			t.Errorf("perf %v: %v", tc.args, err)
+			continue
+		}
+		cfg, err := pf.cfg.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Size != tc.want {
+			t.Errorf("perf %v: size %d, want %d", tc.args, cfg.Size, tc.want)
+		}
+	}
+}
+
+// TestXSKError: an AF_XDP port refused for want of privileges says to run
+// as root or to use the udp port; other errors only say which port failed.
+// The original error stays reachable with errors.Is.
+func TestXSKError(t *testing.T) {
+	memlock := errors.New("bpf: load XDP program: map create: operation not permitted (MEMLOCK may be too low, consider rlimit.RemoveMemlock)")
+	for _, tc := range []struct {
+		name    string
+		err     error
+		udpFlag string
+		hint    bool
+	}{
+		{"EPERM wrapped", fmt.Errorf("map create: %w (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", unix.EPERM), "--io udp", true},
+		{"MEMLOCK text only", memlock, "--io udp", true},
+		{"EACCES", fmt.Errorf("bind: %w", unix.EACCES), "-port udp", true},
+		{"EPERM, no udp flag", fmt.Errorf("xsk: %w", unix.EPERM), "", true},
+		{"no such device", fmt.Errorf("xsk: %w", unix.ENODEV), "--io udp", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := xskError("veth7", tc.err, tc.udpFlag)
+			msg := err.Error()
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%v does not wrap %v", err, tc.err)
+			}
+			if !strings.Contains(msg, "AF_XDP port on veth7") || !strings.Contains(msg, tc.err.Error()) {
+				t.Errorf("%q names neither the device nor the cause", msg)
+			}
+			hasHint := strings.Contains(msg, "run softrnic as root") && strings.Contains(msg, "CAP_NET_ADMIN, CAP_BPF and CAP_IPC_LOCK")
+			if hasHint != tc.hint {
+				t.Errorf("hint %v, want %v: %q", hasHint, tc.hint, msg)
+			}
+			if hasUDP := strings.Contains(msg, "use "+tc.udpFlag+" for a kernel UDP socket"); tc.hint && tc.udpFlag != "" && !hasUDP {
+				t.Errorf("%q does not name %s", msg, tc.udpFlag)
+			}
+			if tc.udpFlag == "" && strings.Contains(msg, "udp") {
+				t.Errorf("%q names a udp flag there is not", msg)
+			}
+		})
 	}
 }
