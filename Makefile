@@ -61,7 +61,7 @@ generate: ## regenerate generated code: the XDP program's bpf2go output (install
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev >/dev/null; }
 	$(GO) generate ./...
 
-demo: build ## the main job: frames of every opcode across a veth pair (root)
+demo: build ## the main job: SEND/RECV, WRITE, WRITE_WITH_IMM, READ, CMP_AND_SWAP, FETCH_AND_ADD verified between two NICs over a veth pair (root)
 	./bin/softrnic demo
 
 interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
