@@ -97,18 +97,8 @@ func (h *hostile) exchange(t testing.TB, fr *wire.FrameFields, want int) (got []
 		fr.Ethernet = wire.EthernetFields{Dst: macB, Src: macA}
 		fr.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: ipA, Dst: ipB}
 		fr.UDP = wire.UDPFields{SrcPort: 49152, DstPort: wire.RoCEv2Port}
-		fr.BTH.PKey, fr.BTH.DestQP = wire.DefaultPKey, h.b.QP.Num
-		if h.pa.Alloc(h.frames[:1]) != 1 {
-			t.Fatal("no transmit buffer")
-		}
-		k, err := wire.Encode(h.frames[0].Data, fr)
-		if err != nil {
-			h.pa.Free(h.frames[:1])
+		if !h.send(t, fr) {
 			return nil, false
-		}
-		h.frames[0].Data = h.frames[0].Data[:k]
-		if n, err := h.pa.Send(h.frames[:1]); n != 1 || err != nil {
-			t.Fatalf("send: %d, %v", n, err)
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -131,6 +121,44 @@ func (h *hostile) exchange(t testing.TB, fr *wire.FrameFields, want int) (got []
 		}
 	}
 	return got, true
+}
+
+// send sends crafted frames to the NIC in one batch, addressed as from
+// the peer (with the default P_Key unless one is set). It reports false,
+// sending nothing, if a frame's fields make no frame.
+func (h *hostile) send(t testing.TB, frs ...*wire.FrameFields) bool {
+	t.Helper()
+	out := make([]datapath.Frame, len(frs))
+	if h.pa.Alloc(out) != len(out) {
+		t.Fatal("no transmit buffers")
+	}
+	for i, fr := range frs {
+		fr.Ethernet = wire.EthernetFields{Dst: macB, Src: macA}
+		fr.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: ipA, Dst: ipB}
+		fr.UDP = wire.UDPFields{SrcPort: 49152, DstPort: wire.RoCEv2Port}
+		if fr.BTH.PKey == 0 {
+			fr.BTH.PKey = wire.DefaultPKey
+		}
+		if fr.BTH.DestQP == 0 {
+			fr.BTH.DestQP = h.b.QP.Num
+		}
+		k, err := wire.Encode(out[i].Data, fr)
+		if err != nil {
+			h.pa.Free(out)
+			return false
+		}
+		out[i].Data = out[i].Data[:k]
+	}
+	if n, err := h.pa.Send(out); n != len(out) || err != nil {
+		t.Fatalf("send: %d of %d, %v", n, len(out), err)
+	}
+	return true
+}
+
+// drain returns what the NIC has sent and not yet been read.
+func (h *hostile) drain(t testing.TB) []wire.Packet {
+	got, _ := h.exchange(t, nil, 0)
+	return got
 }
 
 // check asserts the NIC still answers commands and wrote nothing outside

@@ -1,0 +1,417 @@
+package verbs_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+	"testing"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/host/verbs/verbstest"
+)
+
+// TestQPNumbers: QPNs start at 17, as rxe's do; QPN 0 and 1 (the special
+// QP0 and QP1) are never handed out, an RC or UC QP cannot be pointed at
+// them, and a packet to QPN 1 reaches no QP.
+func TestQPNumbers(t *testing.T) {
+	pa, _ := porttest.NewPair(porttest.Config{})
+	d, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: macA, IP: ipA, MaxQPs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	attr := verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	var qps []*verbs.QP
+	for i, typ := range []verbs.QPType{verbs.QPTRC, verbs.QPTUC, verbs.QPTUD, verbs.QPTRC} {
+		attr.Type = typ
+		qp, err := pd.CreateQP(attr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint32(datapath.FirstQPN + i); qp.Num != want {
+			t.Errorf("QP %d is numbered %d, want %d", i, qp.Num, want)
+		}
+		qps = append(qps, qp)
+	}
+	if _, err := pd.CreateQP(attr); !errors.Is(err, verbs.ErrNoResources) {
+		t.Errorf("a fifth QP on a device of 4: %v, want ErrNoResources", err)
+	}
+	for _, qp := range qps[:2] {
+		if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite},
+			verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+			t.Fatal(err)
+		}
+		for _, dest := range []uint32{0, 1} {
+			err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: macB, DestGID: ipB}, PathMTU: 3, DestQPN: dest},
+				verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
+			if qp.Type == verbs.QPTUC {
+				err = qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: macB, DestGID: ipB}, PathMTU: 3, DestQPN: dest},
+					verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN)
+			}
+			if !errors.Is(err, verbs.ErrInvalidAttr) {
+				t.Errorf("%v QP to destination QPN %d: %v, want ErrInvalidAttr", qp.Type, dest, err)
+			}
+		}
+	}
+
+	h := newHostile(t)
+	before := h.nic.Counters().RcvdUnknownQP.Load()
+	got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: 1, PSN: hostilePSN, AckReq: true},
+		RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: 4}, Payload: []byte("qp1!")}, 0)
+	if len(got) != 0 || h.nic.Counters().RcvdUnknownQP.Load() != before+1 || string(h.region[:4]) == "qp1!" {
+		t.Errorf("an RC WRITE to QPN 1: %d answers, unknown-QP count %d (was %d)", len(got), h.nic.Counters().RcvdUnknownQP.Load(), before)
+	}
+	h.check(t)
+}
+
+// TestPathMTUAboveActive: a port on a 1500-byte netdev has an active MTU
+// of 1024 (as rxe's); a QP asking for a larger path MTU is refused with
+// EINVAL, as libibverbs refuses it, and a netdev too small for any IB MTU
+// is refused at Open.
+func TestPathMTUAboveActive(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{})
+	a, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: macA, IP: ipA, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := verbstest.NewEnd(t, pb, macB, ipB, 4096)
+	for _, tc := range []struct{ netdev, active int }{{1500, 3}, {1100, 2}, {1103, 2}, {1104, 3}, {9000, 5}, {4175, 4}, {4176, 5}, {336, 1}} {
+		pc, _ := porttest.NewPair(porttest.Config{})
+		d, err := verbs.Open(verbs.DeviceConfig{Port: pc, MAC: macA, IP: ipA, MTU: tc.netdev})
+		if err != nil {
+			t.Fatalf("netdev MTU %d: %v", tc.netdev, err)
+		}
+		if got := d.ActiveMTU(); got != tc.active {
+			t.Errorf("netdev MTU %d: active MTU %d, want %d", tc.netdev, got, tc.active)
+		}
+		d.Close()
+	}
+	pc, _ := porttest.NewPair(porttest.Config{})
+	if d, err := verbs.Open(verbs.DeviceConfig{Port: pc, MAC: macA, IP: ipA, MTU: 300}); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("netdev MTU 300: %v, want ErrInvalid", err)
+		if d != nil {
+			d.Close()
+		}
+	}
+	pd, _ := a.AllocPD()
+	cq, _ := a.CreateCQ(16)
+	qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = verbs.ConnectRC(qp, b.QP, verbs.AH{DestMAC: macA, DestGID: ipA}, verbs.AH{DestMAC: macB, DestGID: ipB}, 5, 14)
+	if !errors.Is(err, verbs.ErrInvalidAttr) {
+		t.Fatalf("path MTU 4096 on a 1500-byte netdev: %v, want ErrInvalidAttr", err)
+	}
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.QP.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ConnectRC(qp, b.QP, verbs.AH{DestMAC: macA, DestGID: ipA}, verbs.AH{DestMAC: macB, DestGID: ipB}, 3, 14); err != nil {
+		t.Fatalf("path MTU 1024 on a 1500-byte netdev: %v", err)
+	}
+}
+
+// TestBadPKey: a request whose P_Key is another partition's is dropped
+// and counted, unanswered and unwritten; a limited member of the default
+// partition is accepted.
+func TestBadPKey(t *testing.T) {
+	h := newHostile(t)
+	psn := wire.PSN(hostilePSN)
+	for i, tc := range []struct {
+		pkey uint16
+		ok   bool
+	}{{0x1234, false}, {0x7fff, true}, {0x8001, false}, {0xffff, true}} {
+		msg := []byte{'p', 'k', byte(i)}
+		bad := h.nic.Counters().RcvdBadPKey.Load()
+		want := 0
+		if tc.ok {
+			want = 1
+		}
+		got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PKey: tc.pkey, PSN: psn, AckReq: true},
+			RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: 3}, Payload: msg}, want)
+		if !tc.ok {
+			waitCount(t, "rcvd_bad_pkey", &h.nic.Counters().RcvdBadPKey, bad+1)
+		}
+		h.check(t)
+		landed := string(h.region[:3]) == string(msg)
+		if tc.ok != landed || tc.ok != (len(got) == 1) {
+			t.Errorf("P_Key %#04x: landed %v, %d answers; want accepted %v", tc.pkey, landed, len(got), tc.ok)
+		}
+		if tc.ok {
+			psn = psn.Next()
+		}
+	}
+	h.check(t)
+}
+
+// waitCount waits up to 5 s for a counter to reach want: the proof that
+// the NIC took a frame it does not answer.
+func waitCount(t *testing.T, name string, c *atomic.Uint64, want uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); c.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %d, want %d", name, c.Load(), want)
+		}
+	}
+	if c.Load() != want {
+		t.Errorf("%s %d, want %d", name, c.Load(), want)
+	}
+}
+
+// nakOf returns the NAK code of a single AETH answer, or -1.
+func nakOf(got []wire.Packet) int {
+	if len(got) != 1 || !got[0].Info.Has(wire.HdrAETH) || !got[0].AETH().Syndrome().IsNAK() {
+		return -1
+	}
+	return int(got[0].AETH().Syndrome().Value())
+}
+
+// TestRequestLengths: a SEND or WRITE packet cut otherwise than the path
+// MTU (1024 here) cuts messages, or whose payload is not what its RETH
+// announced, is refused with an invalid request NAK and writes nothing.
+func TestRequestLengths(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		op      wire.Opcode
+		dmaLen  uint32
+		payload int
+	}{
+		{"WRITE_ONLY above the MTU", wire.RCRDMAWriteOnly, 2048, 2048},
+		{"WRITE_ONLY shorter than its RETH", wire.RCRDMAWriteOnly, 100, 50},
+		{"WRITE_ONLY longer than its RETH", wire.RCRDMAWriteOnly, 50, 100},
+		{"WRITE_FIRST short", wire.RCRDMAWriteFirst, 2000, 1000},
+		{"WRITE_FIRST for a one-packet message", wire.RCRDMAWriteFirst, 1024, 1024},
+		{"SEND_ONLY above the MTU", wire.RCSendOnly, 0, 1500},
+		{"SEND_FIRST short", wire.RCSendFirst, 0, 512},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHostile(t)
+			got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: tc.op, PSN: hostilePSN, AckReq: true},
+				RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: tc.dmaLen}, Payload: filled(tc.payload)}, 1)
+			if c := nakOf(got); c != wire.NAKInvalidRequest {
+				t.Errorf("answer NAK %d (%d packets), want invalid request (%d)", c, len(got), wire.NAKInvalidRequest)
+			}
+			for i, b := range h.region {
+				if b != 0 {
+					t.Fatalf("byte %d of the region written", i)
+				}
+			}
+			if h.nic.Counters().RcvdLengthErr.Load() != 1 {
+				t.Errorf("rcvd_length_err %d, want 1", h.nic.Counters().RcvdLengthErr.Load())
+			}
+			h.check(t)
+		})
+	}
+}
+
+func filled(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i | 1)
+	}
+	return b
+}
+
+// TestZeroLengthNoKey: zero-length WRITE_WITH_IMM and READ requests with
+// R_Key 0 and VA 0 succeed (IBTA C9-88: a zero-length request is not
+// checked against any memory region), as rxe accepts them.
+func TestZeroLengthNoKey(t *testing.T) {
+	h := newHostile(t)
+	got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnlyWithImmediate, PSN: hostilePSN, AckReq: true},
+		RETH: wire.RETHFields{}, Imm: 0x5eed}, 1)
+	if len(got) != 1 || !got[0].AETH().Syndrome().IsACK() {
+		t.Fatalf("zero-length WRITE_WITH_IMM, R_Key 0: %d answers, want an ACK (NAK %d)", len(got), nakOf(got))
+	}
+	if wc := verbstest.WaitWC(t, h.b.CQ); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRecvRDMAWithImm || wc.Imm != 0x5eed {
+		t.Errorf("receive completion %+v", wc)
+	}
+	got, _ = h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PSN: hostilePSN + 1, AckReq: true},
+		RETH: wire.RETHFields{}}, 1)
+	if len(got) != 1 || got[0].BTH().Opcode() != wire.RCRDMAReadResponseOnly || got[0].PayloadLen != 0 {
+		t.Fatalf("zero-length READ, R_Key 0: %d answers (NAK %d), want one empty READ_RESPONSE_ONLY", len(got), nakOf(got))
+	}
+	h.check(t)
+}
+
+// TestSendLongerThanReceive: a SEND longer than the receive buffer gets
+// an invalid request NAK; the receive WQE completes with a local length
+// error, nothing of the message is written, and the QP goes to the error
+// state, flushing its other receives.
+func TestSendLongerThanReceive(t *testing.T) {
+	h := newHostile(t) // four receives of 960 bytes
+	got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: hostilePSN, AckReq: true}, Payload: filled(1000)}, 1)
+	if c := nakOf(got); c != wire.NAKInvalidRequest {
+		t.Errorf("answer NAK %d (%d packets), want invalid request", c, len(got))
+	}
+	wc := verbstest.WaitWC(t, h.b.CQ)
+	if wc.WRID != 0 || wc.Status != verbs.WCLocLenErr || wc.Opcode != verbs.WCRecv {
+		t.Errorf("first completion %+v, want receive 0 with a local length error", wc)
+	}
+	for i := 1; i < 4; i++ {
+		if wc := verbstest.WaitWC(t, h.b.CQ); wc.WRID != uint64(i) || wc.Status != verbs.WCWRFlushErr {
+			t.Errorf("completion %+v, want receive %d flushed", wc, i)
+		}
+	}
+	for i, b := range h.region[:960] {
+		if b != 0 {
+			t.Fatalf("byte %d of the receive buffer written", i)
+		}
+	}
+	if h.b.QP.State() != verbs.QPSErr {
+		t.Errorf("QP state %v, want ERR", h.b.QP.State())
+	}
+	h.check(t)
+}
+
+// TestDuplicateRead: a duplicate READ request is answered again only if
+// it asks again for a READ the responder executed (same R_Key, a PSN of
+// that READ, a range inside it); any other is dropped without an answer,
+// so a spoofed stale READ with a wrong key cannot make the responder NAK
+// and fail a live connection.
+func TestDuplicateRead(t *testing.T) {
+	h := newHostile(t)
+	copy(h.region, filled(3000))
+	read := func(psn wire.PSN, va uint64, rkey, n uint32, want int) []wire.Packet {
+		got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PSN: psn & wire.PSNMask, AckReq: true},
+			RETH: wire.RETHFields{VA: va, RKey: rkey, DMALen: n}}, want)
+		return got
+	}
+	p := wire.PSN(hostilePSN)
+	if got := read(p, h.mr.Addr, h.mr.RKey, 2500, 3); len(got) != 3 {
+		t.Fatalf("a 2500-byte READ: %d responses, want 3", len(got))
+	}
+	// the next request is at hostilePSN+3
+	for _, tc := range []struct {
+		name    string
+		psn     wire.PSN
+		va      uint64
+		rkey    uint32
+		n       uint32
+		answers int
+	}{
+		{"the same READ again", p, h.mr.Addr, h.mr.RKey, 2500, 3},
+		{"its rest from its second packet", p + 1, h.mr.Addr + 1024, h.mr.RKey, 2500 - 1024, 2},
+		{"a wrong R_Key", p, h.mr.Addr, h.mr.RKey ^ 1, 2500, 0},
+		{"5000 PSNs behind, wrong R_Key", p.Sub(5000), h.mr.Addr, 0xdead, 64, 0},
+		{"5000 PSNs behind, right R_Key", p.Sub(5000), h.mr.Addr, h.mr.RKey, 64, 0},
+		{"beyond the READ's range", p, h.mr.Addr, h.mr.RKey, 2600, 0},
+	} {
+		dropped := h.nic.Counters().DuplicateDropped.Load()
+		got := read(tc.psn, tc.va, tc.rkey, tc.n, tc.answers)
+		if tc.answers == 0 {
+			waitCount(t, tc.name+": duplicate_dropped", &h.nic.Counters().DuplicateDropped, dropped+1)
+			h.check(t)
+			got = append(got, h.drain(t)...)
+		}
+		if len(got) != tc.answers {
+			t.Errorf("%s: %d answers, want %d", tc.name, len(got), tc.answers)
+		}
+		for k, g := range got {
+			if op := g.BTH().Opcode(); op < wire.RCRDMAReadResponseFirst || op > wire.RCRDMAReadResponseOnly ||
+				g.Info.Has(wire.HdrAETH) && !g.AETH().Syndrome().IsACK() || g.BTH().PSN() != tc.psn.Add(uint32(k)) {
+				t.Errorf("%s: answer %d is %v at PSN %d", tc.name, k, op, g.BTH().PSN())
+			}
+		}
+	}
+	// The connection goes on: the next READ is answered.
+	if got := read(p+3, h.mr.Addr, h.mr.RKey, 10, 1); len(got) != 1 || got[0].BTH().Opcode() != wire.RCRDMAReadResponseOnly {
+		t.Errorf("the next READ: %d answers", len(got))
+	}
+	h.check(t)
+}
+
+// TestSeqNAKRateLimit: forged requests ahead of the expected PSN, each
+// slipped in after a good one, draw at most one PSN sequence NAK per
+// gap and per interval, not one each; every good request is still
+// executed and acknowledged.
+func TestSeqNAKRateLimit(t *testing.T) {
+	h := newHostile(t)
+	const n = 64
+	var frs []*wire.FrameFields
+	for i := range n {
+		frs = append(frs,
+			&wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: wire.PSN(hostilePSN + i), AckReq: true},
+				RETH: wire.RETHFields{VA: h.mr.Addr + uint64(i), RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{byte(i + 1)}},
+			&wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: wire.PSN(hostilePSN + 5000 + i), AckReq: true},
+				RETH: wire.RETHFields{VA: h.mr.Addr + 2048, RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{0xff}})
+	}
+	h.send(t, frs...)
+	got, _ := h.exchange(t, nil, n+1)
+	acks, naks := 0, 0
+	for _, p := range got {
+		switch s := p.AETH().Syndrome(); {
+		case s.IsACK():
+			acks++
+		case s.IsNAK() && s.Value() == wire.NAKPSNSequenceError:
+			naks++
+		}
+	}
+	if acks != n {
+		t.Errorf("%d ACKs, want %d", acks, n)
+	}
+	if naks < 1 || naks > 4 {
+		t.Errorf("%d sequence NAKs for %d forged requests in one burst, want 1 to 4", naks, n)
+	}
+	for i := range n {
+		if h.region[i] != byte(i+1) {
+			t.Fatalf("good WRITE %d did not land", i)
+		}
+	}
+	if h.region[2048] != 0 {
+		t.Error("a forged out-of-sequence WRITE landed")
+	}
+	if s := h.nic.Counters().SeqNAKSuppressed.Load(); s+uint64(naks) != n {
+		t.Errorf("seq_nak_suppressed %d + %d NAKs, want %d", s, naks, n)
+	}
+	h.check(t)
+}
+
+// TestStaleNAK: NAKs and responses for PSNs outside the requester's
+// window (older than the oldest unacknowledged, or never sent) are
+// ignored and counted; the work request completes when the right ACK
+// comes.
+func TestStaleNAK(t *testing.T) {
+	h := newHostile(t)
+	if _, err := h.b.QP.PostSend([]verbs.SendWR{{WRID: 7, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 100, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.exchange(t, nil, 1)
+	if len(got) == 0 || got[0].BTH().Opcode() != wire.RCRDMAWriteOnly {
+		t.Fatalf("got %d packets, want the WRITE", len(got))
+	}
+	psn := got[0].BTH().PSN()
+	for _, fr := range []wire.FrameFields{
+		{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn.Sub(5000)}, AETH: wire.AETHFields{Syndrome: wire.NAKSyndrome(wire.NAKRemoteAccessError)}},
+		{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn.Sub(1)}, AETH: wire.AETHFields{Syndrome: wire.NAKSyndrome(wire.NAKInvalidRequest)}},
+		{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn.Add(5000)}, AETH: wire.AETHFields{Syndrome: wire.NAKSyndrome(wire.NAKRemoteOperationalErr)}},
+		{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn.Sub(3)}, AETH: wire.AETHFields{Syndrome: wire.RNRNAKSyndrome(31)}},
+		{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, PSN: psn.Sub(2)}, Payload: filled(100)},
+		{BTH: wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PSN: psn.Add(1)}, AtomicOrigData: 9},
+	} {
+		fr.BTH.PSN &= wire.PSNMask
+		h.exchange(t, &fr, 0)
+	}
+	waitCount(t, "rcvd_stale_response", &h.nic.Counters().RcvdStaleResponse, 6)
+	h.check(t)
+	var wc [1]verbs.WC
+	if h.b.CQ.Poll(wc[:]) != 0 {
+		t.Fatalf("a stale or future answer completed the WRITE: %+v", wc[0])
+	}
+	h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn}, AETH: wire.AETHFields{MSN: 1}}, 0)
+	if c := verbstest.WaitWC(t, h.b.CQ); c.WRID != 7 || c.Status != verbs.WCSuccess {
+		t.Errorf("after the right ACK: %+v", c)
+	}
+	h.check(t)
+}
+
+
