@@ -53,7 +53,7 @@ type qpRun struct {
 	msn                    uint32
 	nakSent                bool      // a PSN sequence NAK is out for expPSN
 	lastSeqNAK             time.Time // when the last PSN sequence NAK went out
-	ucDrop                 bool // UC: dropping the rest of a broken message
+	ucDrop                 bool      // UC: dropping the rest of a broken message
 	recvActive             bool
 	recv                   host.RecvWQE
 	recvIndex              uint32 // the receive WQE's queue index

@@ -35,8 +35,8 @@ type DeviceConfig struct {
 	// MTU is the netdev MTU the port runs on, in bytes; 0 takes the
 	// largest the port's frames carry. The port's active IB MTU follows
 	// it, as rdma_rxe's follows its netdev's.
-	MTU      int
-	MaxQPs   int       // QPs the device can create (default 256), numbered from datapath.FirstQPN
+	MTU    int
+	MaxQPs int // QPs the device can create (default 256), numbered from datapath.FirstQPN
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
