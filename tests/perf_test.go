@@ -33,7 +33,7 @@ func TestPerfVeth(t *testing.T) {
 	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) { return macs[ip], nil }
 	env := func(ns string, end topo.End) perftest.Env {
 		p := openPort(t, tp.NS(ns), end, "xsk")
-		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: wire.MAC(end.MAC), IP: end.Addrs[0].Addr()})
+		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: wire.MAC(end.MAC), IP: end.Addrs[0].Addr(), MTU: spec.Links[0].MTU})
 		if err != nil {
 			t.Fatal(err)
 		}

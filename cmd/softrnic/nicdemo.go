@@ -155,7 +155,11 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 	}
 	e := &demoEnd{ah: verbs.AH{DestMAC: wire.MAC(end.MAC), DestGID: end.Addrs[0].Addr()}, buf: make([]byte, size)}
 	e.closer = closePort
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: e.ah.DestMAC, IP: e.ah.DestGID}); err != nil {
+	mtu := 0 // the port's own limit, unless the link says less
+	if l, lerr := ns.Link(end.Name); lerr == nil {
+		mtu = l.Attrs().MTU
+	}
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MTU: mtu}); err != nil {
 		closePort()
 		return nil, err
 	}

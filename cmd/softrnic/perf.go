@@ -152,7 +152,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closePorts()
-	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip})
+	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU})
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func runPerf(args []string, stdout io.Writer) error {
 			}
 		}()
 	}
-	env := perftest.Env{Dev: vd, GID: ip, PortMTU: netdev.MTUEnum(nd.PathMTU()), DevName: nd.Name,
+	env := perftest.Env{Dev: vd, GID: ip, PortMTU: vd.ActiveMTU(), DevName: nd.Name,
 		Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
 			hop, err := nd.Resolve(ctx, ip)
 			return hop.MAC, err

@@ -73,6 +73,10 @@ func Open(name string) (*Device, error) {
 // Close releases the netlink handle.
 func (d *Device) Close() { d.nl.Close() }
 
+// ErrNotEthernet is returned for a device without an Ethernet address,
+// such as the loopback device.
+var ErrNotEthernet = errors.New("the device has no Ethernet address")
+
 // Refresh rereads the device's MAC, MTU and addresses.
 func (d *Device) Refresh() error {
 	l, err := d.nl.LinkByName(d.Name)
@@ -82,7 +86,7 @@ func (d *Device) Refresh() error {
 	a := l.Attrs()
 	d.Index, d.MTU = a.Index, a.MTU
 	if len(a.HardwareAddr) != 6 {
-		return fmt.Errorf("netdev: %s: not an Ethernet device (hardware address %v)", d.Name, a.HardwareAddr)
+		return fmt.Errorf("netdev: %s: %w: RoCEv2 travels in Ethernet frames (use a NIC or a veth, not %s)", d.Name, ErrNotEthernet, a.EncapType)
 	}
 	d.MAC = wire.MAC(a.HardwareAddr)
 	addrs, err := d.nl.AddrList(l, netlink.FAMILY_ALL)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,19 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := d.Resolve(ctx, netip.MustParseAddr("192.0.2.1")); !errors.Is(err, netdev.ErrUnreachable) {
 		t.Errorf("no route to 192.0.2.1: %v", err)
+	}
+}
+
+// TestLoopbackNotEthernet: the loopback device is refused with
+// ErrNotEthernet and a message that says so, not an empty hardware
+// address.
+func TestLoopbackNotEthernet(t *testing.T) {
+	d, err := netdev.Open("lo")
+	if err == nil {
+		d.Close()
+		t.Fatal("lo opened as a softrnic device")
+	}
+	if !errors.Is(err, netdev.ErrNotEthernet) || !strings.Contains(err.Error(), "no Ethernet address") || strings.Contains(err.Error(), "( )") {
+		t.Errorf("lo: %v", err)
 	}
 }
