@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/portbench"
+	"github.com/softrnic/softrnic/internal/testenv"
 	"github.com/softrnic/softrnic/tests/topo"
 )
 
@@ -18,6 +19,8 @@ func TestRun(t *testing.T) {
 	methods := []string{portbench.XSK, portbench.UDPPort, portbench.KernelUDP}
 	if _, err := exec.LookPath("iperf3"); err == nil {
 		methods = append(methods, portbench.IPerf3)
+	} else if testenv.CI() {
+		t.Fatal("iperf3 is not installed; .ci/run installs it")
 	} else {
 		t.Log("iperf3 not installed: skipping its rows")
 	}
