@@ -129,10 +129,10 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		return
 	} else if d > 0 {
 		n.counters.OutOfSeqRequest.Add(1)
-		// One NAK per gap, and not more often than seqNAKInterval per QP:
+		// One NAK per gap, and not more often than SeqNAKInterval per QP:
 		// a stream of forged requests ahead of the window must not make
 		// the requester go back at each.
-		if now := time.Now(); !r.nakSent && now.Sub(r.lastSeqNAK) >= seqNAKInterval {
+		if now := time.Now(); !r.nakSent && now.Sub(r.lastSeqNAK) >= SeqNAKInterval {
 			r.nakSent, r.lastSeqNAK = true, now
 			n.ack(q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
 		} else {
@@ -150,10 +150,10 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	}
 }
 
-// seqNAKInterval is the least time between two PSN sequence NAKs of a QP.
+// SeqNAKInterval is the least time between two PSN sequence NAKs of a QP.
 // A real gap seen again after it is NAKed again; it is far below any ACK
 // timeout, so a lost packet is still repaired long before the timer.
-const seqNAKInterval = 100 * time.Microsecond
+const SeqNAKInterval = 100 * time.Microsecond
 
 // duplicate answers a request whose PSN is behind the expected one: a
 // READ the responder remembers is answered again (from the PSN asked
