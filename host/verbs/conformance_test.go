@@ -388,15 +388,8 @@ func TestSeqNAKRateLimit(t *testing.T) {
 // comes.
 func TestStaleNAK(t *testing.T) {
 	h := newHostile(t)
-	if _, err := h.b.QP.PostSend([]verbs.SendWR{{WRID: 7, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 100, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := h.exchange(t, nil, 1)
-	if len(got) == 0 || got[0].BTH().Opcode() != wire.RCRDMAWriteOnly {
-		t.Fatalf("got %d packets, want the WRITE", len(got))
-	}
-	psn := got[0].BTH().PSN()
+	psn := h.post(t, verbs.SendWR{WRID: 7, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 100, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}, wire.RCRDMAWriteOnly)
 	for _, fr := range []wire.FrameFields{
 		{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn.Sub(5000)}, AETH: wire.AETHFields{Syndrome: wire.NAKSyndrome(wire.NAKRemoteAccessError)}},
 		{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, PSN: psn.Sub(1)}, AETH: wire.AETHFields{Syndrome: wire.NAKSyndrome(wire.NAKInvalidRequest)}},

@@ -155,6 +155,21 @@ func (h *hostile) send(t testing.TB, frs ...*wire.FrameFields) bool {
 	return true
 }
 
+// post posts a work request on b's QP and returns the PSN of the first
+// packet the NIC sends for it, which must have opcode op (retries may
+// follow it).
+func (h *hostile) post(t testing.TB, wr verbs.SendWR, op wire.Opcode) wire.PSN {
+	t.Helper()
+	if _, err := h.b.QP.PostSend([]verbs.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.exchange(t, nil, 1)
+	if len(got) == 0 || got[0].BTH().Opcode() != op {
+		t.Fatalf("got %d packets, want %v first", len(got), op)
+	}
+	return got[0].BTH().PSN()
+}
+
 // drain returns what the NIC has sent and not yet been read.
 func (h *hostile) drain(t testing.TB) []wire.Packet {
 	got, _ := h.exchange(t, nil, 0)
@@ -346,15 +361,8 @@ func FuzzRequester(f *testing.F) {
 // and counted, and the right answer then completes the READ.
 func TestShortReadResponse(t *testing.T) {
 	h := newHostile(t)
-	if _, err := h.b.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 1500, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := h.exchange(t, nil, 1)
-	if len(got) == 0 || got[0].BTH().Opcode() != wire.RCRDMAReadRequest {
-		t.Fatalf("got %d packets, want the READ request (and perhaps its retries)", len(got))
-	}
-	psn := got[0].BTH().PSN()
+	psn := h.post(t, verbs.SendWR{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 1500, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}, wire.RCRDMAReadRequest)
 	h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, PSN: psn}, AETH: wire.AETHFields{MSN: 1}, Payload: make([]byte, 100)}, 0)
 	h.check(t)
 	var wc [1]verbs.WC
