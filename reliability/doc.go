@@ -1,4 +1,26 @@
-// Package reliability keeps Reliable Connection reliable: the replay buffer
-// whose capacity gates transmission per QP, ACK/NAK/RNR handling,
-// retransmit timers and duplicate detection.
+// Package reliability keeps Reliable Connection reliable. It holds RC's
+// recovery as plain state machines, with no goroutines, no I/O and no
+// clock of their own (the caller passes the time in), so that tests drive
+// them event by event:
+//
+//   - Pool is the NIC-wide replay buffer: a fixed number of entries, set
+//     at start, from which each RC QP reserves its allocation.
+//   - Sender is a requester's half: the PSN window [Una, Next), one
+//     replay Entry per packet in it (a reference back to the work request
+//     and the bytes the packet carries, plus its header state, never the
+//     payload), admission at the transmit gate (a QP without a free
+//     entry stalls, counted, while other QPs go on), retirement by
+//     cumulative ACKs, READ responses and atomic ACKs, go-back-N after a
+//     PSN sequence NAK, a READ response gap or a local ACK timeout (4.096
+//     us x 2^timeout, doubled after each timeout in a row, failing after
+//     retry_cnt retries), RNR waits (rnr_retry 7 meaning forever), and
+//     the NAKs that fail the QP. Answers outside the window are ignored.
+//   - Receiver is a responder's half: the expected PSN, the class of each
+//     request's PSN (new, duplicate, out of sequence), one sequence NAK
+//     per gap and no more than one per SeqNAKInterval, the MSN, and the
+//     READs and atomics it executed, so that a duplicate is answered
+//     again and never executed twice.
+//
+// The datapath calls these and acts on what they return: it sends the
+// packets, places data, and writes completions.
 package reliability

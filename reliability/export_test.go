@@ -1,0 +1,34 @@
+package reliability
+
+import "sort"
+
+// Disjoint reports whether no two allocations share an entry.
+func Disjoint(as []Allocation) bool {
+	s := append([]Allocation(nil), as...)
+	sort.Slice(s, func(i, j int) bool { return s[i].off < s[j].off })
+	for i := 1; i < len(s); i++ {
+		if s[i-1].off+len(s[i-1].entries) > s[i].off {
+			return false
+		}
+	}
+	return true
+}
+
+// LargestFree is the longest run of entries no allocation in as holds.
+func LargestFree(capacity int, as []Allocation) int {
+	used := make([]bool, capacity)
+	for _, a := range as {
+		for i := range a.entries {
+			used[a.off+i] = true
+		}
+	}
+	best, run := 0, 0
+	for _, u := range used {
+		if u {
+			run = 0
+		} else if run++; run > best {
+			best = run
+		}
+	}
+	return best
+}

@@ -1,0 +1,401 @@
+package reliability_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/reliability"
+)
+
+// A model of an RC connection: a requester's Sender and a responder's
+// Receiver joined by two lossy, duplicating, reordering links, driven by
+// a stream of events. Messages are one-packet WRITEs, READs of 1 to 4
+// response packets and atomics. The model keeps its own reference of
+// what was posted, executed and completed, and checks after every event:
+//   - no entry of a message the responder has not executed (or whose READ
+//     data or atomic result has not all come back) is ever freed;
+//   - every message is executed exactly once, in posting order;
+//   - completions (Una moving past a message) follow posting order;
+//   - the sender fails only with RETRY_EXC_ERR after RetryCnt+1 timeouts
+//     in a row without progress (RNR retries are infinite here);
+//   - the gate admits a packet only with a free entry, and a stalled
+//     sender resumes when an ACK frees one.
+type model struct {
+	t      testing.TB
+	rng    *rand.Rand
+	now    time.Time
+	pool   *reliability.Pool
+	s      *reliability.Sender
+	r      reliability.Receiver
+	toResp []pkt // requests on the wire
+	toReq  []pkt // answers on the wire
+
+	msgs      []msg // posted, in order
+	sentUpTo  int   // messages admitted
+	executed  []int // message indices in execution order
+	completed int   // messages whose entries have all been retired
+	timeouts  int   // consecutive timeouts without progress
+	params    reliability.Params
+	rnrEvery  int // the responder refuses every n-th new WRITE with an RNR NAK (0: never)
+	newWrites int
+	psnOf     map[wire.PSN]int // first PSN -> message index
+}
+
+type msg struct {
+	kind   reliability.Kind
+	span   uint32
+	psn    wire.PSN
+	got    uint32 // READ responses placed
+	result bool   // atomic result placed
+}
+
+type pkt struct {
+	op    wire.Opcode
+	psn   wire.PSN
+	span  uint32 // READ request: responses asked for
+	syn   wire.Syndrome
+	first wire.PSN // READ response: the READ's first PSN (the model's check only)
+}
+
+func newModel(t testing.TB, seed uint64, alloc int, p reliability.Params) *model {
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 1)), now: time.Unix(1000, 0), params: p, psnOf: map[wire.PSN]int{}}
+	m.pool = reliability.NewPool(alloc + 3)
+	a, err := m.pool.Reserve(alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := wire.PSN(seed) & wire.PSNMask
+	m.s = reliability.NewSender(a, start, p)
+	m.r.Init(start)
+	return m
+}
+
+func (m *model) post(n int) {
+	for range n {
+		k := reliability.Kind(m.rng.IntN(3))
+		span := uint32(1)
+		if k == reliability.Read {
+			span = 1 + uint32(m.rng.IntN(4))
+		}
+		m.msgs = append(m.msgs, msg{kind: k, span: span})
+	}
+}
+
+// send admits and sends new messages while the gate lets it.
+func (m *model) send() {
+	for m.sentUpTo < len(m.msgs) {
+		free := m.s.Free()
+		g := &m.msgs[m.sentUpTo]
+		if !m.s.CanSend(g.kind, m.now) {
+			if free > 0 && !m.s.Resending() && !m.s.Waiting() && g.kind == reliability.Data {
+				if f, _ := m.s.Failed(); !f {
+					m.t.Fatalf("the gate refused with %d free entries", free)
+				}
+			}
+			return
+		}
+		if free == 0 {
+			m.t.Fatal("the gate admitted with no free entry")
+		}
+		psn := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo)}, m.now)
+		g.psn = psn
+		m.psnOf[psn] = m.sentUpTo
+		m.sentUpTo++
+		m.wireRequest(g, psn)
+	}
+}
+
+func (m *model) wireRequest(g *msg, from wire.PSN) {
+	switch g.kind {
+	case reliability.Data:
+		m.toResp = append(m.toResp, pkt{op: wire.RCRDMAWriteOnly, psn: from})
+	case reliability.Read:
+		m.toResp = append(m.toResp, pkt{op: wire.RCRDMAReadRequest, psn: from, span: g.span - uint32(from.Diff(g.psn)), first: g.psn})
+	case reliability.Atomic:
+		m.toResp = append(m.toResp, pkt{op: wire.RCFetchAdd, psn: from})
+	}
+}
+
+// resend sends up to burst retransmissions.
+func (m *model) resend(burst int) {
+	for range burst {
+		e, from, ok := m.s.Resend()
+		if !ok {
+			return
+		}
+		g := &m.msgs[e.WQE]
+		if g.psn != e.PSN || !e.PSN.Add(e.Span-1).After(from.Sub(1)) {
+			m.t.Fatalf("resend of message %d from PSN %d, its entry at %d span %d", e.WQE, from, e.PSN, e.Span)
+		}
+		m.wireRequest(g, from)
+		m.s.Resent()
+	}
+}
+
+// respond is the responder taking one request.
+func (m *model) respond(p pkt) {
+	c, nak := m.r.Classify(p.psn, m.now)
+	switch c {
+	case reliability.OutOfSequence:
+		if nak {
+			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected(), syn: wire.NAKSyndrome(wire.NAKPSNSequenceError)})
+		}
+	case reliability.Duplicate:
+		switch p.op {
+		case wire.RCRDMAReadRequest:
+			if rr, ok := m.r.FindRead(p.psn, uint64(p.psn.Diff(p.first)), 7, p.span); ok {
+				for i := range p.span {
+					m.toReq = append(m.toReq, pkt{op: wire.RCRDMAReadResponseMiddle, psn: p.psn.Add(i), first: rr.PSN})
+				}
+			}
+		case wire.RCFetchAdd:
+			if _, ok := m.r.FindAtomic(p.psn); ok {
+				m.toReq = append(m.toReq, pkt{op: wire.RCAtomicAcknowledge, psn: p.psn})
+			}
+		default:
+			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected().Sub(1), syn: wire.ACKSyndrome(wire.CreditsInvalid)})
+		}
+	case reliability.New:
+		i, ok := m.psnOf[p.psn]
+		if !ok {
+			m.t.Fatalf("a new request at PSN %d that no message was given", p.psn)
+		}
+		switch p.op {
+		case wire.RCRDMAWriteOnly:
+			if m.newWrites++; m.rnrEvery > 0 && m.newWrites%m.rnrEvery == 0 {
+				m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: p.psn, syn: wire.RNRNAKSyndrome(uint8(1 + m.rng.IntN(4)))})
+				return
+			}
+			m.r.Executed(1, true)
+			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: p.psn, syn: wire.ACKSyndrome(wire.CreditsInvalid)})
+		case wire.RCRDMAReadRequest:
+			if p.psn != p.first {
+				m.t.Fatalf("a new READ from its middle (PSN %d, first %d)", p.psn, p.first)
+			}
+			m.r.ExecutedRead(reliability.ReadRecord{Packets: p.span, VA: 0, RKey: 7, Length: p.span})
+			for k := range p.span {
+				m.toReq = append(m.toReq, pkt{op: wire.RCRDMAReadResponseMiddle, psn: p.psn.Add(k), first: p.psn})
+			}
+		case wire.RCFetchAdd:
+			m.r.ExecutedAtomic(uint64(i))
+			m.toReq = append(m.toReq, pkt{op: wire.RCAtomicAcknowledge, psn: p.psn})
+		}
+		m.executed = append(m.executed, i)
+		if n := len(m.executed); m.executed[n-1] != n-1 {
+			m.t.Fatalf("executions %v: not each once in posting order", m.executed)
+		}
+	}
+}
+
+// complete is the requester taking one answer.
+func (m *model) complete(p pkt) {
+	before := m.s.Una()
+	var v reliability.Verdict
+	switch p.op {
+	case wire.RCAcknowledge:
+		switch s := p.syn; {
+		case s.IsACK():
+			v = m.s.OnAck(p.psn, m.now)
+		case s.IsRNRNAK():
+			v = m.s.OnRNR(p.psn, s.Value(), m.now)
+		default:
+			v = m.s.OnNAK(p.psn, s.Value(), m.now)
+		}
+	case wire.RCAtomicAcknowledge:
+		if e, ok := m.s.AtomicSlot(p.psn); ok {
+			m.msgs[e.WQE].result = true
+			m.s.AtomicPlaced(e, m.now)
+			v = reliability.Accepted
+		}
+	default:
+		if e, k, ok := m.s.ReadSlot(p.psn, m.now); ok {
+			g := &m.msgs[e.WQE]
+			if k != g.got || e.PSN != p.first {
+				m.t.Fatalf("READ response %d placed as packet %d of message %d (%d placed)", p.psn, k, e.WQE, g.got)
+			}
+			g.got++
+			m.s.ReadPlaced(e, g.got == g.span, m.now)
+			v = reliability.Accepted
+		}
+	}
+	if v == reliability.Failed {
+		m.t.Fatalf("the sender failed on %+v", p)
+	}
+	if m.s.Una().Diff(before) > 0 {
+		m.timeouts = 0
+	}
+}
+
+// check compares the sender with the reference.
+func (m *model) check() {
+	una := m.s.Una()
+	done := 0
+	for done < m.sentUpTo && m.msgs[done].psn.Add(m.msgs[done].span).Diff(una) <= 0 {
+		done++
+	}
+	if done < m.completed {
+		m.t.Fatalf("Una went back to %d: %d messages were complete", una, m.completed)
+	}
+	for i := m.completed; i < done; i++ {
+		g := &m.msgs[i]
+		if i >= len(m.executed) {
+			m.t.Fatalf("message %d retired before the responder executed it (Una %d)", i, una)
+		}
+		if g.kind == reliability.Read && g.got != g.span || g.kind == reliability.Atomic && !g.result {
+			m.t.Fatalf("%v message %d (PSN %d) retired before its answer came (got %d of %d); Una %d, next %d, outstanding %d", g.kind, i, g.psn, g.got, g.span, una, m.s.Next(), m.s.Outstanding())
+		}
+	}
+	m.completed = done
+	if int64(m.s.Outstanding()) > m.pool.Stats().Reserved || m.pool.Stats().InUse != int64(m.s.Outstanding()) {
+		m.t.Fatalf("pool in use %d, sender outstanding %d", m.pool.Stats().InUse, m.s.Outstanding())
+	}
+}
+
+// step runs one random event.
+func (m *model) step(ev int) {
+	switch ev % 10 {
+	case 0:
+		m.post(1 + m.rng.IntN(4))
+	case 1:
+		m.send()
+	case 2:
+		m.resend(1 + m.rng.IntN(4))
+	case 3, 4: // deliver a request, perhaps lost, duplicated or reordered
+		m.deliver(&m.toResp, m.respond)
+	case 5, 6:
+		m.deliver(&m.toReq, m.complete)
+	case 7: // time passes
+		m.now = m.now.Add(time.Duration(m.rng.IntN(5)) * time.Millisecond)
+	case 8: // the timer
+		if d := m.s.Deadline(); !d.IsZero() && m.rng.IntN(4) == 0 {
+			m.now = d
+		}
+		m.tick()
+	case 9: // the wire empties without loss
+		for len(m.toResp)+len(m.toReq) > 0 {
+			m.deliverClean(&m.toResp, m.respond)
+			m.deliverClean(&m.toReq, m.complete)
+		}
+	}
+	m.check()
+}
+
+// tick runs the sender's timer at the model's time.
+func (m *model) tick() {
+	waiting := m.s.Waiting()
+	switch m.s.Tick(m.now) {
+	case reliability.Failed:
+		if failed, st := m.s.Failed(); !failed || st != reliability.StatusRetryExcErr || m.timeouts != int(m.params.RetryCnt) {
+			m.t.Fatalf("failed with status %d after %d timeouts in a row (retry_cnt %d)", st, m.timeouts+1, m.params.RetryCnt)
+		}
+		m.restart()
+	case reliability.Accepted:
+		if !waiting {
+			m.timeouts++
+		}
+	}
+}
+
+// restart is what an application does after a retry-exceeded error: a
+// new connection (the model restarts both halves).
+func (m *model) restart() {
+	a := m.s.Allocation()
+	m.s.Reset()
+	start := wire.PSN(m.rng.Uint32()) & wire.PSNMask
+	m.s.Init(a, start, m.params)
+	m.r.Init(start)
+	m.msgs, m.executed, m.sentUpTo, m.completed, m.timeouts = nil, nil, 0, 0, 0
+	m.toResp, m.toReq = nil, nil
+	m.psnOf = map[wire.PSN]int{}
+}
+
+func (m *model) deliver(q *[]pkt, to func(pkt)) {
+	if len(*q) == 0 {
+		return
+	}
+	switch m.rng.IntN(10) {
+	case 0: // lost
+		*q = (*q)[1:]
+	case 1: // duplicated
+		to((*q)[0])
+	case 2: // reordered
+		if len(*q) > 1 {
+			(*q)[0], (*q)[1] = (*q)[1], (*q)[0]
+		}
+	default:
+		p := (*q)[0]
+		*q = (*q)[1:]
+		to(p)
+	}
+}
+
+func (m *model) deliverClean(q *[]pkt, to func(pkt)) {
+	if len(*q) > 0 {
+		p := (*q)[0]
+		*q = (*q)[1:]
+		to(p)
+	}
+}
+
+// drain ends a run: no loss, timers fire, until every posted message has
+// completed.
+func (m *model) drain() {
+	for i := 0; m.completed < len(m.msgs); i++ {
+		if i > 100000 {
+			m.t.Fatalf("no progress: %d of %d messages complete, %d admitted, Una %d", m.completed, len(m.msgs), m.sentUpTo, m.s.Una())
+		}
+		m.send()
+		m.resend(8)
+		if len(m.toResp)+len(m.toReq) == 0 {
+			if d := m.s.Deadline(); !d.IsZero() {
+				m.now = d
+				m.tick() // may end the run: the retries were spent before the drain
+			}
+		}
+		m.deliverClean(&m.toResp, m.respond)
+		m.deliverClean(&m.toReq, m.complete)
+		m.check()
+	}
+}
+
+func TestModel(t *testing.T) {
+	for _, tc := range []struct {
+		alloc    int
+		retry    uint8
+		rnrEvery int
+	}{{4, 7, 0}, {1, 7, 0}, {16, 7, 5}, {64, 7, 0}, {8, 2, 3}} {
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("alloc%d-retry%d-rnr%d-seed%d", tc.alloc, tc.retry, tc.rnrEvery, seed), func(t *testing.T) {
+				m := newModel(t, seed*7919+uint64(tc.alloc), tc.alloc, reliability.Params{Timeout: 14, RetryCnt: tc.retry, RNRRetry: 7, MaxRdAtomic: 16})
+				m.rnrEvery = tc.rnrEvery
+				for range 3000 {
+					m.step(m.rng.IntN(10))
+				}
+				m.drain()
+				if len(m.executed) != len(m.msgs) {
+					t.Fatalf("%d of %d messages executed", len(m.executed), len(m.msgs))
+				}
+			})
+		}
+	}
+}
+
+// FuzzModel drives the same model with events the fuzzer chooses.
+func FuzzModel(f *testing.F) {
+	f.Add(uint64(1), uint8(4), []byte{0, 1, 3, 5, 1, 3, 3, 5, 5, 8, 2, 3, 5})
+	f.Add(uint64(2), uint8(1), []byte{0, 0, 1, 1, 4, 4, 7, 8, 8, 8, 8, 8, 8, 8, 8, 8})
+	f.Fuzz(func(t *testing.T, seed uint64, alloc uint8, events []byte) {
+		m := newModel(t, seed, 1+int(alloc%64), reliability.Params{Timeout: 14, RetryCnt: 3, RNRRetry: 7, MaxRdAtomic: uint8(seed % 20)})
+		m.rnrEvery = int(seed % 4)
+		if m.rnrEvery == 1 {
+			m.rnrEvery = 0 // every WRITE refused: no progress is right
+		}
+		for _, ev := range events {
+			m.step(int(ev))
+		}
+		m.drain()
+	})
+}

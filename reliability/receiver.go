@@ -1,0 +1,160 @@
+package reliability
+
+import (
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+)
+
+// MaxRdAtomic is how many READs and atomics a responder answers at once
+// per QP and remembers the answers of (the device's max_qp_rd_atom).
+const MaxRdAtomic = 16
+
+// SeqNAKInterval is the least time between two PSN sequence NAKs of a QP.
+// A real gap seen again after it is NAKed again; it is far below any ACK
+// timeout, so a lost packet is still repaired long before the timer.
+const SeqNAKInterval = 100 * time.Microsecond
+
+// Class is what a request's PSN makes of it.
+type Class uint8
+
+const (
+	// New is the expected PSN: execute the request.
+	New Class = iota
+	// Duplicate is behind the expected PSN: answer it again (Receiver's
+	// FindRead, FindAtomic, or an ACK of Expected()-1), never execute it.
+	Duplicate
+	// OutOfSequence is ahead of the expected PSN: drop it; NAK says
+	// whether to send a PSN sequence NAK for Expected() (one per gap, and
+	// not more often than SeqNAKInterval).
+	OutOfSequence
+)
+
+// ReceiverStats count one QP's responder events.
+type ReceiverStats struct {
+	Duplicates, OutOfSequence, NAKsSuppressed uint64
+}
+
+// Receiver is the responder half of an RC QP's reliability: the expected
+// PSN, the classification of each request's PSN, one sequence NAK per
+// gap, the MSN, and the READs and atomics it executed, so that a
+// duplicate gets the same answer and never a second execution.
+type Receiver struct {
+	exp        wire.PSN
+	msn        uint32
+	nakSent    bool
+	lastNAK    time.Time
+	reads      [MaxRdAtomic]ReadRecord
+	readNext   int
+	atomics    [MaxRdAtomic]AtomicRecord
+	atomicNext int
+	stats      ReceiverStats
+}
+
+// ReadRecord is a READ request the responder executed.
+type ReadRecord struct {
+	valid   bool
+	PSN     wire.PSN // its first PSN
+	Packets uint32
+	VA      uint64
+	RKey    uint32
+	Length  uint32
+	MSN     uint32 // the MSN its responses carry
+}
+
+// AtomicRecord is an atomic the responder executed, with its result.
+type AtomicRecord struct {
+	valid bool
+	PSN   wire.PSN
+	Orig  uint64
+	MSN   uint32
+}
+
+// Init sets the receiver up to expect psn first.
+func (r *Receiver) Init(psn wire.PSN) { *r = Receiver{exp: psn & wire.PSNMask} }
+
+// Expected is the PSN of the next new request.
+func (r *Receiver) Expected() wire.PSN { return r.exp }
+
+// MSN is the number of messages completed, modulo 2^24, as AETHs carry it.
+func (r *Receiver) MSN() uint32 { return r.msn & 0xffffff }
+
+// Stats returns the receiver's counters.
+func (r *Receiver) Stats() ReceiverStats { return r.stats }
+
+// Classify classifies a request's PSN at now; for OutOfSequence, nak
+// says whether to NAK the gap.
+func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
+	switch d := psn.Diff(r.exp); {
+	case d < 0:
+		r.stats.Duplicates++
+		return Duplicate, false
+	case d > 0:
+		r.stats.OutOfSequence++
+		if !r.nakSent && now.Sub(r.lastNAK) >= SeqNAKInterval {
+			r.nakSent, r.lastNAK = true, now
+			return OutOfSequence, true
+		}
+		r.stats.NAKsSuppressed++
+		return OutOfSequence, false
+	}
+	return New, false
+}
+
+// Executed moves the expected PSN past a request that occupied span PSNs
+// (1, or a READ's response packets); done says it completed a message,
+// which moves the MSN.
+func (r *Receiver) Executed(span uint32, done bool) {
+	r.exp = r.exp.Add(max(span, 1))
+	r.nakSent = false
+	if done {
+		r.msn++
+	}
+}
+
+// ExecutedRead records a READ executed at the expected PSN and moves past
+// it; it returns the MSN its responses carry.
+func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
+	r.Executed(rec.Packets, true)
+	rec.valid, rec.PSN, rec.MSN = true, r.exp.Sub(max(rec.Packets, 1)), r.msn
+	r.reads[r.readNext] = rec
+	r.readNext = (r.readNext + 1) % len(r.reads)
+	return rec.MSN
+}
+
+// ExecutedAtomic records an atomic executed at the expected PSN, with the
+// original value it returned, and moves past it.
+func (r *Receiver) ExecutedAtomic(orig uint64) {
+	psn := r.exp
+	r.Executed(1, true)
+	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: r.msn}
+	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
+}
+
+// FindRead returns the READ a duplicate READ request asks again for: the
+// same R_Key, its PSN among the READ's, and its range inside the READ's
+// (as rxe checks a duplicate READ against the resource it finds). A
+// duplicate that matches none must be dropped: a NAK for it could fail
+// the live connection.
+func (r *Receiver) FindRead(psn wire.PSN, va uint64, rkey, length uint32) (ReadRecord, bool) {
+	for _, rr := range r.reads {
+		if !rr.valid || rkey != rr.RKey || psn.Before(rr.PSN) || uint32(psn.Diff(rr.PSN)) >= max(rr.Packets, 1) {
+			continue
+		}
+		if va >= rr.VA && uint64(length) <= uint64(rr.Length) && va-rr.VA <= uint64(rr.Length)-uint64(length) {
+			return rr, true
+		}
+	}
+	return ReadRecord{}, false
+}
+
+// FindAtomic returns the result of the atomic executed at psn, if the
+// receiver remembers it.
+func (r *Receiver) FindAtomic(psn wire.PSN) (AtomicRecord, bool) {
+	for _, a := range r.atomics {
+		if a.valid && a.PSN == psn {
+			return a, true
+		}
+	}
+	return AtomicRecord{}, false
+}

@@ -1,0 +1,525 @@
+package reliability
+
+import (
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+)
+
+// Kind is what an entry's packet asks of the responder, which decides
+// what retires it.
+type Kind uint8
+
+const (
+	// Data is a SEND or WRITE packet: a cumulative ACK covering its PSN
+	// retires it.
+	Data Kind = iota
+	// Read is a READ request: it occupies the PSNs of its responses and
+	// retires when the last of them has come.
+	Read
+	// Atomic is a CMP_AND_SWAP or FETCH_AND_ADD: its atomic ACK retires
+	// it.
+	Atomic
+)
+
+// Entry is one replay buffer entry: what the requester needs to send a
+// packet again, never the payload itself. WQE, Offset and Length refer
+// back to the source (the send queue entry and the bytes of its message
+// the packet carries); PSN, Span, Opcode and AckReq are the header state.
+type Entry struct {
+	PSN    wire.PSN    // the packet's PSN (a READ's first response PSN)
+	Span   uint32      // PSNs it occupies: 1, or a READ's response packets
+	WQE    uint32      // the send queue index of its work request
+	Offset uint32      // its payload's byte offset in the message
+	Length uint32      // its payload's length
+	Opcode wire.Opcode // as sent
+	AckReq bool
+	Kind   Kind
+	Got    uint32 // READ: responses placed, in order
+	done   bool   // READ or atomic: answered in full
+}
+
+// last is the last PSN the entry occupies.
+func (e *Entry) last() wire.PSN { return e.PSN.Add(e.Span - 1) }
+
+// contains reports whether psn is one of the entry's PSNs.
+func (e *Entry) contains(psn wire.PSN) bool {
+	return !psn.Before(e.PSN) && uint32(psn.Diff(e.PSN)) < e.Span
+}
+
+// Params are a QP's reliability attributes, as verbs names them.
+type Params struct {
+	Timeout  uint8 // local ACK timeout exponent: 4.096 us x 2^Timeout; 0 means none (softrnic uses 100 ms)
+	RetryCnt uint8 // retries after a timeout before IBV_WC_RETRY_EXC_ERR (3 bits)
+	RNRRetry uint8 // retries after an RNR NAK before IBV_WC_RNR_RETRY_EXC_ERR; 7 is infinite
+	// MaxRdAtomic is how many READs and atomics may be outstanding
+	// (max_rd_atomic): the responder remembers the answers of no more.
+	// 0 means 1; it is at most MaxRdAtomic.
+	MaxRdAtomic uint8
+}
+
+// MinTimeout is the shortest ACK timeout softrnic keeps: an engine on a
+// loaded host can be descheduled for milliseconds, and a spurious
+// go-back-N only adds load.
+const MinTimeout = 10 * time.Millisecond
+
+// maxBackoff bounds the exponent of the timer's doubling after
+// consecutive timeouts.
+const maxBackoff = 4
+
+// AckTimeout is the IBTA Local ACK Timeout of exponent t (4.096 us x
+// 2^t), at least MinTimeout; t of 0 (no timer) or beyond 31 is 100 ms.
+func AckTimeout(t uint8) time.Duration {
+	if t == 0 || t > 31 {
+		return 100 * time.Millisecond
+	}
+	return max(time.Duration(4096<<t)*time.Nanosecond, MinTimeout)
+}
+
+// WC statuses the sender completes work requests with, as verbs numbers
+// them (enum ibv_wc_status).
+const (
+	StatusSuccess        = 0
+	StatusRemInvReqErr   = 9
+	StatusRemAccessErr   = 10
+	StatusRemOpErr       = 11
+	StatusRetryExcErr    = 12
+	StatusRNRRetryExcErr = 13
+)
+
+// Verdict is what the sender makes of an ACK, a NAK or a response.
+type Verdict uint8
+
+const (
+	// Ignored: it answers nothing outstanding (a stale copy, a PSN never
+	// sent, a response out of its place), and changes nothing.
+	Ignored Verdict = iota
+	// Accepted: state moved (entries retired, a retransmission set up,
+	// an RNR wait begun); the caller completes the work requests that
+	// end before Una and sends what is due.
+	Accepted
+	// Failed: the QP is in error; the caller completes the oldest work
+	// request with Status and flushes the rest.
+	Failed
+)
+
+// SenderStats count one QP's sender events.
+type SenderStats struct {
+	Stalls        uint64        // times the gate held a packet for lack of a free entry
+	Stalled       time.Duration // time spent so held
+	Retransmitted uint64        // packets sent again
+	Timeouts      uint64        // local ACK timeouts
+	GoBacks       uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
+	Stale         uint64        // answers ignored as outside the window
+}
+
+// Sender is the requester half of an RC QP's reliability: the PSN window
+// [Una, Next), the replay entries of the packets in it, admission of new
+// packets at the transmit gate, retirement by ACKs and responses, the
+// go-back-N cursor, the local ACK timer and RNR waits. It does no I/O and
+// reads no clock: the caller passes the time in.
+type Sender struct {
+	alloc  Allocation
+	ring   []Entry // alloc.entries
+	head   int
+	n      int // entries in use: unacknowledged packets, oldest first
+	rdAtom int // of them READs and atomics
+	next   wire.PSN
+	params Params
+
+	resend    int      // entries from head still to send again; -1: none
+	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
+
+	deadline time.Time
+	retries  int
+	rnrTries int
+	rnrWait  bool
+	backoff  uint
+	gapAsked bool // a READ response gap has been asked for again
+	failed   bool
+	status   uint8
+
+	stalled    bool
+	stallSince time.Time
+	stats      SenderStats
+}
+
+// NewSender makes a sender whose first PSN is psn, holding its entries in
+// alloc (from Pool.Reserve; a zero Allocation admits nothing).
+func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
+	s := &Sender{}
+	s.Init(alloc, psn, p)
+	return s
+}
+
+// Init sets the sender up in place (a NIC keeps its senders in an array).
+func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
+	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1}
+}
+
+// Allocation returns the sender's reserved entries, for Pool.Release
+// after Reset.
+func (s *Sender) Allocation() Allocation { return s.alloc }
+
+// Una is the oldest unacknowledged PSN (Next when nothing is).
+func (s *Sender) Una() wire.PSN {
+	if s.n == 0 {
+		return s.next
+	}
+	e := &s.ring[s.head]
+	if e.Kind == Read {
+		return e.PSN.Add(e.Got)
+	}
+	return e.PSN
+}
+
+// Next is the PSN the next new packet takes.
+func (s *Sender) Next() wire.PSN { return s.next }
+
+// Outstanding is the number of entries in use; Free the number left.
+func (s *Sender) Outstanding() int { return s.n }
+func (s *Sender) Free() int        { return len(s.ring) - s.n }
+
+// Failed reports whether the sender is in error, and the status.
+func (s *Sender) Failed() (bool, uint8) { return s.failed, s.status }
+
+// Waiting reports whether an RNR NAK holds the sender until its timer.
+func (s *Sender) Waiting() bool { return s.rnrWait }
+
+// Stats returns the sender's counters.
+func (s *Sender) Stats() SenderStats { return s.stats }
+
+// Deadline is when Tick next has something to do; zero when the timer is
+// not armed.
+func (s *Sender) Deadline() time.Time { return s.deadline }
+
+// entry returns the i-th entry from the oldest.
+func (s *Sender) entry(i int) *Entry { return &s.ring[(s.head+i)%len(s.ring)] }
+
+// CanSend reports whether a new packet of kind k may go out now: the
+// sender is not failed, not waiting out an RNR NAK, has no
+// retransmission pending, holds a free entry, and, for a READ or an
+// atomic, has fewer than MaxRdAtomic of those outstanding (READs and
+// atomics answered out of order still count: until the ones before them
+// are answered, a retransmission may ask for them again). A false answer
+// for lack of an entry starts a stall, counted once until an entry frees.
+func (s *Sender) CanSend(k Kind, now time.Time) bool {
+	if s.failed || s.rnrWait || s.resend >= 0 {
+		return false
+	}
+	if k != Data && s.rdAtom >= min(max(int(s.params.MaxRdAtomic), 1), MaxRdAtomic) {
+		return false
+	}
+	if s.n < len(s.ring) {
+		return true
+	}
+	if !s.stalled {
+		s.stalled, s.stallSince = true, now
+		s.stats.Stalls++
+	}
+	return false
+}
+
+// Admit records a new packet in a free entry (CanSend must have said
+// yes), gives it the next PSN (and a READ its Span), and arms the timer.
+// It returns the entry's PSN.
+func (s *Sender) Admit(e Entry, now time.Time) wire.PSN {
+	if e.Span == 0 {
+		e.Span = 1
+	}
+	e.PSN, e.Got, e.done = s.next, 0, false
+	*s.entry(s.n) = e
+	s.n++
+	if e.Kind != Data {
+		s.rdAtom++
+	}
+	s.alloc.pool.use(1)
+	s.next = s.next.Add(e.Span)
+	if s.deadline.IsZero() {
+		s.arm(now)
+	}
+	return e.PSN
+}
+
+func (s *Sender) arm(now time.Time) {
+	s.deadline = now.Add(AckTimeout(s.params.Timeout) << s.backoff)
+}
+
+// inWindow reports whether psn names a PSN sent and not acknowledged.
+func (s *Sender) inWindow(psn wire.PSN) bool {
+	return !psn.Before(s.Una()) && psn.Before(s.next)
+}
+
+// retire frees the entries an ACK of psn covers, in order: Data entries
+// at or before psn, and READs and atomics answered in full (an ACK does
+// not stand for READ data or an atomic result). It reports progress.
+func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
+	k := 0
+	for s.n > 0 {
+		e := &s.ring[s.head]
+		if e.Kind == Data && e.PSN.After(psn) || e.Kind != Data && !e.done {
+			break
+		}
+		if e.Kind != Data {
+			s.rdAtom--
+		}
+		s.head = (s.head + 1) % len(s.ring)
+		s.n--
+		k++
+		if s.resend > 0 {
+			s.resend--
+		} else if s.resend == 0 {
+			s.resend = -1 // what was to be resent is acknowledged
+		}
+	}
+	if k == 0 {
+		return false
+	}
+	s.alloc.pool.use(-k)
+	s.retries, s.rnrTries, s.backoff = 0, 0, 0
+	if s.resend == 0 && s.n > 0 {
+		s.resendPSN = s.Una()
+	}
+	if s.stalled {
+		s.stalled = false
+		s.stats.Stalled += now.Sub(s.stallSince)
+	}
+	switch {
+	case s.n == 0:
+		s.deadline, s.rnrWait = time.Time{}, false
+	case !s.rnrWait: // an RNR wait keeps its own deadline
+		s.arm(now)
+	}
+	return true
+}
+
+// goBack sets every entry from the one holding psn up to be sent again
+// (go-back-N), from psn on.
+func (s *Sender) goBack(psn wire.PSN) {
+	for i := range s.n {
+		if e := s.entry(i); e.contains(psn) {
+			s.resend, s.resendPSN = i, psn
+			s.stats.GoBacks++
+			return
+		}
+	}
+}
+
+// OnAck handles an ACK (a positive AETH syndrome) of psn. An ACK outside
+// [Una-1, Next) is stale.
+func (s *Sender) OnAck(psn wire.PSN, now time.Time) Verdict {
+	if s.failed || psn.Before(s.Una().Sub(1)) || !psn.Before(s.next) {
+		s.stats.Stale++
+		return Ignored
+	}
+	s.retire(psn, now)
+	return Accepted
+}
+
+// OnNAK handles a NAK (kind 3 syndrome) of psn with its code: a PSN
+// sequence error goes back to psn; the others fail the QP with the
+// matching status. A NAK outside the window is stale.
+func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
+	if s.failed || !s.inWindow(psn) {
+		s.stats.Stale++
+		return Ignored
+	}
+	s.retire(psn.Sub(1), now) // a NAK acknowledges what came before
+	if code == wire.NAKPSNSequenceError {
+		s.goBack(psn)
+		return Accepted
+	}
+	switch code {
+	case wire.NAKRemoteAccessError:
+		s.fail(StatusRemAccessErr)
+	case wire.NAKInvalidRequest:
+		s.fail(StatusRemInvReqErr)
+	default:
+		s.fail(StatusRemOpErr)
+	}
+	return Failed
+}
+
+// OnRNR handles an RNR NAK of psn: the sender waits the RNR timer code
+// encodes, then sends again from psn; after RNRRetry such NAKs in a row
+// (7: never) the QP fails.
+func (s *Sender) OnRNR(psn wire.PSN, code uint8, now time.Time) Verdict {
+	if s.failed || !s.inWindow(psn) {
+		s.stats.Stale++
+		return Ignored
+	}
+	s.retire(psn.Sub(1), now)
+	if s.rnrTries++; s.params.RNRRetry != 7 && s.rnrTries > int(s.params.RNRRetry) {
+		s.fail(StatusRNRRetryExcErr)
+		return Failed
+	}
+	s.goBack(psn)
+	s.rnrWait = true
+	s.deadline = now.Add(time.Duration(wire.RNRTimerMicros(code)) * time.Microsecond)
+	return Accepted
+}
+
+// ReadSlot finds the place of a READ response of psn: the READ entry
+// and the response's packet index in it. A response acknowledges every
+// request before its READ. ok is false for a response that answers no
+// outstanding READ (stale, or never asked for), and for one that is not
+// the next expected (a gap, or a stale copy): the first past a gap asks
+// once for everything from the gap on again; later ones past it are the
+// same stream, and only the timer asks again.
+func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok bool) {
+	if s.failed || !s.inWindow(psn) {
+		s.stats.Stale++
+		return nil, 0, false
+	}
+	for i := range s.n {
+		if c := s.entry(i); c.Kind == Read && c.contains(psn) && !c.done {
+			e = c
+			break
+		}
+	}
+	if e == nil {
+		s.stats.Stale++
+		return nil, 0, false
+	}
+	s.retire(e.PSN.Sub(1), now)
+	if una := s.Una(); psn != una {
+		if psn.After(una) && !s.gapAsked {
+			s.gapAsked = true
+			s.goBack(una)
+		}
+		return nil, 0, false
+	}
+	return e, uint32(psn.Diff(e.PSN)), true
+}
+
+// ReadPlaced records that the response ReadSlot found has landed; last
+// says it was the READ's last.
+func (s *Sender) ReadPlaced(e *Entry, last bool, now time.Time) {
+	e.Got++
+	s.retries, s.backoff = 0, 0
+	s.arm(now)
+	if last || e.Got == e.Span {
+		e.done = true
+		s.gapAsked = false
+		s.retire(e.last(), now)
+	}
+}
+
+// AtomicSlot finds the atomic entry an atomic ACK of psn answers; ok is
+// false when none is outstanding.
+func (s *Sender) AtomicSlot(psn wire.PSN) (e *Entry, ok bool) {
+	if s.failed || !s.inWindow(psn) {
+		s.stats.Stale++
+		return nil, false
+	}
+	for i := range s.n {
+		if e := s.entry(i); e.Kind == Atomic && e.PSN == psn && !e.done {
+			return e, true
+		}
+	}
+	s.stats.Stale++
+	return nil, false
+}
+
+// AtomicPlaced records that an atomic's result has landed.
+func (s *Sender) AtomicPlaced(e *Entry, now time.Time) {
+	s.retire(e.PSN.Sub(1), now)
+	e.done = true
+	s.retire(e.PSN, now)
+}
+
+// Resend returns the next entry to send again and the PSN to send it
+// from (a READ's first response not yet placed); ok is false when
+// nothing is pending or the sender waits out an RNR NAK. Call Resent
+// after sending it.
+func (s *Sender) Resend() (e *Entry, from wire.PSN, ok bool) {
+	if s.failed || s.rnrWait || s.resend < 0 || s.resend >= s.n {
+		if s.resend >= s.n {
+			s.resend = -1
+		}
+		return nil, 0, false
+	}
+	e = s.entry(s.resend)
+	from = e.PSN
+	if s.resendPSN.After(from) && e.contains(s.resendPSN) {
+		from = s.resendPSN
+	}
+	if e.Kind == Read && from.Before(e.PSN.Add(e.Got)) {
+		from = e.PSN.Add(e.Got) // what came in order stays placed
+	}
+	return e, from, true
+}
+
+// Resent moves past the entry Resend gave.
+func (s *Sender) Resent() {
+	s.stats.Retransmitted++
+	if s.resend++; s.resend >= s.n {
+		s.resend = -1
+	} else {
+		s.resendPSN = s.entry(s.resend).PSN
+	}
+}
+
+// Resending reports whether retransmissions are pending.
+func (s *Sender) Resending() bool { return s.resend >= 0 }
+
+// Tick runs the timer at now: after an RNR wait the sender sends again;
+// after a local ACK timeout it goes back to Una, with the timer doubled
+// (up to 16x) until progress, or fails after RetryCnt retries.
+func (s *Sender) Tick(now time.Time) Verdict {
+	if s.failed || s.deadline.IsZero() || now.Before(s.deadline) {
+		return Ignored
+	}
+	if s.n == 0 {
+		s.deadline, s.rnrWait = time.Time{}, false
+		return Ignored
+	}
+	if s.rnrWait {
+		s.rnrWait = false
+		s.arm(now)
+		return Accepted
+	}
+	s.stats.Timeouts++
+	if s.retries++; s.retries > int(s.params.RetryCnt) {
+		s.fail(StatusRetryExcErr)
+		return Failed
+	}
+	s.backoff = min(s.backoff+1, maxBackoff)
+	s.gapAsked = false
+	s.goBack(s.Una())
+	s.arm(now)
+	return Accepted
+}
+
+// fail puts the sender in error: every entry is dropped (the caller
+// completes its work requests in error).
+func (s *Sender) fail(status uint8) {
+	s.failed, s.status = true, status
+	s.drop()
+}
+
+// drop frees every entry.
+func (s *Sender) drop() {
+	s.alloc.pool.use(-s.n)
+	s.n, s.head, s.resend, s.rdAtom = 0, 0, -1, 0
+	s.deadline, s.rnrWait = time.Time{}, false
+	if s.stalled {
+		s.stalled = false
+	}
+}
+
+// Fail puts the sender in error from outside (a local error): its
+// entries are freed.
+func (s *Sender) Fail(status uint8) {
+	if !s.failed {
+		s.fail(status)
+	}
+}
+
+// Reset frees every entry and forgets the QP's state (modify to RESET);
+// the allocation stays with the sender until the caller releases it.
+func (s *Sender) Reset() {
+	s.drop()
+	alloc := s.alloc
+	*s = Sender{alloc: alloc, ring: alloc.entries, resend: -1}
+}

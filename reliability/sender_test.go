@@ -1,0 +1,310 @@
+package reliability_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/reliability"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func newSender(t *testing.T, alloc int, p reliability.Params) (*reliability.Sender, *reliability.Pool) {
+	t.Helper()
+	pool := reliability.NewPool(alloc)
+	a, err := pool.Reserve(alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reliability.NewSender(a, 100, p), pool
+}
+
+// TestGate is the seed's walk-through: 8 WQEs ready, an allocation of 4;
+// four go out, the gate holds the fifth (a stall, counted once, not a
+// fault); one cumulative ACK of two reopens it for two more.
+func TestGate(t *testing.T) {
+	s, pool := newSender(t, 4, reliability.Params{Timeout: 14, RetryCnt: 7})
+	sent := 0
+	for sent < 8 && s.CanSend(reliability.Data, t0) {
+		s.Admit(reliability.Entry{WQE: uint32(sent)}, t0)
+		sent++
+	}
+	if sent != 4 || s.Free() != 0 || pool.Stats().InUse != 4 {
+		t.Fatalf("sent %d, free %d, in use %d; want 4, 0, 4", sent, s.Free(), pool.Stats().InUse)
+	}
+	for range 3 { // asked again and again: still one stall
+		if s.CanSend(reliability.Data, t0.Add(time.Millisecond)) {
+			t.Fatal("the gate admitted a fifth packet")
+		}
+	}
+	if v := s.OnAck(101, t0.Add(5*time.Millisecond)); v != reliability.Accepted || s.Una() != 102 || s.Free() != 2 {
+		t.Fatalf("ACK of 101: %v, Una %d, free %d", v, s.Una(), s.Free())
+	}
+	for sent < 8 && s.CanSend(reliability.Data, t0) {
+		s.Admit(reliability.Entry{WQE: uint32(sent)}, t0)
+		sent++
+	}
+	if sent != 6 {
+		t.Fatalf("after the ACK %d sent, want 6", sent)
+	}
+	st := s.Stats()
+	if st.Stalls != 2 || st.Stalled != 5*time.Millisecond {
+		t.Errorf("stalls %d for %v, want 2 (the first one 5 ms long, from the loop that filled the allocation; the second still on)", st.Stalls, st.Stalled)
+	}
+	if pool.Stats().HighWater != 4 {
+		t.Errorf("high water %d, want 4", pool.Stats().HighWater)
+	}
+}
+
+// TestSenderAnswers: what each kind of answer does to the window.
+func TestSenderAnswers(t *testing.T) {
+	p := reliability.Params{Timeout: 14, RetryCnt: 3, RNRRetry: 2, MaxRdAtomic: 4}
+	type step struct {
+		do      func(s *reliability.Sender) reliability.Verdict
+		verdict reliability.Verdict
+		una     wire.PSN
+	}
+	ack := func(psn wire.PSN) func(*reliability.Sender) reliability.Verdict {
+		return func(s *reliability.Sender) reliability.Verdict { return s.OnAck(psn, t0) }
+	}
+	nak := func(psn wire.PSN, code uint8) func(*reliability.Sender) reliability.Verdict {
+		return func(s *reliability.Sender) reliability.Verdict { return s.OnNAK(psn, code, t0) }
+	}
+	rnr := func(psn wire.PSN) func(*reliability.Sender) reliability.Verdict {
+		return func(s *reliability.Sender) reliability.Verdict { return s.OnRNR(psn, 1, t0) }
+	}
+	// Five WRITE packets at PSNs 100..104.
+	for _, tc := range []struct {
+		name   string
+		steps  []step
+		status uint8
+	}{
+		{"cumulative ACK", []step{{ack(102), reliability.Accepted, 103}, {ack(104), reliability.Accepted, 105}}, 0},
+		{"duplicate ACK", []step{{ack(102), reliability.Accepted, 103}, {ack(102), reliability.Accepted, 103}, {ack(99), reliability.Ignored, 103}}, 0},
+		{"ACK never sent", []step{{ack(105), reliability.Ignored, 100}, {ack(100 + 5000), reliability.Ignored, 100}}, 0},
+		{"sequence NAK goes back", []step{{nak(102, wire.NAKPSNSequenceError), reliability.Accepted, 102}}, 0},
+		{"stale NAK ignored", []step{{ack(102), reliability.Accepted, 103}, {nak(101, wire.NAKRemoteAccessError), reliability.Ignored, 103}}, 0},
+		{"future NAK ignored", []step{{nak(106, wire.NAKRemoteAccessError), reliability.Ignored, 100}}, 0},
+		{"remote access error", []step{{nak(103, wire.NAKRemoteAccessError), reliability.Failed, 105}}, reliability.StatusRemAccessErr},
+		{"invalid request", []step{{nak(100, wire.NAKInvalidRequest), reliability.Failed, 105}}, reliability.StatusRemInvReqErr},
+		{"remote operational error", []step{{nak(100, wire.NAKRemoteOperationalErr), reliability.Failed, 105}}, reliability.StatusRemOpErr},
+		{"RNR retries exhausted", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Failed, 105}}, reliability.StatusRNRRetryExcErr},
+		{"RNR then progress resets the count", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {ack(101), reliability.Accepted, 102}, {rnr(102), reliability.Accepted, 102}, {rnr(102), reliability.Accepted, 102}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, pool := newSender(t, 8, p)
+			for i := range 5 {
+				s.Admit(reliability.Entry{WQE: uint32(i)}, t0)
+			}
+			for i, st := range tc.steps {
+				if v := st.do(s); v != st.verdict || s.Una() != st.una {
+					t.Fatalf("step %d: %v, Una %d; want %v, %d", i, v, s.Una(), st.verdict, st.una)
+				}
+			}
+			if failed, status := s.Failed(); failed != (tc.status != 0) || status != tc.status {
+				t.Errorf("failed %v status %d, want %d", failed, status, tc.status)
+			}
+			if failed, _ := s.Failed(); failed && pool.Stats().InUse != 0 {
+				t.Errorf("a failed sender holds %d entries", pool.Stats().InUse)
+			}
+		})
+	}
+}
+
+// TestResend: a sequence NAK resends every entry from the NAKed one, in
+// order, before anything new; an RNR NAK waits out its timer first.
+func TestResend(t *testing.T) {
+	s, _ := newSender(t, 8, reliability.Params{Timeout: 14, RetryCnt: 3, RNRRetry: 7})
+	for i := range 5 {
+		s.Admit(reliability.Entry{WQE: uint32(i)}, t0)
+	}
+	s.OnNAK(102, wire.NAKPSNSequenceError, t0)
+	if s.CanSend(reliability.Data, t0) {
+		t.Error("a new packet may go out before the retransmissions")
+	}
+	var got []uint32
+	for {
+		e, from, ok := s.Resend()
+		if !ok {
+			break
+		}
+		if from != e.PSN {
+			t.Errorf("WQE %d resent from %d, its PSN %d", e.WQE, from, e.PSN)
+		}
+		got = append(got, e.WQE)
+		s.Resent()
+	}
+	if len(got) != 3 || got[0] != 2 || got[2] != 4 {
+		t.Errorf("resent WQEs %v, want [2 3 4]", got)
+	}
+	s.OnRNR(103, 3, t0) // 30 us
+	if _, _, ok := s.Resend(); ok || !s.Waiting() || s.CanSend(reliability.Data, t0) {
+		t.Fatal("an RNR NAK did not hold the sender")
+	}
+	if s.Tick(t0.Add(29*time.Microsecond)) != reliability.Ignored {
+		t.Error("the RNR wait ended early")
+	}
+	if s.Tick(t0.Add(30*time.Microsecond)) != reliability.Accepted || s.Waiting() {
+		t.Fatal("the RNR wait did not end at its timer")
+	}
+	if e, _, ok := s.Resend(); !ok || e.WQE != 3 {
+		t.Errorf("after the RNR wait: resend %v", ok)
+	}
+}
+
+// TestTimeouts: the local ACK timer goes back to Una, doubles after each
+// timeout in a row (up to 16x), returns to the base after progress, and
+// fails with RETRY_EXC_ERR at timeout RetryCnt+1.
+func TestTimeouts(t *testing.T) {
+	const retry = 5
+	s, pool := newSender(t, 4, reliability.Params{Timeout: 18, RetryCnt: retry})
+	base := reliability.AckTimeout(18) // 4.096 us x 2^18 = 1.07 s
+	s.Admit(reliability.Entry{}, t0)
+	s.Admit(reliability.Entry{}, t0)
+	now := t0
+	want := []time.Duration{base, 2 * base, 4 * base, 8 * base, 16 * base, 16 * base}
+	for i := range retry {
+		if d := s.Deadline().Sub(now); d != want[i] {
+			t.Fatalf("timeout %d after %v, want %v", i, d, want[i])
+		}
+		if s.Tick(s.Deadline().Add(-time.Nanosecond)) != reliability.Ignored {
+			t.Fatal("fired early")
+		}
+		now = s.Deadline()
+		if v := s.Tick(now); v != reliability.Accepted {
+			t.Fatalf("timeout %d: %v", i+1, v)
+		}
+		if e, _, ok := s.Resend(); !ok || e.PSN != 100 {
+			t.Fatalf("timeout %d: no go-back to Una", i+1)
+		}
+		for _, _, ok := s.Resend(); ok; _, _, ok = s.Resend() {
+			s.Resent()
+		}
+	}
+	if s.OnAck(100, now) != reliability.Accepted || s.Deadline().Sub(now) != base {
+		t.Fatalf("after progress the timer is %v, want %v", s.Deadline().Sub(now), base)
+	}
+	for i := 0; ; i++ {
+		now = s.Deadline()
+		if v := s.Tick(now); v == reliability.Failed {
+			if i != retry {
+				t.Fatalf("failed at timeout %d, want %d", i+1, retry+1)
+			}
+			break
+		}
+		if i > retry {
+			t.Fatal("never failed")
+		}
+	}
+	if _, st := s.Failed(); st != reliability.StatusRetryExcErr || pool.Stats().InUse != 0 || s.Stats().Timeouts != 2*retry+1 {
+		t.Errorf("status %d, in use %d, timeouts %d", st, pool.Stats().InUse, s.Stats().Timeouts)
+	}
+	if reliability.AckTimeout(1) != reliability.MinTimeout || reliability.AckTimeout(0) != 100*time.Millisecond {
+		t.Error("AckTimeout floor or default")
+	}
+}
+
+// TestReadResponses: READ responses place in order, a gap asks once for
+// the rest of the READ from the gap, and a response acknowledges the
+// requests before its READ.
+func TestReadResponses(t *testing.T) {
+	s, _ := newSender(t, 8, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 2})
+	s.Admit(reliability.Entry{WQE: 0}, t0)                                  // WRITE 100
+	s.Admit(reliability.Entry{WQE: 1, Kind: reliability.Read, Span: 4}, t0) // READ 101..104
+	s.Admit(reliability.Entry{WQE: 2, Kind: reliability.Atomic}, t0)        // atomic 105
+	if s.CanSend(reliability.Read, t0) {
+		t.Error("a third READ/atomic may go out with max_rd_atomic 2")
+	}
+	e, k, ok := s.ReadSlot(101, t0)
+	if !ok || e.WQE != 1 || k != 0 || s.Una() != 101 {
+		t.Fatalf("first response: %v %d, Una %d (the WRITE before it is acknowledged)", ok, k, s.Una())
+	}
+	s.ReadPlaced(e, false, t0)
+	if _, _, ok := s.ReadSlot(103, t0); ok {
+		t.Fatal("a response past a gap was placed")
+	}
+	if e, from, ok := s.Resend(); !ok || e.WQE != 1 || from != 102 {
+		t.Fatalf("the gap asks again from %d (%v), want 102", from, ok)
+	}
+	s.Resent()
+	s.Resent() // and the atomic after it
+	if _, _, ok := s.ReadSlot(104, t0); ok {
+		t.Fatal("placed past the gap")
+	}
+	if _, _, ok := s.Resend(); ok {
+		t.Fatal("a second gap request before the timer")
+	}
+	for psn := wire.PSN(102); psn <= 104; psn++ {
+		e, k, ok := s.ReadSlot(psn, t0)
+		if !ok || k != uint32(psn-101) {
+			t.Fatalf("response %d: %v, packet %d", psn, ok, k)
+		}
+		s.ReadPlaced(e, psn == 104, t0)
+	}
+	if s.Una() != 105 {
+		t.Fatalf("after the READ's last response Una %d, want 105", s.Una())
+	}
+	if _, _, ok := s.ReadSlot(104, t0); ok {
+		t.Error("a duplicate response was placed")
+	}
+	if s.OnAck(105, t0); s.Una() != 105 {
+		t.Error("an ACK retired an atomic without its result")
+	}
+	e, ok = s.AtomicSlot(105)
+	if !ok {
+		t.Fatal("no atomic for its ACK")
+	}
+	s.AtomicPlaced(e, t0)
+	if s.Una() != 106 || s.Outstanding() != 0 {
+		t.Errorf("after the atomic ACK Una %d, %d outstanding", s.Una(), s.Outstanding())
+	}
+}
+
+// TestPool is a model test of the NIC-wide pool: random reservations and
+// releases against a reference of which entries each QP holds; no two
+// allocations ever overlap, every entry comes back, and a reservation is
+// refused only when no free run is long enough.
+func TestPool(t *testing.T) {
+	const capacity = 256
+	rng := rand.New(rand.NewPCG(3, 4))
+	pool := reliability.NewPool(capacity)
+	var held []reliability.Allocation
+	total := 0
+	for range 5000 {
+		if len(held) > 0 && rng.IntN(2) == 0 {
+			i := rng.IntN(len(held))
+			total -= held[i].Len()
+			pool.Release(held[i])
+			held = append(held[:i], held[i+1:]...)
+		} else {
+			n := 1 + rng.IntN(64)
+			a, err := pool.Reserve(n)
+			if err != nil {
+				if !errors.Is(err, reliability.ErrPoolFull) || reliability.LargestFree(capacity, held) >= n {
+					t.Fatalf("%d entries refused with a free run of %d: %v", n, reliability.LargestFree(capacity, held), err)
+				}
+				continue
+			}
+			if a.Len() != n {
+				t.Fatalf("reserved %d, want %d", a.Len(), n)
+			}
+			total += n
+			held = append(held, a)
+		}
+		if st := pool.Stats(); st.Reserved != int64(total) || total > capacity {
+			t.Fatalf("reserved %d, reference %d", st.Reserved, total)
+		}
+		if !reliability.Disjoint(held) {
+			t.Fatal("two allocations overlap")
+		}
+	}
+	for _, a := range held {
+		pool.Release(a)
+	}
+	if a, err := pool.Reserve(capacity); err != nil || a.Len() != capacity {
+		t.Fatalf("after every release the whole pool is not one run: %v", err)
+	}
+}
