@@ -1,224 +1,149 @@
 package datapath
 
 import (
-	"time"
-
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/reliability"
 )
 
-// completeResponse is the completer: ACKs retire the work requests they
-// cover, in order; READ responses place their data; a PSN sequence NAK or
-// a gap restarts transmission from the missing PSN (go-back-N); an RNR NAK
-// pauses the QP for the timer it carries; other NAKs complete the work
-// request in error and flush the rest.
+// completeResponse is the completer: it hands each ACK, NAK, READ response
+// and atomic ACK to the QP's sender (package reliability), which decides
+// what it means; the completer places READ data and atomic results, and
+// completes, in order, the work requests the sender has retired.
 func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	if !q.Valid {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
 	r := &n.qps[qpn]
-	if r.ifN == 0 || r.errored {
-		return // nothing in flight: a duplicate
+	if q.Type != qptRC || !r.sndStarted || r.errored {
+		return // nothing was sent that could be answered
 	}
+	defer n.senderStats(r)
+	now := n.clock()
 	psn := p.BTH().PSN()
-	if psn.After(r.sentMax) {
-		n.counters.RcvdStaleResponse.Add(1) // answers a PSN never sent: ignore
-		return
-	}
-	// A NAK, RNR NAK, READ response or atomic ACK for a PSN older than the
-	// oldest unacknowledged one answers nothing outstanding (a delayed
-	// copy, or forged): it is ignored, as rxe ignores it. An ACK behind
-	// the window retires nothing and may pass.
-	if psn.Before(r.una) && (p.Opcode != wire.RCAcknowledge || !p.AETH().Syndrome().IsACK()) {
-		n.counters.RcvdStaleResponse.Add(1)
-		return
-	}
-	if p.Opcode == wire.RCAtomicAcknowledge {
-		n.atomicData(qpn, q, r, p, psn)
-		return
-	}
-	if p.Opcode != wire.RCAcknowledge {
-		n.readData(qpn, q, r, p, psn)
-		return
-	}
-	s := p.AETH().Syndrome()
-	switch {
-	case s.IsACK():
-		n.retire(qpn, q, r, psn)
-	case s.IsNAK() && s.Value() == wire.NAKPSNSequenceError:
-		n.counters.RcvdSeqErr.Add(1)
-		n.retire(qpn, q, r, psn.Sub(1))
-		n.counters.Retransmits.Add(1)
-		n.goBack(qpn, r, psn)
-	case s.IsNAK():
-		status := uint8(wcRemOpErr)
-		switch s.Value() {
-		case wire.NAKRemoteAccessError:
-			status = wcRemAccessErr
-		case wire.NAKInvalidRequest:
-			status = wcRemInvReqErr
+	var v reliability.Verdict
+	switch p.Opcode {
+	case wire.RCAtomicAcknowledge:
+		v = n.atomicData(qpn, q, r, p, psn)
+	case wire.RCAcknowledge:
+		switch s := p.AETH().Syndrome(); {
+		case s.IsACK():
+			v = r.snd.OnAck(psn, now)
+		case s.IsRNRNAK():
+			if v = r.snd.OnRNR(psn, s.Value(), now); v != reliability.Ignored {
+				n.counters.RcvdRNRErr.Add(1)
+			}
+			if v == reliability.Failed {
+				n.counters.RetryRNRExceededErr.Add(1)
+			}
+		case s.IsNAK():
+			if v = r.snd.OnNAK(psn, s.Value(), now); v == reliability.Accepted {
+				n.counters.RcvdSeqErr.Add(1)
+				n.counters.Retransmits.Add(1)
+			}
 		}
-		n.retire(qpn, q, r, psn.Sub(1))
-		n.fail(qpn, q, r, status)
-	case s.IsRNRNAK():
-		n.counters.RcvdRNRErr.Add(1)
-		n.retire(qpn, q, r, psn.Sub(1))
-		if r.rnrRetries++; q.RNRRetry != 7 && r.rnrRetries > int(q.RNRRetry) {
-			n.counters.RetryRNRExceededErr.Add(1)
-			n.fail(qpn, q, r, wcRNRRetryExcEr)
-			return
-		}
-		// Stop sending; the timer restarts from the refused PSN.
-		n.goBackPaused(r, psn)
-		r.rnrWait = true
-		r.deadline = time.Now().Add(time.Duration(wire.RNRTimerMicros(s.Value())) * time.Microsecond)
-		if !r.armed {
-			r.armed = true
-			n.timers = append(n.timers, qpn)
+	default:
+		v = n.readData(qpn, q, r, p, psn)
+	}
+	switch v {
+	case reliability.Failed:
+		n.failed(qpn, q, r)
+	case reliability.Accepted:
+		n.retire(qpn, q, r)
+		if !r.snd.Waiting() {
+			n.request(qpn)
 		}
 	}
 }
 
-// readData places a READ response. Responses come in PSN order: one past
-// a gap restarts the READ.
-func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
-	var in *inflight
-	for i := range r.ifN {
-		c := &r.inflight[(r.ifHead+i)%len(r.inflight)]
-		if c.wqe.Opcode == wrRDMARead && !psn.Before(c.firstPSN) && !psn.After(c.lastPSN) {
-			in = c
-			break
-		}
-	}
-	if in == nil || psn.Before(r.una) {
-		return // a duplicate
-	}
-	n.retire(qpn, q, r, in.firstPSN.Sub(1)) // a response acknowledges every earlier request
-	if psn != r.una {
-		// Ask once for the rest from the gap on; later out-of-order
-		// responses are stale copies of the first stream, not new gaps.
-		// Only the timer asks again.
-		if !r.gapAsked {
-			r.gapAsked = true
+// readData places a READ response where the sender says it belongs. A
+// response that does not fit its place in the READ (a short ONLY for a
+// long READ, say) is dropped and the timer asks again; it never completes
+// the READ with data missing.
+func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) reliability.Verdict {
+	e, k, ok := r.snd.ReadSlot(psn, n.clock())
+	if !ok {
+		n.retire(qpn, q, r) // a response acknowledges the requests before its READ
+		if r.snd.Resending() {
 			n.counters.Retransmits.Add(1)
-			n.goBack(qpn, r, r.una)
+			n.request(qpn)
 		}
-		return
+		return reliability.Accepted // the sender counted what it ignored
 	}
-	// A response must fit its place in the READ: full packets, then the
-	// rest, the end marked on the last. One that does not (a short ONLY
-	// for a long READ, say) is dropped, and the timer asks again; it never
-	// completes the READ with data missing.
-	k, mtu := int(psn.Diff(in.firstPSN)), pmtu(q)
-	if len(p.Payload()) != segmentLen(int(in.length), k, mtu) || (p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0) != (k == in.packets-1) {
+	in := r.inflightOf(e.WQE)
+	mtu := pmtu(q)
+	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
+	if in == nil || len(p.Payload()) != segmentLen(int(in.length), int(k), mtu) || last != (int(k) == in.packets-1) {
 		n.counters.RcvdBadResponse.Add(1)
-		return
+		return reliability.Accepted
 	}
-	off := uint32(k * mtu)
-	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], off, p.Payload()) {
-		n.fail(qpn, q, r, wcLocProtErr)
-		return
+	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], k*uint32(mtu), p.Payload()) {
+		n.local(qpn, q, r, wcLocProtErr)
+		return reliability.Accepted
 	}
-	r.una = psn.Next()
-	r.retries = 0
-	r.deadline = time.Now().Add(ackTimeout(q))
-	if p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0 {
-		in.completed = true
-		r.gapAsked = false
-		n.retire(qpn, q, r, psn)
-	}
+	r.snd.ReadPlaced(e, last, n.clock())
+	return reliability.Accepted
 }
 
 // atomicData places an atomic's original value and completes it.
-func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
-	for i := range r.ifN {
-		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
-		if !isAtomic(in.wqe.Opcode) || in.firstPSN != psn || in.completed {
-			continue
-		}
-		n.retire(qpn, q, r, psn.Sub(1))
-		var orig [8]byte
-		le.PutUint64(orig[:], p.AtomicAckETH().OrigData())
-		if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], 0, orig[:]) {
-			n.fail(qpn, q, r, wcLocProtErr)
-			return
-		}
-		in.completed = true
-		n.retire(qpn, q, r, psn)
-		return
+func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) reliability.Verdict {
+	e, ok := r.snd.AtomicSlot(psn)
+	if !ok {
+		return reliability.Ignored
 	}
+	in := r.inflightOf(e.WQE)
+	if in == nil {
+		return reliability.Ignored
+	}
+	var orig [8]byte
+	le.PutUint64(orig[:], p.AtomicAckETH().OrigData())
+	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], 0, orig[:]) {
+		n.local(qpn, q, r, wcLocProtErr)
+		return reliability.Accepted
+	}
+	r.snd.AtomicPlaced(e, n.clock())
+	return reliability.Accepted
 }
 
-// retire completes, in order, the in-flight work requests whose last PSN
-// is at or before psn (a READ or atomic only once its answer has come, and
-// then whatever psn says: one answered out of order retires as soon as
-// the ones before it do), moves the unacknowledged mark, and lets the
-// requester send again.
-func (n *engine) retire(qpn uint32, q *host.QPCEntry, r *qpRun, psn wire.PSN) {
-	progressed := false
-	mark := psn.Next()
-	for r.ifN > 0 {
+// retire completes, in order, the in-flight work requests the sender has
+// retired: every one whose PSNs all lie before its oldest unacknowledged
+// PSN (a READ or atomic only once its answer has come: the sender does not
+// move past it before).
+func (n *engine) retire(qpn uint32, q *host.QPCEntry, r *qpRun) {
+	una := r.snd.Una()
+	for r.ifN > 0 && r.sendIdx > 0 {
 		in := &r.inflight[r.ifHead]
-		if in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode) {
-			if !in.completed {
-				break
-			}
-		} else if in.lastPSN.After(psn) {
+		if !in.started || !in.lastPSN.Before(una) {
 			break
-		}
-		if end := in.lastPSN.Next(); end.After(mark) {
-			mark = end
 		}
 		n.finish(qpn, q, in, wcSuccess)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
 		r.ifN--
-		if r.sendIdx > 0 {
-			r.sendIdx--
-		} else {
-			r.sendPkt = 0 // a go-back-N resend of it is no longer needed
-		}
-		progressed = true
-	}
-	// An ACK does not acknowledge READ or atomic data: while one of those
-	// heads the queue, only its responses move the mark (an ACK re-sent
-	// for an old duplicate would otherwise skip data never received).
-	if h := &r.inflight[r.ifHead]; r.ifN > 0 && (h.wqe.Opcode == wrRDMARead || isAtomic(h.wqe.Opcode)) && mark.After(h.firstPSN) {
-		mark = h.firstPSN
-	}
-	if mark.After(r.una) {
-		r.una = mark
-		progressed = true
-	}
-	if progressed {
-		r.retries, r.rnrRetries = 0, 0
-		if r.ifN == 0 {
-			r.deadline = time.Time{}
-		} else {
-			r.deadline = time.Now().Add(ackTimeout(q))
-		}
-	}
-	if !r.rnrWait {
-		n.request(qpn)
+		r.sendIdx--
 	}
 }
 
-// goBackPaused points the requester at psn without sending.
-func (n *engine) goBackPaused(r *qpRun, psn wire.PSN) {
-	for i := range r.ifN {
-		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
-		if !psn.Before(in.firstPSN) && !psn.After(in.lastPSN) {
-			r.sendIdx, r.sendPkt = i, int(psn.Diff(in.firstPSN))
-			return
-		}
-	}
+// failed handles a sender that failed the QP (a NAK, retries exhausted):
+// what it retired before completes; the oldest work request left
+// completes with the sender's status, and the rest are flushed.
+func (n *engine) failed(qpn uint32, q *host.QPCEntry, r *qpRun) {
+	n.retire(qpn, q, r)
+	_, status := r.snd.Failed()
+	n.fail(qpn, q, r, status)
+}
+
+// local fails a QP for a local error (the requester's own memory).
+func (n *engine) local(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
+	r.snd.Fail(status)
+	n.failed(qpn, q, r)
 }
 
 // fail completes the oldest in-flight work request with status, moves the
 // QP to the error state and flushes everything else.
 func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 	r.errored = true
-	r.deadline = time.Time{}
+	r.snd.Fail(status)
 	for first := true; r.ifN > 0; first = false {
 		in := &r.inflight[r.ifHead]
 		in.signaled = true // errors always complete
@@ -231,7 +156,7 @@ func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 		r.ifN--
 	}
 	r.sendIdx, r.sendPkt = 0, 0
-	for r.sqConsumer != r.sqProducer {
+	for r.sqConsumer != r.sqProducer && q.SQSize != 0 {
 		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
 		in := inflight{signaled: true, index: r.sqConsumer}
 		r.sqConsumer++
@@ -241,4 +166,15 @@ func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 		in.wqe.Decode(n.wqe[:])
 		n.finish(qpn, q, &in, wcWRFlushErr)
 	}
+}
+
+// senderStats adds what a QP's sender counted since last time to the
+// NIC's counters.
+func (n *engine) senderStats(r *qpRun) {
+	s := r.snd.Stats()
+	n.counters.ReplayStalls.Add(s.Stalls - r.seen.Stalls)
+	n.counters.ReplayStalledNs.Add(uint64(s.Stalled - r.seen.Stalled))
+	n.counters.LocalACKTimeouts.Add(s.Timeouts - r.seen.Timeouts)
+	n.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
+	r.seen = s
 }

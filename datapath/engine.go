@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -45,19 +46,20 @@ type engine struct {
 	inbox     chan handoff // frames for its QPs that came in on other queues
 	spare     chan []byte  // free buffers for inbox, fixed in number
 
-	words    [32]uint64
-	entry    [256]byte
-	wqe      [host.SendWQESize]byte
-	payload  []byte                         // staging for one packet's payload
-	timers   []uint32                       // QPs with a retransmission timer running
-	parkPool *Pool                          // parked packets' copies
-	parkPID  [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
-	ready    []uint32                       // parked QPs whose context has come
-	sqReady  []uint32                       // QPs whose requester's context has come
-	readers  []uint32                       // QPs answering a READ
-	tx       []Frame                        // frames encoded, not yet handed to the port
-	txN      int
-	lastTick time.Time
+	words                     [32]uint64
+	entry                     [256]byte
+	wqe                       [host.SendWQESize]byte
+	payload                   []byte                         // staging for one packet's payload
+	timers                    []uint32                       // QPs with a retransmission timer running
+	parkPool                  *Pool                          // parked packets' copies
+	parkPID                   [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
+	ready                     []uint32                       // parked QPs whose context has come
+	sqReady                   []uint32                       // QPs whose requester's context has come
+	readers                   []uint32                       // QPs answering a READ
+	resenders, resendersSpare []uint32                       // QPs with more retransmissions due than a burst
+	tx                        []Frame                        // frames encoded, not yet handed to the port
+	txN                       int
+	lastTick                  time.Time
 
 	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done     chan struct{}
@@ -177,6 +179,10 @@ func (e *engine) run() {
 			e.pumpReads()
 			busy = true
 		}
+		if len(e.resenders) > 0 {
+			e.pumpResends()
+			busy = true
+		}
 		e.flushTX()
 		if flusher != nil {
 			flusher.Flush()
@@ -184,7 +190,7 @@ func (e *engine) run() {
 		if len(e.timers) > 0 {
 			if now := time.Now(); now.Sub(e.lastTick) > 200*time.Microsecond {
 				e.lastTick = now
-				e.expire(now)
+				e.tick(now)
 				e.flushTX()
 			}
 		}
@@ -198,6 +204,27 @@ func (e *engine) run() {
 			e.sleeping.Store(false)
 		}
 	}
+}
+
+// clock is the engine's time, for the reliability state machines.
+func (e *engine) clock() time.Time { return time.Now() }
+
+// openQP reserves an RC QP's replay entries (0: the default), returning
+// any it held.
+func (e *engine) openQP(qpn uint32, r *qpRun, entries int) error {
+	if entries <= 0 {
+		entries = DefaultReplayAllocation
+	}
+	if r.sndStarted && r.snd.Outstanding() > 0 {
+		return errors.New("datapath: a QP with packets outstanding keeps its replay entries")
+	}
+	a, err := e.replay.Reserve(entries)
+	if err != nil {
+		return err
+	}
+	e.replay.Release(r.alloc)
+	r.alloc, r.sndStarted = a, false
+	return nil
 }
 
 // recvBellsDue takes in the receive doorbells rung so far.

@@ -3,16 +3,16 @@ package datapath
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/reliability"
 )
 
 // maxRdAtomic is how many READs and atomics a responder answers at once
 // per QP and remembers the answers of (the device's max_qp_rd_atom); a
 // requester keeps no more than that outstanding.
-const maxRdAtomic = 16
+const maxRdAtomic = reliability.MaxRdAtomic
 
 // srqRun is the NIC's running state of a shared receive queue. The
 // engines of every queue take from it, under its lock; the host writes
@@ -25,35 +25,32 @@ type srqRun struct {
 
 // qpRun is the NIC's running state of one QP.
 type qpRun struct {
-	started bool // PSNs taken from the context
-	errored bool
+	sndStarted bool // the sender's PSN taken from the context (at RTS)
+	rcvStarted bool // the receiver's (at RTR)
+	errored    bool
 
 	// requester and completer
+	alloc                  reliability.Allocation // its replay entries
+	snd                    reliability.Sender     // RC: the window, replay entries, timer
+	psn                    wire.PSN               // UC and UD: the next PSN
 	sqProducer, sqConsumer uint32
-	nextPSN                wire.PSN     // PSN of the next new message
-	una                    wire.PSN     // oldest unacknowledged PSN
-	sentMax                wire.PSN     // newest PSN sent
 	inflight               [64]inflight // fetched, not yet completed, in order
 	ifHead, ifN            int
-	sendIdx, sendPkt       int       // next packet to send: message (from ifHead) and packet
-	deadline               time.Time // retransmission timer; zero when idle
-	armed                  bool      // on the NIC's timer list
-	retries, rnrRetries    int
-	rnrWait                bool // paused by an RNR NAK until the deadline
+	sendIdx, sendPkt       int  // next new packet: message (from ifHead) and packet
+	timed                  bool // on the engine's timer list
+	resending              bool // on the engine's list of QPs with retransmissions due
 	sqWaiting              bool // the requester waits for a context (park.go)
-	gapAsked               bool // a READ gap has been asked for again
+	seen                   reliability.SenderStats
 
 	// packets waiting for the QP's context (see park.go)
 	parked          [parkDepth]parkedFrame
 	parkHead, parkN int
 
 	// responder
+	rcv                    reliability.Receiver // RC: expected PSN, duplicates, MSN
+	ucExp                  wire.PSN             // UC: the expected PSN
 	rqProducer, rqConsumer uint32
-	expPSN                 wire.PSN
-	msn                    uint32
-	nakSent                bool      // a PSN sequence NAK is out for expPSN
-	lastSeqNAK             time.Time // when the last PSN sequence NAK went out
-	ucDrop                 bool      // UC: dropping the rest of a broken message
+	ucDrop                 bool // UC: dropping the rest of a broken message
 	recvActive             bool
 	recv                   host.RecvWQE
 	recvIndex              uint32 // the receive WQE's queue index
@@ -63,35 +60,7 @@ type qpRun struct {
 	writeLeft              uint32
 	reads                  [maxRdAtomic]readState // READs being answered, in order
 	readHead, readN        int
-	readListed             bool                      // on the NIC's list of QPs answering READs
-	atomics                [maxRdAtomic]atomicResult // answers to recent atomics, for duplicates
-	atomicNext             int
-	readsDone              [maxRdAtomic]readRecord // recent READs accepted, for duplicates
-	readsDoneNext          int
-}
-
-// readRecord remembers a READ request the responder accepted: a duplicate
-// of it (a retry, whole or from a later PSN) is answered again; a
-// duplicate that matches none is dropped.
-type readRecord struct {
-	valid   bool
-	psn     wire.PSN // its first PSN
-	packets int
-	va      uint64
-	key     uint32
-	total   uint32
-	msn     uint32
-}
-
-// covers reports whether a duplicate READ request for psn asking for
-// length bytes at va under key asks again for (part of) this READ: the
-// same key, its PSN among the READ's, and its range inside the READ's (as
-// rxe checks a duplicate READ against the resource it finds).
-func (rr *readRecord) covers(psn wire.PSN, va uint64, key, length uint32) bool {
-	if !rr.valid || key != rr.key || psn.Before(rr.psn) || int(psn.Diff(rr.psn)) >= rr.packets {
-		return false
-	}
-	return va >= rr.va && uint64(length) <= uint64(rr.total) && va-rr.va <= uint64(rr.total)-uint64(length)
+	readListed             bool // on the NIC's list of QPs answering READs
 }
 
 // readState is a READ response in progress.
@@ -104,25 +73,17 @@ type readState struct {
 	msn            uint32
 }
 
-// atomicResult remembers the answer to an atomic request: a duplicate must
-// get the same answer, not a second execution.
-type atomicResult struct {
-	valid bool
-	psn   wire.PSN
-	orig  uint64
-}
-
 // inflight is a fetched work request: sending, or waiting for its ACK or
 // READ response.
 type inflight struct {
-	wqe       host.SendWQE
-	index     uint32 // the WQE's send queue index
-	firstPSN  wire.PSN
-	lastPSN   wire.PSN
-	packets   int
-	length    uint32
-	signaled  bool
-	completed bool // a READ whose last response has come
+	wqe      host.SendWQE
+	index    uint32 // the WQE's send queue index
+	firstPSN wire.PSN
+	lastPSN  wire.PSN
+	packets  int
+	length   uint32
+	signaled bool
+	started  bool // its first packet has been admitted: firstPSN and lastPSN hold
 }
 
 // Work completion opcodes and statuses as verbs numbers them.
@@ -165,14 +126,24 @@ func pmtu(q *host.QPCEntry) int {
 	return 1024
 }
 
-// start takes a QP's initial PSNs from its context.
-func (r *qpRun) start(q *host.QPCEntry) {
-	if !r.started {
-		r.started = true
-		r.nextPSN = wire.PSN(q.SQPSN) & wire.PSNMask
-		r.una = r.nextPSN
-		r.sentMax = r.nextPSN.Sub(1)
-		r.expPSN = wire.PSN(q.RQPSN) & wire.PSNMask
+// startReceiver takes a QP's first expected PSN from its context, when
+// the first request comes (at RTR or later).
+func (r *qpRun) startReceiver(q *host.QPCEntry) {
+	if !r.rcvStarted {
+		r.rcvStarted = true
+		r.rcv.Init(wire.PSN(q.RQPSN))
+		r.ucExp = wire.PSN(q.RQPSN) & wire.PSNMask
+	}
+}
+
+// startSender takes a QP's first PSN and its retry attributes from its
+// context, when it first sends (at RTS).
+func (r *qpRun) startSender(q *host.QPCEntry) {
+	if !r.sndStarted {
+		r.sndStarted = true
+		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
+			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic})
+		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
 }
 

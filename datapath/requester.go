@@ -5,23 +5,37 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/reliability"
 )
 
-// window is how many PSNs a QP may have unacknowledged, as rxe allows.
-const window = 128
+// resendBurst is how many packets a QP sends again per engine pass: a
+// go-back-N restart is paced over several passes instead of flooding the
+// path with the whole window at once.
+const resendBurst = 16
 
 // request is the requester: it fetches the WQEs posted to a QP's send
-// queue through the DMA engine, segments them by the path MTU, assigns
-// PSNs, and sends packets while the window allows. A packet is never kept:
-// a retransmission gathers its payload again from host memory (the replay
-// state is the WQE and the PSN, not the bytes).
+// queue through the DMA engine, segments them by the path MTU, and sends
+// their packets through the reliability gate: on RC a packet goes out
+// only when the QP's sender (package reliability) admits it into a free
+// replay entry, and retransmissions the sender asks for go first. A
+// packet is never kept: a retransmission gathers its payload again from
+// host memory (the replay entry is the WQE, the offset and the PSN, not
+// the bytes).
 func (n *engine) request(qpn uint32) {
 	var q host.QPCEntry
 	if !n.qpc(qpn, &q) || q.State != qpsRTS || q.SQSize == 0 {
 		return
 	}
 	r := &n.qps[qpn]
-	r.start(&q)
+	if q.Type == qptRC && r.alloc.Len() == 0 && !r.sndStarted {
+		// A QP the host did not open (OpenQP) takes the default allocation.
+		if err := n.openQP(qpn, r, 0); err != nil {
+			r.startSender(&q)
+			n.fail(qpn, &q, r, wcLocQPOpErr)
+			return
+		}
+	}
+	r.startSender(&q)
 	if r.errored { // a QP in error flushes what is posted to it
 		n.fail(qpn, &q, r, wcWRFlushErr)
 		return
@@ -29,9 +43,14 @@ func (n *engine) request(qpn uint32) {
 	if r.sqWaiting {
 		return // goes on when the context it waits for comes
 	}
+	defer n.senderStats(r)
 	mtu := pmtu(&q)
-	for !r.errored && !r.rnrWait {
-		if r.sendIdx == r.ifN { // everything in flight is sent: take the next WQE
+	now := n.clock()
+	if q.Type == qptRC && !n.resend(qpn, &q, r, mtu) {
+		return
+	}
+	for !r.errored {
+		if r.sendIdx == r.ifN { // everything fetched is sent: take the next WQE
 			if r.sqConsumer == r.sqProducer || r.ifN == len(r.inflight) {
 				return
 			}
@@ -58,9 +77,6 @@ func (n *engine) request(qpn uint32) {
 			if isAtomic(in.wqe.Opcode) {
 				in.packets, in.length = 1, 8
 			}
-			in.firstPSN = r.nextPSN
-			in.lastPSN = r.nextPSN.Add(uint32(in.packets - 1))
-			r.nextPSN = in.lastPSN.Next()
 			if !supported(in.wqe.Opcode) || q.Type == qptUC && (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
 				n.track(r, in)
@@ -70,12 +86,8 @@ func (n *engine) request(qpn uint32) {
 			n.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		psn := in.firstPSN.Add(uint32(r.sendPkt))
-		if psn.Diff(r.una) >= window {
-			return
-		}
-		if r.sendPkt == 0 && (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) && r.rdAtomicOut() >= rdAtomicLimit(&q) {
-			return // the responder keeps no more READ/atomic answers: wait for one to complete
+		if q.Type == qptRC && !r.snd.CanSend(kindOf(in.wqe.Opcode), now) {
+			return // the gate: no replay entry free, a READ/atomic limit, an RNR wait
 		}
 		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) &&
 			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
@@ -83,15 +95,22 @@ func (n *engine) request(qpn uint32) {
 			n.counters.SendWaits.Add(1)
 			return
 		}
-		if !n.sendPacket(&q, r, in, r.sendPkt, mtu) {
+		k := r.sendPkt
+		if q.Type == qptRC {
+			psn := r.snd.Admit(entryOf(in, k, mtu), now)
+			if k == 0 {
+				in.firstPSN, in.started = psn, true
+				in.lastPSN = psn.Add(uint32(in.packets - 1))
+			}
+			n.timeQP(qpn, r)
+		} else if k == 0 { // UC
+			in.firstPSN, in.started = r.psn, true
+			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
+			r.psn = in.lastPSN.Next()
+		}
+		if !n.sendPacket(&q, r, in, k, mtu) {
 			n.fail(qpn, &q, r, wcLocProtErr)
 			return
-		}
-		if in.wqe.Opcode == wrRDMARead {
-			psn = in.lastPSN // a READ request opens its whole response
-		}
-		if psn.After(r.sentMax) {
-			r.sentMax = psn
 		}
 		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == wrRDMARead {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
@@ -100,36 +119,97 @@ func (n *engine) request(qpn uint32) {
 				r.ifHead = (r.ifHead + 1) % len(r.inflight)
 				r.ifN--
 				r.sendIdx--
-				r.una = r.nextPSN
-				continue
 			}
 		}
-		if r.deadline.IsZero() && q.Type != qptUC {
-			n.arm(qpn, r, &q)
-		}
 	}
 }
 
-// rdAtomicOut counts the READs and atomics sent and not yet retired. One
-// answered out of order still counts: until the ones before it are
-// answered, a retransmission may ask for it again, and the responder must
-// still hold its answer.
-func (r *qpRun) rdAtomicOut() int {
-	k := 0
-	for i := range r.sendIdx {
-		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
-		if in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode) {
-			k++
+// resend sends up to resendBurst of the retransmissions a QP's sender
+// asks for, and reports whether none is left (new packets may follow).
+// A QP with more left goes on the engine's list and continues next pass.
+func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
+	for range resendBurst {
+		e, from, ok := r.snd.Resend()
+		if !ok {
+			break
 		}
+		in := r.inflightOf(e.WQE)
+		if in == nil || !in.started {
+			r.snd.Resent() // already completed (cannot happen: the sender holds its entry)
+			continue
+		}
+		k := int(from.Diff(in.firstPSN))
+		if !n.sendPacket(q, r, in, k, mtu) {
+			n.fail(qpn, q, r, wcLocProtErr)
+			return false
+		}
+		r.snd.Resent()
+		n.counters.RetransmittedPkts.Add(1)
 	}
-	return k
+	if r.snd.Resending() {
+		if !r.resending {
+			r.resending = true
+			n.resenders = append(n.resenders, qpn)
+		}
+		return false
+	}
+	return true
 }
 
-// rdAtomicLimit is how many READs and atomics a QP may have outstanding:
-// its max_rd_atomic, at least one and at most what softrnic's responder
-// keeps answers for.
-func rdAtomicLimit(q *host.QPCEntry) int {
-	return min(max(int(q.MaxRdAtomic), 1), maxRdAtomic)
+// pumpResends continues the retransmissions of the QPs that had more
+// than a burst to send again.
+func (n *engine) pumpResends() {
+	list := n.resenders
+	n.resenders = n.resendersSpare[:0]
+	for _, qpn := range list {
+		n.qps[qpn].resending = false
+		n.request(qpn)
+	}
+	n.resendersSpare = list[:0]
+}
+
+// inflightOf returns the in-flight work request with send queue index
+// idx, or nil.
+func (r *qpRun) inflightOf(idx uint32) *inflight {
+	if r.ifN == 0 {
+		return nil
+	}
+	i := int(idx - r.inflight[r.ifHead].index)
+	if i < 0 || i >= r.ifN {
+		return nil
+	}
+	return &r.inflight[(r.ifHead+i)%len(r.inflight)]
+}
+
+// kindOf is what retires a packet of a work request of opcode op.
+func kindOf(op uint8) reliability.Kind {
+	switch {
+	case op == wrRDMARead:
+		return reliability.Read
+	case isAtomic(op):
+		return reliability.Atomic
+	}
+	return reliability.Data
+}
+
+// entryOf is the replay entry of packet k of an in-flight message: where
+// its payload comes from, never the payload.
+func entryOf(in *inflight, k, mtu int) reliability.Entry {
+	e := reliability.Entry{WQE: in.index, Kind: kindOf(in.wqe.Opcode), Span: 1}
+	switch e.Kind {
+	case reliability.Read:
+		e.Span, e.Length, e.Opcode = uint32(in.packets), in.length, wire.RCRDMAReadRequest
+	case reliability.Atomic:
+		e.Opcode = wire.RCFetchAdd
+		if in.wqe.Opcode == wrAtomicCAS {
+			e.Opcode = wire.RCCompareSwap
+		}
+	default:
+		e.Offset, e.Length = uint32(k*mtu), uint32(segmentLen(int(in.length), k, mtu))
+		e.Opcode = opsOf(in.wqe.Opcode).at(k, in.packets)
+		e.AckReq = k == in.packets-1
+	}
+	return e
 }
 
 func isAtomic(op uint8) bool { return op == wrAtomicCAS || op == wrAtomicFAA }
@@ -280,67 +360,44 @@ func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8
 	n.complete(q.SendCQ, &c)
 }
 
-// ackTimeout is the local ACK timeout of a QP: 4.096 µs × 2^timeout, and
-// at least 10 ms: an engine goroutine on a loaded host can be descheduled
-// for milliseconds, and a spurious go-back-N only adds load.
-func ackTimeout(q *host.QPCEntry) time.Duration {
-	if q.Timeout == 0 || q.Timeout > 31 {
-		return 100 * time.Millisecond
-	}
-	return max(time.Duration(4096<<q.Timeout)*time.Nanosecond, 10*time.Millisecond)
-}
-
-// arm starts a QP's retransmission timer.
-func (n *engine) arm(qpn uint32, r *qpRun, q *host.QPCEntry) {
-	r.deadline = time.Now().Add(ackTimeout(q))
-	if !r.armed {
-		r.armed = true
+// timeQP puts a QP on the engine's timer list.
+func (n *engine) timeQP(qpn uint32, r *qpRun) {
+	if !r.timed {
+		r.timed = true
 		n.timers = append(n.timers, qpn)
 	}
 }
 
-// goBack retransmits from psn: every packet from the one carrying psn on
-// is sent again.
-func (n *engine) goBack(qpn uint32, r *qpRun, psn wire.PSN) {
-	for i := range r.ifN {
-		in := &r.inflight[(r.ifHead+i)%len(r.inflight)]
-		if psn.Before(in.firstPSN) || psn.After(in.lastPSN) {
-			continue
-		}
-		r.sendIdx, r.sendPkt = i, int(psn.Diff(in.firstPSN))
-		n.request(qpn)
-		return
-	}
-}
-
-// expire handles the QPs whose retransmission timer has run out.
-func (n *engine) expire(now time.Time) {
+// tick runs the timers of the QPs on the list: an RNR wait that ended
+// or a local ACK timeout makes the QP send again; retries exhausted
+// fail it. A QP whose timer is off leaves the list.
+func (n *engine) tick(now time.Time) {
 	kept := n.timers[:0]
 	for _, qpn := range n.timers {
 		r := &n.qps[qpn]
-		if r.ifN == 0 || r.errored {
-			r.armed, r.deadline = false, time.Time{}
+		if r.errored || r.snd.Deadline().IsZero() {
+			r.timed = false
 			continue
 		}
 		kept = append(kept, qpn)
-		if now.Before(r.deadline) {
+		if now.Before(r.snd.Deadline()) {
 			continue
 		}
 		var q host.QPCEntry
 		if !n.qpc(qpn, &q) {
 			continue
 		}
-		if r.rnrWait {
-			r.rnrWait = false
-		} else if r.retries++; r.retries > int(q.RetryCnt) {
+		switch r.snd.Tick(now) {
+		case reliability.Failed:
 			n.counters.RetryExceededErr.Add(1)
-			n.fail(qpn, &q, r, wcRetryExcErr)
-			continue
+			n.failed(qpn, &q, r)
+		case reliability.Accepted:
+			if r.snd.Resending() {
+				n.counters.Retransmits.Add(1)
+			}
+			n.request(qpn)
 		}
-		n.counters.Retransmits.Add(1)
-		r.deadline = now.Add(ackTimeout(&q))
-		r.gapAsked = false
-		n.goBack(qpn, r, r.una)
+		n.senderStats(r)
 	}
 	n.timers = kept
 }
@@ -373,12 +430,12 @@ func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mt
 		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: n.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
-	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.nextPSN}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn}
 	f.DETH = wire.DETHFields{QKey: w.QKey, SrcQP: qpn}
 	f.Imm = w.Imm
 	f.Payload = payload
 	n.send(&f)
-	r.nextPSN = r.nextPSN.Next()
+	r.psn = r.psn.Next()
 	n.counters.RdmaSends.Add(1)
 	return wcSuccess
 }

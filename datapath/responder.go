@@ -1,10 +1,9 @@
 package datapath
 
 import (
-	"time"
-
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/reliability"
 )
 
 // receive parses a frame and hands it to the responder (requests) or the
@@ -105,7 +104,7 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		return
 	}
 	r := &n.qps[qpn]
-	r.start(q)
+	r.startReceiver(q)
 	if r.errored {
 		return // a QP in the error state takes no requests
 	}
@@ -124,36 +123,30 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		n.respondUC(q, r, p, psn)
 		return
 	}
-	if d := psn.Diff(r.expPSN); d < 0 {
+	switch class, nak := r.rcv.Classify(psn, n.clock()); class {
+	case reliability.Duplicate:
 		n.duplicate(q, r, p, psn)
 		return
-	} else if d > 0 {
+	case reliability.OutOfSequence:
+		// One NAK per gap, and not more often than SeqNAKInterval per
+		// QP: a stream of forged requests ahead of the window must not
+		// make the requester go back at each.
 		n.counters.OutOfSeqRequest.Add(1)
-		// One NAK per gap, and not more often than SeqNAKInterval per QP:
-		// a stream of forged requests ahead of the window must not make
-		// the requester go back at each.
-		if now := time.Now(); !r.nakSent && now.Sub(r.lastSeqNAK) >= SeqNAKInterval {
-			r.nakSent, r.lastSeqNAK = true, now
-			n.ack(q, r, r.expPSN, wire.NAKSyndrome(wire.NAKPSNSequenceError))
+		if nak {
+			n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 		} else {
 			n.counters.SeqNAKSuppressed.Add(1)
 		}
 		return
 	}
-	r.nakSent = false
 	if !n.execute(q, r, p, psn) {
 		return
 	}
-	r.expPSN = r.expPSN.Next()
+	r.rcv.Executed(1, p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0)
 	if p.BTH().AckReq() {
 		n.ack(q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
 	}
 }
-
-// SeqNAKInterval is the least time between two PSN sequence NAKs of a QP.
-// A real gap seen again after it is NAKed again; it is far below any ACK
-// timeout, so a lost packet is still repaired long before the timer.
-const SeqNAKInterval = 100 * time.Microsecond
 
 // duplicate answers a request whose PSN is behind the expected one: a
 // READ the responder remembers is answered again (from the PSN asked
@@ -166,23 +159,19 @@ func (n *engine) duplicate(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 	switch {
 	case p.Opcode == wire.RCRDMAReadRequest:
 		h := p.RETH()
-		for i := range r.readsDone {
-			if rr := &r.readsDone[i]; rr.covers(psn, h.VA(), h.RKey(), h.DMALen()) {
-				n.readResponse(q, r, p, psn, rr.msn, false)
-				return
-			}
+		if rr, ok := r.rcv.FindRead(psn, h.VA(), h.RKey(), h.DMALen()); ok {
+			n.readResponse(q, r, p, psn, rr.MSN, false)
+			return
 		}
 		n.counters.DuplicateDropped.Add(1)
 	case p.Info.Flags&wire.OpAtomic != 0:
-		for _, a := range r.atomics {
-			if a.valid && a.psn == psn {
-				n.atomicAck(q, r, psn, a.orig)
-				return
-			}
+		if a, ok := r.rcv.FindAtomic(psn); ok {
+			n.atomicAck(q, r, psn, a.Orig, a.MSN)
+			return
 		}
 		n.counters.DuplicateDropped.Add(1)
 	default:
-		n.ack(q, r, r.expPSN.Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
+		n.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
 	}
 }
 
@@ -238,7 +227,7 @@ func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAcknowledge, psn)
-	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.msn & 0xffffff}
+	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.rcv.MSN()}
 	n.send(&f)
 }
 
@@ -261,11 +250,7 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		return
 	}
 	if fresh {
-		r.msn++
-		msn = r.msn
-		r.expPSN = psn.Add(uint32(packets))
-		r.readsDone[r.readsDoneNext] = readRecord{valid: true, psn: psn, packets: packets, va: h.VA(), key: h.RKey(), total: h.DMALen(), msn: msn}
-		r.readsDoneNext = (r.readsDoneNext + 1) % len(r.readsDone)
+		msn = r.rcv.ExecutedRead(reliability.ReadRecord{Packets: uint32(packets), VA: h.VA(), RKey: h.RKey(), Length: h.DMALen()})
 	}
 	if !fresh {
 		// A retry: the requester went back to this PSN and asks again for
@@ -371,18 +356,15 @@ func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
-	r.atomics[r.atomicNext] = atomicResult{valid: true, psn: psn, orig: orig}
-	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
-	r.msn++
-	r.expPSN = psn.Next()
-	n.atomicAck(q, r, psn, orig)
+	r.rcv.ExecutedAtomic(orig)
+	n.atomicAck(q, r, psn, orig, r.rcv.MSN())
 }
 
 // atomicAck answers an atomic request with the original value.
-func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64) {
+func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64, msn uint32) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
-	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn & 0xffffff}
+	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: msn & 0xffffff}
 	f.AtomicOrigData = orig
 	n.send(&f)
 }
@@ -445,7 +427,6 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			}
 			n.complete(q.RecvCQ, &c)
 			r.recvActive = false
-			r.msn++
 			n.counters.RdmaRecvs.Add(1)
 		}
 	case info.Flags&wire.OpWrite != 0:
@@ -494,7 +475,6 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 				n.complete(q.RecvCQ, &c)
 				r.recvActive = false
 			}
-			r.msn++
 		}
 	default:
 		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
@@ -582,20 +562,20 @@ func (n *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome
 // receive WQE that the dropped message had taken.
 func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
-	if psn != r.expPSN || r.ucDrop {
+	if psn != r.ucExp || r.ucDrop {
 		if !first {
-			if psn != r.expPSN {
+			if psn != r.ucExp {
 				n.counters.OutOfSeqRequest.Add(1)
 			}
 			r.ucDrop = true
-			r.expPSN = psn.Next()
+			r.ucExp = psn.Next()
 			return
 		}
-		r.expPSN = psn
+		r.ucExp = psn
 	}
 	r.ucDrop = false
 	n.execute(q, r, p, psn)
-	r.expPSN = psn.Next()
+	r.ucExp = psn.Next()
 }
 
 // respondUD delivers a datagram: the Q_Key must match the QP's; the

@@ -138,6 +138,7 @@ type Sender struct {
 	gapAsked bool // a READ response gap has been asked for again
 	failed   bool
 	status   uint8
+	failUna  wire.PSN // Una when it failed: the work before it completed
 
 	stalled    bool
 	stallSince time.Time
@@ -161,8 +162,13 @@ func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 // after Reset.
 func (s *Sender) Allocation() Allocation { return s.alloc }
 
-// Una is the oldest unacknowledged PSN (Next when nothing is).
+// Una is the oldest unacknowledged PSN (Next when nothing is). A failed
+// sender keeps the Una it failed at: the work before it succeeded, the
+// work from it on did not.
 func (s *Sender) Una() wire.PSN {
+	if s.failed {
+		return s.failUna
+	}
 	if s.n == 0 {
 		return s.next
 	}
@@ -494,6 +500,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 // fail puts the sender in error: every entry is dropped (the caller
 // completes its work requests in error).
 func (s *Sender) fail(status uint8) {
+	s.failUna = s.Una()
 	s.failed, s.status = true, status
 	s.drop()
 }

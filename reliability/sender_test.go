@@ -76,7 +76,8 @@ func TestSenderAnswers(t *testing.T) {
 	rnr := func(psn wire.PSN) func(*reliability.Sender) reliability.Verdict {
 		return func(s *reliability.Sender) reliability.Verdict { return s.OnRNR(psn, 1, t0) }
 	}
-	// Five WRITE packets at PSNs 100..104.
+	// Five WRITE packets at PSNs 100..104. A failed sender's Una stays
+	// where it failed: the work before it completed.
 	for _, tc := range []struct {
 		name   string
 		steps  []step
@@ -88,10 +89,10 @@ func TestSenderAnswers(t *testing.T) {
 		{"sequence NAK goes back", []step{{nak(102, wire.NAKPSNSequenceError), reliability.Accepted, 102}}, 0},
 		{"stale NAK ignored", []step{{ack(102), reliability.Accepted, 103}, {nak(101, wire.NAKRemoteAccessError), reliability.Ignored, 103}}, 0},
 		{"future NAK ignored", []step{{nak(106, wire.NAKRemoteAccessError), reliability.Ignored, 100}}, 0},
-		{"remote access error", []step{{nak(103, wire.NAKRemoteAccessError), reliability.Failed, 105}}, reliability.StatusRemAccessErr},
-		{"invalid request", []step{{nak(100, wire.NAKInvalidRequest), reliability.Failed, 105}}, reliability.StatusRemInvReqErr},
-		{"remote operational error", []step{{nak(100, wire.NAKRemoteOperationalErr), reliability.Failed, 105}}, reliability.StatusRemOpErr},
-		{"RNR retries exhausted", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Failed, 105}}, reliability.StatusRNRRetryExcErr},
+		{"remote access error", []step{{nak(103, wire.NAKRemoteAccessError), reliability.Failed, 103}}, reliability.StatusRemAccessErr},
+		{"invalid request", []step{{nak(100, wire.NAKInvalidRequest), reliability.Failed, 100}}, reliability.StatusRemInvReqErr},
+		{"remote operational error", []step{{nak(100, wire.NAKRemoteOperationalErr), reliability.Failed, 100}}, reliability.StatusRemOpErr},
+		{"RNR retries exhausted", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Failed, 101}}, reliability.StatusRNRRetryExcErr},
 		{"RNR then progress resets the count", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {ack(101), reliability.Accepted, 102}, {rnr(102), reliability.Accepted, 102}, {rnr(102), reliability.Accepted, 102}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,11 @@ type QPInitAttr struct {
 	SendCQ, RecvCQ *CQ
 	SRQ            *SRQ // receive from this SRQ instead of a receive queue of its own
 	Cap            QPCap
+	// ReplayEntries is how many replay entries an RC QP reserves from the
+	// NIC's replay buffer when it moves to RTS: the packets it may have
+	// unacknowledged (0: datapath.DefaultReplayAllocation, sized to a
+	// path's bandwidth-delay product). A softrnic extension.
+	ReplayEntries int
 }
 
 // AH is an address handle: where the peer is on the network.
@@ -57,22 +62,23 @@ type QP struct {
 	Num  uint32
 	Type QPType
 
-	mu         sync.Mutex
-	ctx        host.QPCEntry
-	state      QPState
-	sq, rq     []byte // rings in host memory
-	sqSize     uint32
-	rqSize     uint32
-	sqProducer uint32
-	rqProducer uint32
-	maxSendSGE int
-	maxRecvSGE int
-	maxInline  int
-	srq        *SRQ
-	sqDone     atomic.Uint32 // send WQEs the NIC has finished with (from completions)
-	rqDone     atomic.Uint32
-	sendCQ     *CQ
-	recvCQ     *CQ
+	mu            sync.Mutex
+	ctx           host.QPCEntry
+	state         QPState
+	sq, rq        []byte // rings in host memory
+	sqSize        uint32
+	rqSize        uint32
+	sqProducer    uint32
+	rqProducer    uint32
+	maxSendSGE    int
+	maxRecvSGE    int
+	maxInline     int
+	replayEntries int
+	srq           *SRQ
+	sqDone        atomic.Uint32 // send WQEs the NIC has finished with (from completions)
+	rqDone        atomic.Uint32
+	sendCQ        *CQ
+	recvCQ        *CQ
 	// Completions written before the last reset, in the send and the
 	// receive CQ, belong to work requests a reset discarded: Poll drops
 	// them, as a libibverbs provider cleans the CQs of a reset QP.
@@ -140,7 +146,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
 		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData,
-		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ}
+		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, replayEntries: attr.ReplayEntries}
 	sqBase := d.mem.Alloc(int(qp.sqSize) * host.SendWQESize)
 	rqBase := d.mem.Alloc(int(qp.rqSize) * host.RecvWQESize)
 	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*host.SendWQESize)
@@ -239,6 +245,11 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrMaxDestRdAtomic != 0 {
 		c.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	if next == QPSRTS && qp.state != QPSRTS && qp.Type == QPTRC {
+		if err := qp.pd.dev.nic.OpenQP(qp.Num, qp.replayEntries); err != nil {
+			return fmt.Errorf("%w: %v", ErrNoResources, err)
+		}
 	}
 	c.State = uint8(next)
 	if err := qp.write(); err != nil {
