@@ -96,8 +96,10 @@ func (n *engine) request(qpn uint32) {
 			return
 		}
 		k := r.sendPkt
+		ackReq := false
 		if q.Type == qptRC {
-			psn := r.snd.Admit(entryOf(in, k, mtu), now)
+			var psn wire.PSN
+			psn, ackReq = r.snd.Admit(entryOf(in, k, mtu), now)
 			if k == 0 {
 				in.firstPSN, in.started = psn, true
 				in.lastPSN = psn.Add(uint32(in.packets - 1))
@@ -108,7 +110,7 @@ func (n *engine) request(qpn uint32) {
 			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
 			r.psn = in.lastPSN.Next()
 		}
-		if !n.sendPacket(&q, r, in, k, mtu) {
+		if !n.sendPacket(&q, r, in, k, mtu, ackReq) {
 			n.fail(qpn, &q, r, wcLocProtErr)
 			return
 		}
@@ -139,7 +141,7 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 			continue
 		}
 		k := int(from.Diff(in.firstPSN))
-		if !n.sendPacket(q, r, in, k, mtu) {
+		if !n.sendPacket(q, r, in, k, mtu, e.AckReq) {
 			n.fail(qpn, q, r, wcLocProtErr)
 			return false
 		}
@@ -270,7 +272,7 @@ func opsOf(op uint8) msgOps {
 // sendPacket sends packet k of an in-flight message, gathering its payload
 // from the WQE's scatter/gather list. It reports false on a local
 // protection error.
-func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int) bool {
+func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
 	if w.Opcode == wrRDMARead {
@@ -314,9 +316,9 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 	if info.Has(wire.HdrIETH) {
 		f.InvalidateRKey = w.Imm
 	}
-	// Ask for an ACK at the end of the message and every 64 PSNs, so that
-	// a long message keeps the window moving.
-	f.BTH.AckReq = q.Type != qptUC && (k == in.packets-1 || f.BTH.PSN&63 == 63)
+	// RC asks for an ACK where its sender says: at a message's end and
+	// often enough to keep replay entries coming free.
+	f.BTH.AckReq = q.Type != qptUC && ackReq
 	n.send(&f)
 	if info.Flags&wire.OpSend != 0 {
 		n.counters.RdmaSends.Add(1)

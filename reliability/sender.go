@@ -119,13 +119,14 @@ type SenderStats struct {
 // go-back-N cursor, the local ACK timer and RNR waits. It does no I/O and
 // reads no clock: the caller passes the time in.
 type Sender struct {
-	alloc  Allocation
-	ring   []Entry // alloc.entries
-	head   int
-	n      int // entries in use: unacknowledged packets, oldest first
-	rdAtom int // of them READs and atomics
-	next   wire.PSN
-	params Params
+	alloc    Allocation
+	ring     []Entry // alloc.entries
+	head     int
+	n        int // entries in use: unacknowledged packets, oldest first
+	rdAtom   int // of them READs and atomics
+	sinceAck int // packets admitted since the last that asked for an ACK
+	next     wire.PSN
+	params   Params
 
 	resend    int      // entries from head still to send again; -1: none
 	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
@@ -228,10 +229,20 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool {
 
 // Admit records a new packet in a free entry (CanSend must have said
 // yes), gives it the next PSN (and a READ its Span), and arms the timer.
-// It returns the entry's PSN.
-func (s *Sender) Admit(e Entry, now time.Time) wire.PSN {
+// It returns the entry's PSN and whether the packet asks for an ACK: the
+// caller's AckReq (a message's last packet), a READ or atomic, and at
+// least every half allocation (and every 64 packets), so that ACKs free
+// entries before the gate closes (rxe asks every 64 PSNs of its 128).
+func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	if e.Span == 0 {
 		e.Span = 1
+	}
+	s.sinceAck++
+	if e.Kind != Data || s.sinceAck >= min(64, max(1, len(s.ring)/2)) || s.n+1 == len(s.ring) {
+		e.AckReq = true
+	}
+	if e.AckReq {
+		s.sinceAck = 0
 	}
 	e.PSN, e.Got, e.done = s.next, 0, false
 	*s.entry(s.n) = e
@@ -244,7 +255,7 @@ func (s *Sender) Admit(e Entry, now time.Time) wire.PSN {
 	if s.deadline.IsZero() {
 		s.arm(now)
 	}
-	return e.PSN
+	return e.PSN, e.AckReq
 }
 
 func (s *Sender) arm(now time.Time) {

@@ -25,11 +25,24 @@ type Config struct {
 	Reorder     float64 // hold a frame back and deliver it after the next one
 	Corrupt     float64 // flip one random byte after the Ethernet header
 	Seed        uint64
+	// Delay is added to every frame's one-way trip: a frame is received
+	// no sooner than Delay after it was sent (and after the link has
+	// serialized it, with Rate).
+	Delay time.Duration
+	// Rate, in bits per second, is the link's speed in each direction: a
+	// frame leaves after the ones queued before it, at this rate. 0 is
+	// as fast as the sender.
+	Rate float64
+	// QueueBytes bounds the bytes waiting for the link (with Rate): a frame
+	// that does not fit is dropped, as a shallow switch buffer drops it.
+	// 0 is no bound.
+	QueueBytes int
 }
 
 // LinkStats count what the link did to frames in one direction.
 type LinkStats struct {
 	Delivered, Lost, Duplicated, Reordered, Corrupted atomic.Uint64
+	QueueDropped                                      atomic.Uint64 // frames the link's queue (QueueBytes) had no room for
 }
 
 // Port is one end of an in-memory pair.
@@ -43,11 +56,13 @@ type Port struct {
 	// Link counts the faults applied to frames this port sent.
 	Link LinkStats
 	rng  *rand.Rand // faults on frames this port sends; used by Send only
+	busy time.Time  // when the link in the send direction is free (Rate); used by Send only
 
 	mu     sync.Mutex     // guards the fields below
 	pool   *datapath.Pool // every buffer, RX and TX
 	rxq    []uint32       // handles of received frames, oldest first
 	rxlen  []int          // their lengths
+	rxAt   []int64        // when each may be received (UnixNano), with Delay or Rate
 	held   int            // handle held back for reordering, or -1
 	heldN  int
 	closed bool
@@ -74,6 +89,7 @@ func newPort(cfg Config, seed uint64) *Port {
 		pool:   datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen),
 		rxq:    make([]uint32, 0, cfg.Buffers),
 		rxlen:  make([]int, 0, cfg.Buffers),
+		rxAt:   make([]int64, 0, cfg.Buffers),
 		held:   -1,
 	}
 	return p
@@ -89,7 +105,14 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 		return 0, datapath.ErrClosed
 	}
 	n, i := 0, 0
+	now := int64(0)
+	if p.cfg.Delay > 0 || p.cfg.Rate > 0 {
+		now = time.Now().UnixNano()
+	}
 	for ; i < len(p.rxq) && n < len(frames); i++ {
+		if p.rxAt[i] > now && now != 0 {
+			break // still on the wire
+		}
 		h, l := p.rxq[i], p.rxlen[i]
 		data := p.pool.Buf(h)[:l]
 		if err := wire.Classify(data); err != nil {
@@ -104,6 +127,7 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	}
 	p.rxq = p.rxq[:copy(p.rxq, p.rxq[i:])]
 	p.rxlen = p.rxlen[:copy(p.rxlen, p.rxlen[i:])]
+	p.rxAt = p.rxAt[:copy(p.rxAt, p.rxAt[i:])]
 	return n, nil
 }
 
@@ -156,6 +180,23 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 // goroutine touches the random source; only the peer's lock is taken.
 func (p *Port) transmit(f []byte) {
 	r := p.rng
+	var at int64
+	if p.cfg.Delay > 0 || p.cfg.Rate > 0 {
+		now := time.Now()
+		leave := now
+		if p.cfg.Rate > 0 {
+			if p.busy.Before(now) {
+				p.busy = now
+			}
+			if q := p.cfg.QueueBytes; q > 0 && float64(p.busy.Sub(now))*p.cfg.Rate/8e9+float64(len(f)) > float64(q) {
+				p.Link.QueueDropped.Add(1)
+				return
+			}
+			p.busy = p.busy.Add(time.Duration(float64(len(f)*8) / p.cfg.Rate * 1e9))
+			leave = p.busy
+		}
+		at = leave.Add(p.cfg.Delay).UnixNano()
+	}
 	if r.Float64() < p.cfg.Loss {
 		p.Link.Lost.Add(1)
 		return
@@ -175,7 +216,7 @@ func (p *Port) transmit(f []byte) {
 		p.Link.Reordered.Add(1)
 	}
 	for range copies {
-		p.peer.deliver(f, corrupt, reorder)
+		p.peer.deliver(f, corrupt, reorder, at)
 		p.Link.Delivered.Add(1)
 		reorder = false
 	}
@@ -183,7 +224,7 @@ func (p *Port) transmit(f []byte) {
 
 // deliver copies a frame into one of the port's buffers, or holds it back
 // to deliver after the next frame.
-func (p *Port) deliver(f []byte, corrupt int, holdBack bool) {
+func (p *Port) deliver(f []byte, corrupt int, holdBack bool, at int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -205,9 +246,11 @@ func (p *Port) deliver(f []byte, corrupt int, holdBack bool) {
 	}
 	p.rxq = append(p.rxq, h)
 	p.rxlen = append(p.rxlen, n)
+	p.rxAt = append(p.rxAt, at)
 	if p.held >= 0 {
 		p.rxq = append(p.rxq, uint32(p.held))
 		p.rxlen = append(p.rxlen, p.heldN)
+		p.rxAt = append(p.rxAt, at)
 		p.held = -1
 	}
 	select {
@@ -220,6 +263,11 @@ func (p *Port) deliver(f []byte, corrupt int, holdBack bool) {
 func (p *Port) Wait(timeout time.Duration) error {
 	p.mu.Lock()
 	ready, closed := len(p.rxq) > 0, p.closed
+	if ready && p.rxAt[0] != 0 {
+		if wait := time.Duration(p.rxAt[0] - time.Now().UnixNano()); wait > 0 {
+			ready, timeout = false, min(timeout, wait) // on the wire: sleep until it lands
+		}
+	}
 	p.mu.Unlock()
 	if closed {
 		return datapath.ErrClosed

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -176,5 +177,39 @@ func TestConcurrent(t *testing.T) {
 	drain(t, b)
 	if err := porttest.CheckNoLeaks(a, b); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDelayRateQueue: with Delay a frame is never received sooner than
+// Delay after it was sent; with Rate and QueueBytes the link holds no
+// more bytes than the queue and drops, counted, what does not fit.
+func TestDelayRateQueue(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	a, b := porttest.NewPair(porttest.Config{Buffers: 64, Delay: delay})
+	fs := frames(5)
+	sent := time.Now()
+	sendFrames(t, a, fs)
+	got := porttest.ReceiveN(t, b, 5)
+	if took := time.Since(sent); len(got) != 5 || took < delay {
+		t.Errorf("%d frames after %v, want 5 and no sooner than %v", len(got), took, delay)
+	}
+	a.Close()
+	b.Close()
+
+	// 8 kbit/s: a 1000-byte frame takes a second on the link, so the
+	// queue of 3000 bytes takes three and drops the rest at once.
+	a, b = porttest.NewPair(porttest.Config{Buffers: 64, Rate: 8000, QueueBytes: 3000})
+	defer a.Close()
+	defer b.Close()
+	big := make([][]byte, 10)
+	for i := range big {
+		big[i] = wiretest.SampleFrame(wire.RCSendOnly, 1000-78, false, uint32(i))
+	}
+	sendFrames(t, a, big)
+	if q, d := a.Link.QueueDropped.Load(), a.Link.Delivered.Load(); q != 7 || d != 3 {
+		t.Errorf("queue dropped %d, delivered %d; want 7 and 3", q, d)
+	}
+	if n, _ := b.Recv(make([]datapath.Frame, 4)); n != 0 {
+		t.Errorf("%d frames received before the link carried them", n)
 	}
 }

@@ -12,7 +12,9 @@
 #
 # Environment: RXEVM (the rxe-vm.sh script), SOFTRNIC (the binary),
 # ITERS (iterations per cell, default 100), INTEROP_QUICK=1 (one cell per
-# MTU), INTEROP_LOG (directory for every side's output).
+# MTU), INTEROP_ONLY (an extended regular expression: run only the cells
+# whose name, e.g. "write-bw udp mtu1500 65536", matches it; REPEAT times
+# each, default 1), INTEROP_LOG (directory for every side's output).
 set -u
 cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
@@ -97,6 +99,11 @@ cell() {
 	local sz=""
 	[ "$size" != - ] && sz="-s $size"
 	local name="$test $io mtu$mtu ${size/-/8} ${extra}"
+	if [ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$name"; then
+		return
+	fi
+	local rep
+	for rep in $(seq "${REPEAT:-1}"); do
 	local n=$ITERS
 	case $test in *lat) n=$ITERS_LAT ;; esac
 	[ "$size" = 65536 ] && n=$ITERS_BIG
@@ -142,6 +149,7 @@ cell() {
 		[ $verdict = FAIL ] && fails=$((fails + 1))
 		rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}")")
 		echo "${rows[-1]}"
+	done
 	done
 }
 
