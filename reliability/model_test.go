@@ -100,7 +100,7 @@ func (m *model) send() {
 		if free == 0 {
 			m.t.Fatal("the gate admitted with no free entry")
 		}
-		psn := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo)}, m.now)
+		psn, _ := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo)}, m.now)
 		g.psn = psn
 		m.psnOf[psn] = m.sentUpTo
 		m.sentUpTo++

@@ -230,15 +230,17 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool {
 // Admit records a new packet in a free entry (CanSend must have said
 // yes), gives it the next PSN (and a READ its Span), and arms the timer.
 // It returns the entry's PSN and whether the packet asks for an ACK: the
-// caller's AckReq (a message's last packet), a READ or atomic, and at
-// least every half allocation (and every 64 packets), so that ACKs free
-// entries before the gate closes (rxe asks every 64 PSNs of its 128).
+// caller's AckReq (a message's last packet), a READ or atomic, the
+// packet that fills the allocation, and one in every sixteenth of the
+// allocation (at most 64 apart, as rxe asks every 64 PSNs): entries come
+// free a few at a time, so the gate reopens smoothly instead of in bursts
+// that would queue on the path.
 func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	if e.Span == 0 {
 		e.Span = 1
 	}
 	s.sinceAck++
-	if e.Kind != Data || s.sinceAck >= min(64, max(1, len(s.ring)/2)) || s.n+1 == len(s.ring) {
+	if e.Kind != Data || s.sinceAck >= min(64, max(1, len(s.ring)/16)) || s.n+1 == len(s.ring) {
 		e.AckReq = true
 	}
 	if e.AckReq {

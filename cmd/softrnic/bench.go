@@ -15,6 +15,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache/cachebench"
 	"github.com/softrnic/softrnic/datapath/portbench"
+	"github.com/softrnic/softrnic/reliability/replaybench"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/tests/topo"
 )
@@ -27,6 +28,7 @@ var benchmarks = []struct {
 	{"frames", "frame rates of the xsk and udp ports, kernel UDP and iperf3 over a veth pair (root)", runBenchFrames},
 	{"cache", "GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput", runBenchCache},
 	{"write", "RDMA WRITE throughput over a veth pair beside the raw xsk frame rate (root)", runBenchWrite},
+	{"replay", "one QP's throughput for each replay allocation beside min(link, allocation x MTU / RTT)", runBenchReplay},
 }
 
 func benchUsage(w io.Writer) {
@@ -160,6 +162,44 @@ func printFrameResults(w io.Writer, results []portbench.Result) {
 // runBenchWrite measures RDMA WRITE throughput between two NICs over a veth
 // pair (xsk port, IB MTU 4096) and, in the same run, the xsk port's raw
 // frame rate with 4096-byte payloads: the protocol's cost over raw frames.
+// runBenchReplay is `softrnic bench replay`: the seed's claim that a QP
+// sends at most its replay allocation per round trip, measured.
+func runBenchReplay(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench replay", "bench replay [flags]",
+		"One RC QP's 64 KiB WRITE throughput over the in-memory port with an added\nround trip, for each replay allocation, beside min(link, allocation x MTU / RTT).\n")
+	allocs := fs.String("a", "4,8,16,32,64,128,256", "replay allocations (entries), comma-separated")
+	rtt := fs.Duration("rtt", 10*time.Millisecond, "added round trip")
+	link := fs.Float64("link", 2, "link rate each way, Gbit/s")
+	dur := fs.Duration("d", time.Second, "time per allocation")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	cfg := replaybench.Config{RTT: *rtt, LinkGbits: *link, Duration: *dur}
+	for _, a := range strings.Split(*allocs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(a))
+		if err != nil || n < 1 {
+			return badValue("-a: bad allocation %q", a)
+		}
+		cfg.Allocations = append(cfg.Allocations, n)
+	}
+	if *rtt <= 0 || *link <= 0 || *dur <= 0 {
+		return badValue("-rtt, -link and -d must be positive")
+	}
+	ok, err := replaybench.Report(stdout, cfg)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		fmt.Fprintln(stdout, "\nnot every row came within 20 % of its prediction")
+	} else {
+		fmt.Fprintln(stdout, "\nevery row within 20 % of its prediction")
+	}
+	return nil
+}
+
 func runBenchWrite(args []string, stdout io.Writer) error {
 	fs := newFlagSet("bench write", "bench write [flags]",
 		"RDMA WRITE throughput between two softrnic NICs over a veth pair (xsk port,\nIB MTU 4096) beside the xsk port's raw frame rate in the same run (root).\n")

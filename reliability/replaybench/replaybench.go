@@ -1,0 +1,234 @@
+// Package replaybench measures what the replay buffer does to a QP's
+// throughput, behind `softrnic bench replay`: one RC QP sends 64 KiB
+// WRITEs between two softrnic NICs over the in-memory port with a fixed
+// added round trip and a link rate, for several replay allocations, and
+// each measured rate is printed beside the seed's prediction,
+// min(link, allocation x MTU / RTT): a QP sends at most its allocation
+// per round trip. The RTT in the prediction is the one a packet sees, as
+// measured in the same run by a QP with a single entry (the added delay
+// plus the engines' and the emulated link's own time).
+package replaybench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"text/tabwriter"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// Config sets a run.
+type Config struct {
+	Allocations []int         // replay entries of the QP, one row each (default 4 … 256)
+	RTT         time.Duration // added round trip (default 10 ms: every default allocation below the path's BDP)
+	LinkGbits   float64       // link rate each way, Gbit/s (default 2)
+	MTU         int           // IB MTU enum (default 5: 4096)
+	Message     int           // bytes per WRITE (default 65536)
+	Duration    time.Duration // per row (default 1 s)
+}
+
+func (c *Config) defaults() {
+	if len(c.Allocations) == 0 {
+		c.Allocations = []int{4, 8, 16, 32, 64, 128, 256}
+	}
+	if c.RTT == 0 {
+		c.RTT = 10 * time.Millisecond
+	}
+	if c.LinkGbits == 0 {
+		c.LinkGbits = 2
+	}
+	if c.MTU == 0 {
+		c.MTU = 5
+	}
+	if c.Message == 0 {
+		c.Message = 64 << 10
+	}
+	if c.Duration == 0 {
+		c.Duration = time.Second
+	}
+}
+
+// Row is one measurement.
+type Row struct {
+	Allocation     int
+	Gbits          float64 // WRITE payload moved
+	Predicted      float64 // min(link payload rate, allocation x MTU / RTT)
+	Stalls         uint64  // times the gate held a packet
+	StalledPercent float64 // of the run
+	Retransmitted  uint64
+}
+
+// frameOverhead is the bytes a RoCEv2 frame carries beyond its payload
+// (Ethernet, IPv4, UDP, BTH, ICRC; a first WRITE packet adds a RETH).
+const frameOverhead = 14 + 20 + 8 + 12 + 4
+
+// Run measures the round trip with one entry, then every allocation; it
+// returns the round trip and the rows.
+func Run(cfg Config) (time.Duration, []Row, error) {
+	cfg.defaults()
+	mtu := 128 << cfg.MTU
+	probe, err := measure(cfg, 1, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("one entry: %w", err)
+	}
+	rtt := time.Duration(float64(mtu*8) / (probe.Gbits * 1e9) * 1e9)
+	var rows []Row
+	for _, alloc := range cfg.Allocations {
+		r, err := measure(cfg, alloc, rtt)
+		if err != nil {
+			return rtt, rows, fmt.Errorf("allocation %d: %w", alloc, err)
+		}
+		rows = append(rows, r)
+	}
+	return rtt, rows, nil
+}
+
+type end struct {
+	dev *verbs.Device
+	pd  *verbs.PD
+	cq  *verbs.CQ
+	qp  *verbs.QP
+	mr  *verbs.MR
+	buf []byte
+	ah  verbs.AH
+}
+
+func open(p *porttest.Port, mac wire.MAC, ip string, size, alloc int) (*end, error) {
+	e := &end{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
+	var err error
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID}); err != nil {
+		return nil, err
+	}
+	if e.pd, err = e.dev.AllocPD(); err != nil {
+		return e, err
+	}
+	if e.cq, err = e.dev.CreateCQ(1024); err != nil {
+		return e, err
+	}
+	if e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: e.cq, RecvCQ: e.cq, ReplayEntries: alloc,
+		Cap: verbs.QPCap{MaxSendWR: 512, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return e, err
+	}
+	e.mr, err = e.pd.RegMR(e.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	return e, err
+}
+
+func measure(cfg Config, alloc int, rtt time.Duration) (Row, error) {
+	link := porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9}
+	pa, pb := porttest.NewPair(link)
+	defer pa.Close()
+	defer pb.Close()
+	size := 64 * cfg.Message
+	a, err := open(pa, wire.MAC{2, 0, 0, 0, 1, 1}, "10.49.0.1", size, alloc)
+	if a != nil && a.dev != nil {
+		defer a.dev.Close()
+	}
+	if err != nil {
+		return Row{}, err
+	}
+	b, err := open(pb, wire.MAC{2, 0, 0, 0, 1, 2}, "10.49.0.2", size, alloc)
+	if b != nil && b.dev != nil {
+		defer b.dev.Close()
+	}
+	if err != nil {
+		return Row{}, err
+	}
+	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, cfg.MTU, 14); err != nil {
+		return Row{}, err
+	}
+	nic := a.dev.NIC()
+	c := nic.Counters()
+	stalls0, stalled0, re0 := c.ReplayStalls.Load(), c.ReplayStalledNs.Load(), c.RetransmittedPkts.Load()
+
+	const depth = 64 // WRITEs posted ahead: far more than any allocation's worth in flight
+	post := func(i int) error {
+		off := uint64((i % 64) * cfg.Message)
+		_, err := a.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL:        []verbs.SGE{{Addr: a.mr.Addr + off, Length: uint32(cfg.Message), LKey: a.mr.LKey}},
+			RemoteAddr: b.mr.Addr + off, RKey: b.mr.RKey}})
+		return err
+	}
+	posted, done := 0, 0
+	for ; posted < depth; posted++ {
+		if err := post(posted); err != nil {
+			return Row{}, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+30*time.Second)
+	defer cancel()
+	start := time.Now()
+	var wc [64]verbs.WC
+	var elapsed time.Duration
+	for {
+		k := a.cq.Poll(wc[:])
+		for _, w := range wc[:k] {
+			if w.Status != verbs.WCSuccess {
+				return Row{}, fmt.Errorf("WRITE %d: %v", w.WRID, w.Status)
+			}
+			done++
+		}
+		if elapsed = time.Since(start); elapsed >= cfg.Duration {
+			break
+		}
+		for ; posted < done+depth; posted++ {
+			if err := post(posted); err != nil {
+				return Row{}, err
+			}
+		}
+		if k == 0 {
+			if err := a.cq.Wait(ctx); err != nil {
+				return Row{}, errors.New("no completion: the QP stopped")
+			}
+		}
+	}
+	mtu := 128 << cfg.MTU
+	payloadRate := cfg.LinkGbits * float64(mtu) / float64(mtu+frameOverhead)
+	predicted := payloadRate
+	if rtt > 0 {
+		predicted = min(payloadRate, float64(alloc*mtu*8)/rtt.Seconds()/1e9)
+	}
+	r := Row{Allocation: alloc, Predicted: predicted,
+		Gbits:         float64(done*cfg.Message*8) / elapsed.Seconds() / 1e9,
+		Stalls:        c.ReplayStalls.Load() - stalls0,
+		Retransmitted: c.RetransmittedPkts.Load() - re0}
+	r.StalledPercent = 100 * float64(c.ReplayStalledNs.Load()-stalled0) / float64(elapsed.Nanoseconds())
+	// Let the posted WRITEs finish before the devices close.
+	for drained := done; drained < posted; {
+		k := a.cq.Poll(wc[:])
+		drained += k
+		if k == 0 {
+			if err := a.cq.Wait(ctx); err != nil {
+				break
+			}
+		}
+	}
+	return r, nil
+}
+
+// Report runs and prints the table; ok says every row came within 20 %
+// of its prediction.
+func Report(w io.Writer, cfg Config) (ok bool, err error) {
+	cfg.defaults()
+	fmt.Fprintf(w, "One RC QP, %d KiB WRITEs, IB MTU %d, added RTT %v, link %.1f Gbit/s each way (in-memory port)\n",
+		cfg.Message>>10, 128<<cfg.MTU, cfg.RTT, cfg.LinkGbits)
+	rtt, rows, err := Run(cfg)
+	fmt.Fprintf(w, "predicted = min(link payload rate, allocation x MTU / RTT); RTT %v, measured with one entry in this run\n", rtt.Round(time.Microsecond))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "entries\tGbit/s\tpredicted\tratio\tgate stalls\tstalled %\tretransmitted\t")
+	ok = err == nil
+	for _, r := range rows {
+		ratio := r.Gbits / r.Predicted
+		if ratio < 0.8 || ratio > 1.2 {
+			ok = false
+		}
+		fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%.2f\t%d\t%.0f\t%d\t\n", r.Allocation, r.Gbits, r.Predicted, ratio, r.Stalls, r.StalledPercent, r.Retransmitted)
+	}
+	tw.Flush()
+	return ok, err
+}
