@@ -15,8 +15,8 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache/cachebench"
 	"github.com/softrnic/softrnic/datapath/portbench"
-	"github.com/softrnic/softrnic/reliability/replaybench"
 	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/reliability/replaybench"
 	"github.com/softrnic/softrnic/tests/topo"
 )
 

@@ -146,7 +146,9 @@ func measure(cfg Config, alloc int, rtt time.Duration) (Row, error) {
 	c := nic.Counters()
 	stalls0, stalled0, re0 := c.ReplayStalls.Load(), c.ReplayStalledNs.Load(), c.RetransmittedPkts.Load()
 
-	const depth = 64 // WRITEs posted ahead: far more than any allocation's worth in flight
+	// WRITEs posted ahead: more than the allocation holds, so that the
+	// gate, not the posting, is what holds the QP back.
+	depth := min(64, 2+alloc*(128<<cfg.MTU)/cfg.Message)
 	post := func(i int) error {
 		off := uint64((i % 64) * cfg.Message)
 		_, err := a.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
