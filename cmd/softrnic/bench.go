@@ -16,7 +16,7 @@ import (
 	"github.com/softrnic/softrnic/ctxcache/cachebench"
 	"github.com/softrnic/softrnic/datapath/portbench"
 	"github.com/softrnic/softrnic/host/verbs"
-	"github.com/softrnic/softrnic/reliability/replaybench"
+	"github.com/softrnic/softrnic/reliability/relbench"
 	"github.com/softrnic/softrnic/tests/topo"
 )
 
@@ -177,7 +177,7 @@ func runBenchReplay(args []string, stdout io.Writer) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	cfg := replaybench.Config{RTT: *rtt, LinkGbits: *link, Duration: *dur}
+	cfg := relbench.Config{RTT: *rtt, LinkGbits: *link, Duration: *dur}
 	for _, a := range strings.Split(*allocs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(a))
 		if err != nil || n < 1 {
@@ -188,7 +188,7 @@ func runBenchReplay(args []string, stdout io.Writer) error {
 	if *rtt <= 0 || *link <= 0 || *dur <= 0 {
 		return badValue("-rtt, -link and -d must be positive")
 	}
-	ok, err := replaybench.Report(stdout, cfg)
+	ok, err := relbench.Report(stdout, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,9 @@
-// Package replaybench measures what the replay buffer does to a QP's
-// throughput, behind `softrnic bench replay`: one RC QP sends 64 KiB
+// Package relbench measures the reliability layer between two softrnic
+// NICs over the in-memory port, whose link can be given a delay, a rate,
+// a queue limit and loss.
+//
+// Replay (`softrnic bench replay`): what the replay buffer does to a QP's
+// throughput. One RC QP sends 64 KiB
 // WRITEs between two softrnic NICs over the in-memory port with a fixed
 // added round trip and a link rate, for several replay allocations, and
 // each measured rate is printed beside the seed's prediction,
@@ -7,7 +11,7 @@
 // per round trip. The RTT in the prediction is the one a packet sees, as
 // measured in the same run by a QP with a single entry (the added delay
 // plus the engines' and the emulated link's own time).
-package replaybench
+package relbench
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-package replaybench_test
+package relbench_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/reliability/replaybench"
+	"github.com/softrnic/softrnic/reliability/relbench"
 )
 
 // TestReport runs two short rows: each moves data, a QP with a small
@@ -13,8 +13,8 @@ import (
 // and the table has a row per allocation. Speed is the command's
 // business, not this test's.
 func TestReport(t *testing.T) {
-	cfg := replaybench.Config{Allocations: []int{2, 8}, RTT: 4 * time.Millisecond, Duration: 200 * time.Millisecond}
-	rtt, rows, err := replaybench.Run(cfg)
+	cfg := relbench.Config{Allocations: []int{2, 8}, RTT: 4 * time.Millisecond, Duration: 200 * time.Millisecond}
+	rtt, rows, err := relbench.Run(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestReport(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	if _, err := replaybench.Report(&out, replaybench.Config{Allocations: []int{4}, RTT: 2 * time.Millisecond, Duration: 100 * time.Millisecond}); err != nil {
+	if _, err := relbench.Report(&out, relbench.Config{Allocations: []int{4}, RTT: 2 * time.Millisecond, Duration: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "entries  Gbit/s  predicted") || !strings.Contains(out.String(), "measured with one entry") {
