@@ -72,6 +72,7 @@ type Counters struct {
 	ReplayStalls               atomic.Uint64 // times a QP's packet waited at the transmit gate for a free replay entry
 	ReplayStalledNs            atomic.Uint64 // the time QPs so waited, in nanoseconds
 	RetransmittedPkts          atomic.Uint64 // packets sent again from their replay entries
+	ReadResponsesResent        atomic.Uint64 // READ response packets sent again for duplicate READ requests
 	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
 	replay                     *reliability.Pool
 }
@@ -94,7 +95,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
-		{"retransmitted_pkts", &c.RetransmittedPkts}, {"local_ack_timeout", &c.LocalACKTimeouts},
+		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts},
 	} {
 		fn(e.name, e.v.Load())
 	}

@@ -273,7 +273,7 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		r.readHead = (r.readHead + 1) % len(r.reads)
 		r.readN--
 	}
-	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn}
+	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: !fresh}
 	r.readN++
 	if !r.readListed {
 		r.readListed = true
@@ -310,6 +310,9 @@ func (n *engine) pumpReads() {
 			f.Payload = buf
 			f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
 			n.send(&f)
+			if rd.again {
+				n.counters.ReadResponsesResent.Add(1)
+			}
 			rd.next++
 		}
 		if rd.next == rd.packets {

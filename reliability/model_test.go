@@ -21,8 +21,9 @@ import (
 //   - completions (Una moving past a message) follow posting order;
 //   - the sender fails only with RETRY_EXC_ERR after RetryCnt+1 timeouts
 //     in a row without progress (RNR retries are infinite here);
-//   - the gate admits a packet only with a free entry, and a stalled
-//     sender resumes when an ACK frees one.
+//   - the gate admits a packet only with a free entry inside the
+//     congestion window, and a stalled sender resumes when an ACK frees
+//     one.
 type model struct {
 	t      testing.TB
 	rng    *rand.Rand
@@ -90,15 +91,15 @@ func (m *model) send() {
 		free := m.s.Free()
 		g := &m.msgs[m.sentUpTo]
 		if !m.s.CanSend(g.kind, m.now) {
-			if free > 0 && !m.s.Resending() && !m.s.Waiting() && g.kind == reliability.Data {
+			if free > 0 && m.s.InFlight() < m.s.Window() && !m.s.Resending() && !m.s.Waiting() && g.kind == reliability.Data {
 				if f, _ := m.s.Failed(); !f {
 					m.t.Fatalf("the gate refused with %d free entries", free)
 				}
 			}
 			return
 		}
-		if free == 0 {
-			m.t.Fatal("the gate admitted with no free entry")
+		if free == 0 || m.s.InFlight() >= m.s.Window() {
+			m.t.Fatalf("the gate admitted with %d free entries, %d packets in flight in a window of %d", free, m.s.InFlight(), m.s.Window())
 		}
 		psn, _ := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo)}, m.now)
 		g.psn = psn
@@ -285,7 +286,7 @@ func (m *model) step(ev int) {
 
 // tick runs the sender's timer at the model's time.
 func (m *model) tick() {
-	waiting := m.s.Waiting()
+	timeouts := m.s.Stats().Timeouts
 	switch m.s.Tick(m.now) {
 	case reliability.Failed:
 		if failed, st := m.s.Failed(); !failed || st != reliability.StatusRetryExcErr || m.timeouts != int(m.params.RetryCnt) {
@@ -293,9 +294,9 @@ func (m *model) tick() {
 		}
 		m.restart()
 	case reliability.Accepted:
-		if !waiting {
-			m.timeouts++
-		}
+		// Only the local ACK timeout counts towards retry_cnt; an RNR wait
+		// ending or an early retransmission does not.
+		m.timeouts += int(m.s.Stats().Timeouts - timeouts)
 	}
 }
 

@@ -37,6 +37,8 @@ type Entry struct {
 	Kind   Kind
 	Got    uint32 // READ: responses placed, in order
 	done   bool   // READ or atomic: answered in full
+	sent   time.Time
+	resent bool // sent again: its answer is no round-trip sample (Karn)
 }
 
 // last is the last PSN the entry occupies.
@@ -111,6 +113,8 @@ type SenderStats struct {
 	Timeouts      uint64        // local ACK timeouts
 	GoBacks       uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
 	Stale         uint64        // answers ignored as outside the window
+	Cuts          uint64        // congestion window reductions
+	Early         uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -144,7 +148,33 @@ type Sender struct {
 	stalled    bool
 	stallSince time.Time
 	stats      SenderStats
+
+	// Congestion control (loss-driven AIMD, for paths that mark no ECN):
+	// at most cwnd entries may be in use; it grows by one per entry
+	// retired below ssthresh (slow start) and by one per window above;
+	// a loss halves it, once per window of packets.
+	cwnd, ssthresh float64
+	recover        wire.PSN // no new cut for losses of packets sent before it
+	cutOnce        bool     // a cut happened: recover holds
+	pkts           int      // packets in flight: the entries' PSNs not yet answered
+
+	// The round-trip estimate (RFC 6298's) and the early retransmission
+	// timer it sets: a lost tail is sent again after about a round trip,
+	// not after the local ACK timeout; only the local ACK timeout counts
+	// towards retry_cnt.
+	srtt, rttvar time.Duration
+	early        time.Time
+	earlyBackoff uint
 }
+
+// minEarly bounds the early retransmission timer from below: an engine
+// on a loaded host answers late by a few milliseconds, and a spurious
+// early retransmission costs a window of duplicates.
+const minEarly = 4 * time.Millisecond
+
+// initialWindow is the congestion window a sender starts with, in
+// packets (as TCP's initial window).
+const initialWindow = 10
 
 // NewSender makes a sender whose first PSN is psn, holding its entries in
 // alloc (from Pool.Reserve; a zero Allocation admits nothing).
@@ -156,7 +186,60 @@ func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
 
 // Init sets the sender up in place (a NIC keeps its senders in an array).
 func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
-	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1}
+	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1,
+		cwnd: initialWindow, ssthresh: float64(len(alloc.entries))}
+}
+
+// Window is the congestion window, in packets: a new packet may go out
+// while fewer than that are in flight (a READ counts the response packets
+// it asks for).
+func (s *Sender) Window() int { return max(1, int(s.cwnd)) }
+
+// InFlight is the packets sent and not yet answered.
+func (s *Sender) InFlight() int { return s.pkts }
+
+// RTT is the smoothed round-trip estimate (0 before the first sample).
+func (s *Sender) RTT() time.Duration { return s.srtt }
+
+// sample updates the round-trip estimate.
+func (s *Sender) sample(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if s.srtt == 0 {
+		s.srtt, s.rttvar = d, d/2
+		return
+	}
+	diff := s.srtt - d
+	if diff < 0 {
+		diff = -diff
+	}
+	s.rttvar = (3*s.rttvar + diff) / 4
+	s.srtt = (7*s.srtt + d) / 8
+}
+
+// cut reacts to a loss of the packet at psn: the window halves, once for
+// all losses among the packets in flight when it does.
+func (s *Sender) cut(psn wire.PSN) {
+	if s.cutOnce && psn.Before(s.recover) {
+		return
+	}
+	s.cutOnce, s.recover = true, s.next
+	s.ssthresh = max(s.cwnd/2, 2)
+	s.cwnd = s.ssthresh
+	s.stats.Cuts++
+}
+
+// grow opens the window for k packets acknowledged.
+func (s *Sender) grow(k int) {
+	for range k {
+		if s.cwnd < s.ssthresh {
+			s.cwnd++
+		} else {
+			s.cwnd += 1 / s.cwnd
+		}
+	}
+	s.cwnd = min(s.cwnd, float64(max(len(s.ring), 64*initialWindow)))
 }
 
 // Allocation returns the sender's reserved entries, for Pool.Release
@@ -198,7 +281,12 @@ func (s *Sender) Stats() SenderStats { return s.stats }
 
 // Deadline is when Tick next has something to do; zero when the timer is
 // not armed.
-func (s *Sender) Deadline() time.Time { return s.deadline }
+func (s *Sender) Deadline() time.Time {
+	if !s.early.IsZero() && !s.rnrWait {
+		return s.early
+	}
+	return s.deadline
+}
 
 // entry returns the i-th entry from the oldest.
 func (s *Sender) entry(i int) *Entry { return &s.ring[(s.head+i)%len(s.ring)] }
@@ -218,7 +306,7 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool {
 		return false
 	}
 	if s.n < len(s.ring) {
-		return true
+		return s.pkts < s.Window() // else the congestion window holds it
 	}
 	if !s.stalled {
 		s.stalled, s.stallSince = true, now
@@ -231,24 +319,25 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool {
 // yes), gives it the next PSN (and a READ its Span), and arms the timer.
 // It returns the entry's PSN and whether the packet asks for an ACK: the
 // caller's AckReq (a message's last packet), a READ or atomic, the
-// packet that fills the allocation, and one in every sixteenth of the
-// allocation (at most 64 apart, as rxe asks every 64 PSNs): entries come
-// free a few at a time, so the gate reopens smoothly instead of in bursts
-// that would queue on the path.
+// packet that fills the window, and one in every quarter window (at most
+// 64 apart, as rxe asks every 64 PSNs): entries come free a few at a
+// time, so the gate reopens smoothly instead of in bursts that would
+// queue on the path.
 func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	if e.Span == 0 {
 		e.Span = 1
 	}
 	s.sinceAck++
-	if e.Kind != Data || s.sinceAck >= min(64, max(1, len(s.ring)/16)) || s.n+1 == len(s.ring) {
+	if e.Kind != Data || s.sinceAck >= min(64, max(1, s.Window()/4)) || s.pkts+int(e.Span) >= s.Window() || s.n+1 == len(s.ring) {
 		e.AckReq = true
 	}
 	if e.AckReq {
 		s.sinceAck = 0
 	}
-	e.PSN, e.Got, e.done = s.next, 0, false
+	e.PSN, e.Got, e.done, e.sent, e.resent = s.next, 0, false, now, false
 	*s.entry(s.n) = e
 	s.n++
+	s.pkts += int(e.Span)
 	if e.Kind != Data {
 		s.rdAtom++
 	}
@@ -262,6 +351,12 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 
 func (s *Sender) arm(now time.Time) {
 	s.deadline = now.Add(AckTimeout(s.params.Timeout) << s.backoff)
+	s.early = time.Time{}
+	if s.srtt > 0 {
+		if t := now.Add(max(s.srtt+4*s.rttvar, minEarly) << s.earlyBackoff); t.Before(s.deadline) {
+			s.early = t
+		}
+	}
 }
 
 // inWindow reports whether psn names a PSN sent and not acknowledged.
@@ -274,6 +369,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 // not stand for READ data or an atomic result). It reports progress.
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	k := 0
+	var rtt time.Duration
 	for s.n > 0 {
 		e := &s.ring[s.head]
 		if e.Kind == Data && e.PSN.After(psn) || e.Kind != Data && !e.done {
@@ -282,22 +378,28 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		if e.Kind != Data {
 			s.rdAtom--
 		}
+		s.pkts -= int(e.Span - e.Got)
+		if !e.resent {
+			rtt = now.Sub(e.sent)
+		}
 		s.head = (s.head + 1) % len(s.ring)
 		s.n--
 		k++
 		if s.resend > 0 {
-			s.resend--
-		} else if s.resend == 0 {
-			s.resend = -1 // what was to be resent is acknowledged
+			s.resend-- // a go-back-N goes on from the entry that is now head
 		}
 	}
 	if k == 0 {
 		return false
 	}
 	s.alloc.pool.use(-k)
-	s.retries, s.rnrTries, s.backoff = 0, 0, 0
-	if s.resend == 0 && s.n > 0 {
-		s.resendPSN = s.Una()
+	s.grow(k)
+	s.sample(rtt)
+	s.retries, s.rnrTries, s.backoff, s.earlyBackoff = 0, 0, 0, 0
+	if s.n == 0 {
+		s.resend = -1
+	} else if s.resend == 0 && s.resendPSN.Before(s.Una()) {
+		s.resendPSN = s.Una() // what was acknowledged is not sent again
 	}
 	if s.stalled {
 		s.stalled = false
@@ -305,7 +407,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	}
 	switch {
 	case s.n == 0:
-		s.deadline, s.rnrWait = time.Time{}, false
+		s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	case !s.rnrWait: // an RNR wait keeps its own deadline
 		s.arm(now)
 	}
@@ -319,6 +421,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 		if e := s.entry(i); e.contains(psn) {
 			s.resend, s.resendPSN = i, psn
 			s.stats.GoBacks++
+			s.cut(psn)
 			return
 		}
 	}
@@ -373,7 +476,7 @@ func (s *Sender) OnRNR(psn wire.PSN, code uint8, now time.Time) Verdict {
 		return Failed
 	}
 	s.goBack(psn)
-	s.rnrWait = true
+	s.rnrWait, s.early = true, time.Time{}
 	s.deadline = now.Add(time.Duration(wire.RNRTimerMicros(code)) * time.Microsecond)
 	return Accepted
 }
@@ -415,7 +518,8 @@ func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok b
 // says it was the READ's last.
 func (s *Sender) ReadPlaced(e *Entry, last bool, now time.Time) {
 	e.Got++
-	s.retries, s.backoff = 0, 0
+	s.pkts--
+	s.retries, s.backoff, s.earlyBackoff = 0, 0, 0
 	s.arm(now)
 	if last || e.Got == e.Span {
 		e.done = true
@@ -458,7 +562,23 @@ func (s *Sender) Resend() (e *Entry, from wire.PSN, ok bool) {
 		}
 		return nil, 0, false
 	}
+	if s.resend > 0 {
+		// Entries before the cursor were sent again and are in flight:
+		// the rest go as ACKs make room in the window.
+		flight := 0
+		for i := range s.resend {
+			e := s.entry(i)
+			flight += int(e.Span - e.Got)
+		}
+		if flight >= s.Window() {
+			return nil, 0, false
+		}
+	}
 	e = s.entry(s.resend)
+	// A packet sent again asks for an ACK: the packets that asked for the
+	// ones before it may lie beyond the window now, and without an ACK
+	// the recovery would wait for a timer.
+	e.AckReq = true
 	from = e.PSN
 	if s.resendPSN.After(from) && e.contains(s.resendPSN) {
 		from = s.resendPSN
@@ -472,6 +592,7 @@ func (s *Sender) Resend() (e *Entry, from wire.PSN, ok bool) {
 // Resent moves past the entry Resend gave.
 func (s *Sender) Resent() {
 	s.stats.Retransmitted++
+	s.entry(s.resend).resent = true
 	if s.resend++; s.resend >= s.n {
 		s.resend = -1
 	} else {
@@ -486,7 +607,7 @@ func (s *Sender) Resending() bool { return s.resend >= 0 }
 // after a local ACK timeout it goes back to Una, with the timer doubled
 // (up to 16x) until progress, or fails after RetryCnt retries.
 func (s *Sender) Tick(now time.Time) Verdict {
-	if s.failed || s.deadline.IsZero() || now.Before(s.deadline) {
+	if s.failed || s.deadline.IsZero() || now.Before(s.Deadline()) {
 		return Ignored
 	}
 	if s.n == 0 {
@@ -496,6 +617,17 @@ func (s *Sender) Tick(now time.Time) Verdict {
 	if s.rnrWait {
 		s.rnrWait = false
 		s.arm(now)
+		return Accepted
+	}
+	if now.Before(s.deadline) { // the early timer: a lost tail, sent again
+		s.stats.Early++
+		s.earlyBackoff = min(s.earlyBackoff+1, maxBackoff)
+		s.gapAsked = false
+		s.goBack(s.Una())
+		s.early = time.Time{}
+		if t := now.Add(max(s.srtt+4*s.rttvar, minEarly) << s.earlyBackoff); t.Before(s.deadline) {
+			s.early = t
+		}
 		return Accepted
 	}
 	s.stats.Timeouts++
@@ -521,8 +653,8 @@ func (s *Sender) fail(status uint8) {
 // drop frees every entry.
 func (s *Sender) drop() {
 	s.alloc.pool.use(-s.n)
-	s.n, s.head, s.resend, s.rdAtom = 0, 0, -1, 0
-	s.deadline, s.rnrWait = time.Time{}, false
+	s.n, s.head, s.resend, s.rdAtom, s.pkts = 0, 0, -1, 0, 0
+	s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	if s.stalled {
 		s.stalled = false
 	}

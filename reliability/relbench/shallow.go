@@ -1,0 +1,186 @@
+package relbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// ShallowConfig sets a shallow-queue run: several QPs of 64 KiB WRITEs and
+// a READ stream through a link whose queue holds less than their windows.
+type ShallowConfig struct {
+	WriteQPs   int           // QPs sending WRITEs (default 4)
+	Messages   int           // 64 KiB messages per QP (default 200)
+	Reads      int           // 64 KiB READs on one more QP (default 100)
+	LinkGbits  float64       // default 2
+	RTT        time.Duration // added round trip (default 1 ms)
+	QueueBytes int           // the link's queue (default 64 KiB: 16 frames of 4 KiB)
+	MTU        int           // IB MTU enum (default 5)
+}
+
+func (c *ShallowConfig) defaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.WriteQPs, 4)
+	def(&c.Messages, 200)
+	def(&c.Reads, 100)
+	def(&c.QueueBytes, 64<<10)
+	def(&c.MTU, 5)
+	if c.LinkGbits == 0 {
+		c.LinkGbits = 2
+	}
+	if c.RTT == 0 {
+		c.RTT = time.Millisecond
+	}
+}
+
+// ShallowResult is what a shallow-queue run did.
+type ShallowResult struct {
+	Elapsed       time.Duration
+	Gbits         float64 // payload moved, both directions together
+	Sent          uint64  // packets the two NICs sent
+	Retransmitted uint64  // of them sent again: requests from replay entries, READ responses answered again
+	QueueDropped  uint64  // frames the link's queue dropped
+	Timeouts      uint64
+}
+
+// Shallow runs the scenario.
+func Shallow(cfg ShallowConfig) (ShallowResult, error) {
+	cfg.defaults()
+	const msg = 64 << 10
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes})
+	defer pa.Close()
+	defer pb.Close()
+	size := (cfg.WriteQPs + 1) * 16 * msg
+	a, err := open(pa, wire.MAC{2, 0, 0, 0, 2, 1}, "10.49.1.1", size, 0)
+	if a != nil && a.dev != nil {
+		defer a.dev.Close()
+	}
+	if err != nil {
+		return ShallowResult{}, err
+	}
+	b, err := open(pb, wire.MAC{2, 0, 0, 0, 2, 2}, "10.49.1.2", size, 0)
+	if b != nil && b.dev != nil {
+		defer b.dev.Close()
+	}
+	if err != nil {
+		return ShallowResult{}, err
+	}
+	// One QP pair per stream (the first came with open).
+	qas, qbs := []*verbs.QP{a.qp}, []*verbs.QP{b.qp}
+	cqs := []*verbs.CQ{a.cq}
+	for range cfg.WriteQPs {
+		cq, err := a.dev.CreateCQ(1024)
+		if err != nil {
+			return ShallowResult{}, err
+		}
+		qa, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			return ShallowResult{}, err
+		}
+		qb, err := b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.cq, RecvCQ: b.cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			return ShallowResult{}, err
+		}
+		qas, qbs, cqs = append(qas, qa), append(qbs, qb), append(cqs, cq)
+	}
+	for i := range qas {
+		if err := verbs.ConnectRC(qas[i], qbs[i], a.ah, b.ah, cfg.MTU, 14); err != nil {
+			return ShallowResult{}, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(qas))
+	for i := range qas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op, n := verbs.WRRDMAWrite, cfg.Messages
+			if i == 0 {
+				op, n = verbs.WRRDMARead, cfg.Reads
+			}
+			errs[i] = stream(ctx, qas[i], cqs[i], op, n, msg, a.mr, b.mr, uint64(i*16*msg))
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return ShallowResult{}, err
+	}
+	ca, cb := a.dev.NIC().Counters(), b.dev.NIC().Counters()
+	if debugCounters {
+		ca.Each(func(n string, v uint64) { if v > 0 { fmt.Println("a", n, v) } })
+		cb.Each(func(n string, v uint64) { if v > 0 { fmt.Println("b", n, v) } })
+	}
+	total := float64((cfg.WriteQPs*cfg.Messages + cfg.Reads) * msg * 8)
+	return ShallowResult{Elapsed: elapsed, Gbits: total / elapsed.Seconds() / 1e9,
+		Sent:          ca.SentPkts.Load() + cb.SentPkts.Load(),
+		Retransmitted: retransmitted(ca) + retransmitted(cb),
+		QueueDropped:  pa.Link.QueueDropped.Load() + pb.Link.QueueDropped.Load(),
+		Timeouts:      ca.LocalACKTimeouts.Load() + cb.LocalACKTimeouts.Load()}, nil
+}
+
+func retransmitted(c *datapath.Counters) uint64 {
+	return c.RetransmittedPkts.Load() + c.ReadResponsesResent.Load()
+}
+
+// stream runs n messages of op on one QP, 8 in flight, in a 16-message
+// window of the buffers at off.
+func stream(ctx context.Context, qp *verbs.QP, cq *verbs.CQ, op verbs.WROpcode, n, msg int, local, remote *verbs.MR, off uint64) error {
+	posted, done := 0, 0
+	var wc [16]verbs.WC
+	for done < n {
+		for ; posted < n && posted-done < 8; posted++ {
+			o := off + uint64(posted%16*msg)
+			if _, err := qp.PostSend([]verbs.SendWR{{WRID: uint64(posted), Opcode: op, Flags: verbs.SendSignaled,
+				SGL: []verbs.SGE{{Addr: local.Addr + o, Length: uint32(msg), LKey: local.LKey}}, RemoteAddr: remote.Addr + o, RKey: remote.RKey}}); err != nil {
+				return err
+			}
+		}
+		k := cq.Poll(wc[:])
+		for _, w := range wc[:k] {
+			if w.Status != verbs.WCSuccess {
+				return fmt.Errorf("QP %d, work request %d: %v", qp.Num, w.WRID, w.Status)
+			}
+			done++
+		}
+		if k == 0 {
+			if err := cq.Wait(ctx); err != nil {
+				return fmt.Errorf("QP %d: %d of %d done: %w", qp.Num, done, n, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ReportShallow runs the scenario and prints it.
+func ReportShallow(w io.Writer, cfg ShallowConfig) (ShallowResult, error) {
+	cfg.defaults()
+	fmt.Fprintf(w, "%d QPs of 64 KiB WRITEs (%d each) and one of 64 KiB READs (%d), link %.1f Gbit/s, added RTT %v, queue %d KiB\n",
+		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10)
+	r, err := Shallow(cfg)
+	if err != nil {
+		return r, err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "time\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\ttimeouts\t")
+	fmt.Fprintf(tw, "%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t\n", r.Elapsed.Round(time.Millisecond), r.Gbits, r.Gbits/cfg.LinkGbits,
+		r.Sent, r.Retransmitted, 100*float64(r.Retransmitted)/float64(max(r.Sent, 1)), r.QueueDropped, r.Timeouts)
+	tw.Flush()
+	return r, nil
+}
