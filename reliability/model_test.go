@@ -91,7 +91,7 @@ func (m *model) send() {
 		free := m.s.Free()
 		g := &m.msgs[m.sentUpTo]
 		if !m.s.CanSend(g.kind, m.now) {
-			if free > 0 && m.s.InFlight() < m.s.Window() && !m.s.Resending() && !m.s.Waiting() && g.kind == reliability.Data {
+			if free > 0 && m.s.InFlight() < m.s.Window() && !m.s.Resending() && !m.s.Waiting() && g.kind == reliability.Data && !m.now.Before(m.s.PaceAt()) {
 				if f, _ := m.s.Failed(); !f {
 					m.t.Fatalf("the gate refused with %d free entries", free)
 				}
@@ -123,7 +123,7 @@ func (m *model) wireRequest(g *msg, from wire.PSN) {
 // resend sends up to burst retransmissions.
 func (m *model) resend(burst int) {
 	for range burst {
-		e, from, ok := m.s.Resend()
+		e, from, ok := m.s.Resend(m.now)
 		if !ok {
 			return
 		}
@@ -132,7 +132,7 @@ func (m *model) resend(burst int) {
 			m.t.Fatalf("resend of message %d from PSN %d, its entry at %d span %d", e.WQE, from, e.PSN, e.Span)
 		}
 		m.wireRequest(g, from)
-		m.s.Resent()
+		m.s.Resent(m.now)
 	}
 }
 
@@ -347,6 +347,9 @@ func (m *model) drain() {
 	for i := 0; m.completed < len(m.msgs); i++ {
 		if i > 100000 {
 			m.t.Fatalf("no progress: %d of %d messages complete, %d admitted, Una %d", m.completed, len(m.msgs), m.sentUpTo, m.s.Una())
+		}
+		if p := m.s.PaceAt(); m.now.Before(p) {
+			m.now = p // time passes for pacing
 		}
 		m.send()
 		m.resend(8)

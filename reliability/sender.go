@@ -165,12 +165,43 @@ type Sender struct {
 	srtt, rttvar time.Duration
 	early        time.Time
 	earlyBackoff uint
+
+	// Pacing: packets go out no faster than the window per round trip
+	// (times paceGain), with a burst of paceBurst allowed, so that a
+	// window does not land on the path's queue at once.
+	paceAt time.Time // when the next packet may go
+}
+
+// Pacing parameters: the rate is paceGain windows per round trip; up to
+// paceBurst packets may go back to back.
+const (
+	paceGain  = 1.25
+	paceBurst = 4
+)
+
+// PaceAt is when pacing lets the next packet go; CanSend answers false
+// before it. Zero before the first round-trip sample (no pacing yet).
+func (s *Sender) PaceAt() time.Time { return s.paceAt }
+
+// paced reports whether pacing holds a packet at now.
+func (s *Sender) paced(now time.Time) bool { return !s.paceAt.IsZero() && now.Before(s.paceAt) }
+
+// spend moves the pacing clock on by one packet.
+func (s *Sender) spend(now time.Time) {
+	if s.srtt == 0 {
+		return
+	}
+	gap := time.Duration(float64(s.srtt) / (paceGain * float64(s.Window())))
+	if floor := now.Add(-paceBurst * gap); s.paceAt.Before(floor) {
+		s.paceAt = floor // idle time buys at most a burst
+	}
+	s.paceAt = s.paceAt.Add(gap)
 }
 
 // minEarly bounds the early retransmission timer from below: an engine
 // on a loaded host answers late by a few milliseconds, and a spurious
 // early retransmission costs a window of duplicates.
-const minEarly = 4 * time.Millisecond
+const minEarly = MinTimeout
 
 // initialWindow is the congestion window a sender starts with, in
 // packets (as TCP's initial window).
@@ -306,7 +337,7 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool {
 		return false
 	}
 	if s.n < len(s.ring) {
-		return s.pkts < s.Window() // else the congestion window holds it
+		return s.pkts < s.Window() && !s.paced(now) // else the congestion window or pacing holds it
 	}
 	if !s.stalled {
 		s.stalled, s.stallSince = true, now
@@ -338,6 +369,7 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	*s.entry(s.n) = e
 	s.n++
 	s.pkts += int(e.Span)
+	s.spend(now)
 	if e.Kind != Data {
 		s.rdAtom++
 	}
@@ -555,11 +587,14 @@ func (s *Sender) AtomicPlaced(e *Entry, now time.Time) {
 // from (a READ's first response not yet placed); ok is false when
 // nothing is pending or the sender waits out an RNR NAK. Call Resent
 // after sending it.
-func (s *Sender) Resend() (e *Entry, from wire.PSN, ok bool) {
+func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 	if s.failed || s.rnrWait || s.resend < 0 || s.resend >= s.n {
 		if s.resend >= s.n {
 			s.resend = -1
 		}
+		return nil, 0, false
+	}
+	if s.paced(now) {
 		return nil, 0, false
 	}
 	if s.resend > 0 {
@@ -590,7 +625,8 @@ func (s *Sender) Resend() (e *Entry, from wire.PSN, ok bool) {
 }
 
 // Resent moves past the entry Resend gave.
-func (s *Sender) Resent() {
+func (s *Sender) Resent(now time.Time) {
+	s.spend(now)
 	s.stats.Retransmitted++
 	s.entry(s.resend).resent = true
 	if s.resend++; s.resend >= s.n {

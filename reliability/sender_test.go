@@ -128,7 +128,7 @@ func TestResend(t *testing.T) {
 	}
 	var got []uint32
 	for {
-		e, from, ok := s.Resend()
+		e, from, ok := s.Resend(t0)
 		if !ok {
 			break
 		}
@@ -136,13 +136,13 @@ func TestResend(t *testing.T) {
 			t.Errorf("WQE %d resent from %d, its PSN %d", e.WQE, from, e.PSN)
 		}
 		got = append(got, e.WQE)
-		s.Resent()
+		s.Resent(t0)
 	}
 	if len(got) != 3 || got[0] != 2 || got[2] != 4 {
 		t.Errorf("resent WQEs %v, want [2 3 4]", got)
 	}
 	s.OnRNR(103, 3, t0) // 30 us
-	if _, _, ok := s.Resend(); ok || !s.Waiting() || s.CanSend(reliability.Data, t0) {
+	if _, _, ok := s.Resend(t0); ok || !s.Waiting() || s.CanSend(reliability.Data, t0) {
 		t.Fatal("an RNR NAK did not hold the sender")
 	}
 	if s.Tick(t0.Add(29*time.Microsecond)) != reliability.Ignored {
@@ -151,7 +151,7 @@ func TestResend(t *testing.T) {
 	if s.Tick(t0.Add(30*time.Microsecond)) != reliability.Accepted || s.Waiting() {
 		t.Fatal("the RNR wait did not end at its timer")
 	}
-	if e, _, ok := s.Resend(); !ok || e.WQE != 3 {
+	if e, _, ok := s.Resend(t0); !ok || e.WQE != 3 {
 		t.Errorf("after the RNR wait: resend %v", ok)
 	}
 }
@@ -178,11 +178,11 @@ func TestTimeouts(t *testing.T) {
 		if v := s.Tick(now); v != reliability.Accepted {
 			t.Fatalf("timeout %d: %v", i+1, v)
 		}
-		if e, _, ok := s.Resend(); !ok || e.PSN != 100 {
+		if e, _, ok := s.Resend(t0); !ok || e.PSN != 100 {
 			t.Fatalf("timeout %d: no go-back to Una", i+1)
 		}
-		for _, _, ok := s.Resend(); ok; _, _, ok = s.Resend() {
-			s.Resent()
+		for _, _, ok := s.Resend(t0); ok; _, _, ok = s.Resend(t0) {
+			s.Resent(t0)
 		}
 	}
 	if s.OnAck(100, now) != reliability.Accepted || s.Deadline().Sub(now) != base {
@@ -227,15 +227,15 @@ func TestReadResponses(t *testing.T) {
 	if _, _, ok := s.ReadSlot(103, t0); ok {
 		t.Fatal("a response past a gap was placed")
 	}
-	if e, from, ok := s.Resend(); !ok || e.WQE != 1 || from != 102 {
+	if e, from, ok := s.Resend(t0); !ok || e.WQE != 1 || from != 102 {
 		t.Fatalf("the gap asks again from %d (%v), want 102", from, ok)
 	}
-	s.Resent()
-	s.Resent() // and the atomic after it
+	s.Resent(t0)
+	s.Resent(t0) // and the atomic after it
 	if _, _, ok := s.ReadSlot(104, t0); ok {
 		t.Fatal("placed past the gap")
 	}
-	if _, _, ok := s.Resend(); ok {
+	if _, _, ok := s.Resend(t0); ok {
 		t.Fatal("a second gap request before the timer")
 	}
 	for psn := wire.PSN(102); psn <= 104; psn++ {

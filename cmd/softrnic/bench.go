@@ -29,6 +29,8 @@ var benchmarks = []struct {
 	{"cache", "GCCache against the blocking baseline: latency, head-of-line blocking, host fetches, throughput", runBenchCache},
 	{"write", "RDMA WRITE throughput over a veth pair beside the raw xsk frame rate (root)", runBenchWrite},
 	{"replay", "one QP's throughput for each replay allocation beside min(link, allocation x MTU / RTT)", runBenchReplay},
+	{"loss", "WRITE and READ goodput under random loss, as a fraction of lossless (go-back-N)", runBenchLoss},
+	{"shallow", "4 WRITE QPs and a READ stream through a queue shallower than their windows", runBenchShallow},
 }
 
 func benchUsage(w io.Writer) {
@@ -198,6 +200,53 @@ func runBenchReplay(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "\nevery row within 20 % of its prediction")
 	}
 	return nil
+}
+
+// runBenchLoss is `softrnic bench loss`.
+func runBenchLoss(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench loss", "bench loss [flags]",
+		"One RC QP's 64 KiB WRITE and READ goodput over the in-memory port losing\nframes at random, as a fraction of the lossless goodput.\n")
+	rates := fs.String("l", "0,0.1,1,5", "loss rates in percent, comma-separated")
+	n := fs.Int("n", 300, "messages per cell")
+	rtt := fs.Duration("rtt", 200*time.Microsecond, "added round trip")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	cfg := relbench.LossConfig{Messages: *n, RTT: *rtt}
+	for _, r := range strings.Split(*rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v < 0 || v >= 100 {
+			return badValue("-l: bad loss rate %q", r)
+		}
+		cfg.Rates = append(cfg.Rates, v/100)
+	}
+	if *n < 1 || *rtt <= 0 {
+		return badValue("-n and -rtt must be positive")
+	}
+	return relbench.ReportLoss(stdout, cfg)
+}
+
+// runBenchShallow is `softrnic bench shallow`.
+func runBenchShallow(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench shallow", "bench shallow [flags]",
+		"Four QPs of 64 KiB WRITEs and one of 64 KiB READs between two NICs through a\nlink whose queue holds less than their windows: time, goodput, retransmissions.\n")
+	queue := fs.Int("queue", 64<<10, "the link's queue in bytes")
+	rtt := fs.Duration("rtt", time.Millisecond, "added round trip")
+	link := fs.Float64("link", 2, "link rate each way, Gbit/s")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *queue < 1 || *rtt <= 0 || *link <= 0 {
+		return badValue("-queue, -rtt and -link must be positive")
+	}
+	_, err := relbench.ReportShallow(stdout, relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link})
+	return err
 }
 
 func runBenchWrite(args []string, stdout io.Writer) error {

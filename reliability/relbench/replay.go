@@ -72,8 +72,6 @@ type Row struct {
 // (Ethernet, IPv4, UDP, BTH, ICRC; a first WRITE packet adds a RETH).
 const frameOverhead = 14 + 20 + 8 + 12 + 4
 
-var debugCounters = true
-
 // Run measures the round trip with one entry, then every allocation; it
 // returns the round trip and the rows.
 func Run(cfg Config) (time.Duration, []Row, error) {
@@ -206,10 +204,6 @@ func measure(cfg Config, alloc int, rtt time.Duration) (Row, error) {
 		Stalls:        c.ReplayStalls.Load() - stalls0,
 		Retransmitted: c.RetransmittedPkts.Load() - re0}
 	r.StalledPercent = 100 * float64(c.ReplayStalledNs.Load()-stalled0) / float64(elapsed.Nanoseconds())
-	if debugCounters {
-		c.Each(func(n string, v uint64) { if v > 0 { fmt.Println("a", n, v) } })
-		b.dev.NIC().Counters().Each(func(n string, v uint64) { if v > 0 { fmt.Println("b", n, v) } })
-	}
 	// Let the posted WRITEs finish before the devices close.
 	for drained := done; drained < posted; {
 		k := a.cq.Poll(wc[:])

@@ -123,10 +123,6 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 		return ShallowResult{}, err
 	}
 	ca, cb := a.dev.NIC().Counters(), b.dev.NIC().Counters()
-	if debugCounters {
-		ca.Each(func(n string, v uint64) { if v > 0 { fmt.Println("a", n, v) } })
-		cb.Each(func(n string, v uint64) { if v > 0 { fmt.Println("b", n, v) } })
-	}
 	total := float64((cfg.WriteQPs*cfg.Messages + cfg.Reads) * msg * 8)
 	return ShallowResult{Elapsed: elapsed, Gbits: total / elapsed.Seconds() / 1e9,
 		Sent:          ca.SentPkts.Load() + cb.SentPkts.Load(),

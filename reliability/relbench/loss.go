@@ -1,0 +1,126 @@
+package relbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// LossConfig sets a loss run: one QP of 64 KiB WRITEs, then one of 64 KiB
+// READs, over a link that loses frames at random, at each loss rate.
+type LossConfig struct {
+	Rates     []float64     // loss probabilities per frame (default 0, 0.001, 0.01, 0.05)
+	Messages  int           // messages per cell (default 300)
+	RTT       time.Duration // added round trip (default 200 us)
+	LinkGbits float64       // default 2
+	MTU       int           // IB MTU enum (default 5)
+}
+
+func (c *LossConfig) defaults() {
+	if len(c.Rates) == 0 {
+		c.Rates = []float64{0, 0.001, 0.01, 0.05}
+	}
+	if c.Messages == 0 {
+		c.Messages = 300
+	}
+	if c.RTT == 0 {
+		c.RTT = 200 * time.Microsecond
+	}
+	if c.LinkGbits == 0 {
+		c.LinkGbits = 2
+	}
+	if c.MTU == 0 {
+		c.MTU = 5
+	}
+}
+
+// LossRow is one loss rate's result for one operation.
+type LossRow struct {
+	Op            string
+	Loss          float64
+	Gbits         float64
+	OfLossless    float64 // Gbits over the same operation's lossless goodput
+	Retransmitted uint64
+	Sent          uint64
+}
+
+// Loss measures every cell: goodput at each loss rate as a fraction of
+// the lossless goodput, with go-back-N recovery.
+func Loss(cfg LossConfig) ([]LossRow, error) {
+	cfg.defaults()
+	var rows []LossRow
+	for _, op := range []verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMARead} {
+		base := 0.0
+		for _, rate := range cfg.Rates {
+			r, err := lossCell(cfg, op, rate)
+			if err != nil {
+				return rows, fmt.Errorf("%v at %.1f%% loss: %w", op, 100*rate, err)
+			}
+			if rate == 0 || base == 0 {
+				base = r.Gbits
+			}
+			r.OfLossless = r.Gbits / base
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64) (LossRow, error) {
+	const msg = 64 << 10
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, Loss: rate, Seed: 42})
+	defer pa.Close()
+	defer pb.Close()
+	a, err := open(pa, wire.MAC{2, 0, 0, 0, 3, 1}, "10.49.2.1", 16*msg, 0)
+	if a != nil && a.dev != nil {
+		defer a.dev.Close()
+	}
+	if err != nil {
+		return LossRow{}, err
+	}
+	b, err := open(pb, wire.MAC{2, 0, 0, 0, 3, 2}, "10.49.2.2", 16*msg, 0)
+	if b != nil && b.dev != nil {
+		defer b.dev.Close()
+	}
+	if err != nil {
+		return LossRow{}, err
+	}
+	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, cfg.MTU, 14); err != nil {
+		return LossRow{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := stream(ctx, a.qp, a.cq, op, cfg.Messages, msg, a.mr, b.mr, 0); err != nil {
+		return LossRow{}, err
+	}
+	elapsed := time.Since(start)
+	ca, cb := a.dev.NIC().Counters(), b.dev.NIC().Counters()
+	name := "WRITE"
+	if op == verbs.WRRDMARead {
+		name = "READ"
+	}
+	return LossRow{Op: name, Loss: rate, Gbits: float64(cfg.Messages*msg*8) / elapsed.Seconds() / 1e9,
+		Retransmitted: retransmitted(ca) + retransmitted(cb), Sent: ca.SentPkts.Load() + cb.SentPkts.Load()}, nil
+}
+
+// ReportLoss runs the cells and prints the table.
+func ReportLoss(w io.Writer, cfg LossConfig) error {
+	cfg.defaults()
+	fmt.Fprintf(w, "One RC QP, %d messages of 64 KiB per cell, IB MTU %d, added RTT %v, link %.1f Gbit/s, random loss; go-back-N recovery\n",
+		cfg.Messages, 128<<cfg.MTU, cfg.RTT, cfg.LinkGbits)
+	rows, err := Loss(cfg)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tloss %\tGbit/s\tof lossless\tpackets sent\tretransmitted\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.2f\t%d\t%d\t\n", r.Op, 100*r.Loss, r.Gbits, r.OfLossless, r.Sent, r.Retransmitted)
+	}
+	tw.Flush()
+	return err
+}

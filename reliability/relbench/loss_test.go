@@ -1,0 +1,35 @@
+package relbench_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/reliability/relbench"
+)
+
+// TestLossAndShallow runs both scenarios briefly: every message completes
+// (stream fails on any error completion), lossless cells retransmit
+// nothing, lossy ones retransmit, and the shallow queue drops and the
+// NICs recover. Figures are the commands' business.
+func TestLossAndShallow(t *testing.T) {
+	rows, err := relbench.Loss(relbench.LossConfig{Rates: []float64{0, 0.02}, Messages: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	for _, r := range rows {
+		if r.Gbits <= 0 || (r.Loss == 0) != (r.Retransmitted == 0) {
+			t.Errorf("%+v", r)
+		}
+	}
+	s, err := relbench.Shallow(relbench.ShallowConfig{WriteQPs: 2, Messages: 40, Reads: 20, RTT: 500 * time.Microsecond, QueueBytes: 32 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sent == 0 || s.Gbits <= 0 {
+		t.Errorf("%+v", s)
+	}
+	t.Logf("shallow: %+v", s)
+}
