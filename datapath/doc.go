@@ -10,20 +10,29 @@
 //	host (verbs)                       engine goroutine (one per queue)
 //	────────────                       ───────────────────
 //	PostSend ─ WQE in SQ ─ doorbell ──► request: fetch WQE (DMA), segment by
-//	                                     PMTU, PSNs, window ─► TX batch ─► Port
+//	                                     PMTU ─► reliability gate (Sender:
+//	                                     replay entry, window, pacing) ─►
+//	                                     TX batch ─► Port
 //	PostRecv ─ WQE in RQ ─ doorbell ──► (receive doorbells, taken in by the
 //	                                     responder when a SEND needs a WQE)
 //	                       Port ─► RX batch ─► parse + ICRC ─► QPC in cache?
 //	                                     │ miss: park the QP's packets in order
 //	                                     ▼ hit
-//	                            requests ──► respond: PSN check, MPT/MTT access
-//	                                     checks, scatter (DMA), READ responses
-//	                                     paced per QP, atomics, ACK/NAK/RNR
-//	                            responses ─► completeResponse: retire in order,
-//	                                     READ/atomic data, go-back-N, RNR wait
+//	                            requests ──► respond: Receiver classifies the
+//	                                     PSN (new, duplicate, out of
+//	                                     sequence); MPT/MTT access checks,
+//	                                     scatter (DMA), READ responses paced
+//	                                     per QP, atomics, ACK/NAK/RNR
+//	                            responses ─► completeResponse: the Sender
+//	                                     retires, goes back or fails; READ
+//	                                     data and atomic results placed
 //	PollCQ ◄─ CQE in CQ ring ◄── complete (DMA) ◄─┘
-//	                            timers ─► expire: retransmit from the oldest
-//	                                     unacknowledged PSN, or fail the QP
+//	                            timers ─► tick: the Sender's local ACK,
+//	                                     early-retransmission and RNR timers
+//
+// All of RC's recovery (the PSN window, replay entries, ACK/NAK/RNR
+// handling, timers, duplicate detection) is package reliability's; the
+// engine acts on what its Sender and Receiver decide.
 //
 // Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
 // GCCache, and host memory only through the host.DMA engine. A received
