@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache bench-write fuzz generate demo interop perf-veth clean
+.PHONY: help build test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -35,6 +35,11 @@ bench-cache: build ## GCCache against the blocking baseline: latency, head-of-li
 
 bench-write: build ## RDMA WRITE 64 KiB throughput over a veth pair beside the raw xsk frame rate (root)
 	./bin/softrnic bench write
+
+bench-reliability: build ## replay allocation vs throughput, a shallow queue, random loss (in-memory port)
+	./bin/softrnic bench replay
+	./bin/softrnic bench shallow
+	./bin/softrnic bench loss
 
 # A run that ends only in "context deadline exceeded" (the go fuzzer's
 # shutdown at -fuzztime racing a busy worker, with no failing input) is run
