@@ -165,9 +165,7 @@ func (n *engine) send(f *wire.FrameFields) {
 	fr := n.tx[n.txN : n.txN+1]
 	for n.port.Alloc(fr) == 0 {
 		n.flushTX()
-		if fl, ok := n.port.(interface{ Flush() }); ok {
-			fl.Flush()
-		}
+		n.port.Flush()
 	}
 	k, err := wire.Encode(fr[0].Data, f)
 	if err != nil {
@@ -191,9 +189,7 @@ func (n *engine) flushTX() {
 			break
 		}
 		if k == 0 {
-			if fl, ok := n.port.(interface{ Flush() }); ok {
-				fl.Flush()
-			}
+			n.port.Flush()
 		}
 	}
 	n.counters.SentPkts.Add(uint64(min(sent, n.txN)))

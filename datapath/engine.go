@@ -153,7 +153,6 @@ func (e *engine) run() {
 	runtime.LockOSThread()
 	defer close(e.done)
 	frames := make([]Frame, 32)
-	flusher, _ := e.port.(interface{ Flush() })
 	for {
 		select {
 		case <-e.stop:
@@ -184,9 +183,7 @@ func (e *engine) run() {
 			busy = true
 		}
 		e.flushTX()
-		if flusher != nil {
-			flusher.Flush()
-		}
+		e.port.Flush()
 		if len(e.timers) > 0 {
 			if now := time.Now(); now.Sub(e.lastTick) > 200*time.Microsecond {
 				e.lastTick = now

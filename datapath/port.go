@@ -48,6 +48,9 @@ type Port interface {
 	// may be called from any goroutine: it is how a doorbell reaches an
 	// engine asleep on its port.
 	Wake()
+	// Flush makes the port transmit what Send queued, for ports that
+	// queue (AF_XDP kicks the kernel); others do nothing.
+	Flush()
 	// MaxFrameLen is the largest frame the port can send or receive.
 	MaxFrameLen() int
 	// Stats returns the port's counters.

@@ -87,7 +87,10 @@ func (n *engine) request(qpn uint32) {
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
 		if q.Type == qptRC && !r.snd.CanSend(kindOf(in.wqe.Opcode), now) {
-			return // the gate: no replay entry free, a READ/atomic limit, an RNR wait
+			if r.snd.PaceAt().After(now) {
+				n.later(qpn, r) // pacing: the engine comes back to it
+			}
+			return // the gate: no replay entry free, the window, pacing, a READ/atomic limit, an RNR wait
 		}
 		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) &&
 			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
@@ -131,13 +134,13 @@ func (n *engine) request(qpn uint32) {
 // A QP with more left goes on the engine's list and continues next pass.
 func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 	for range resendBurst {
-		e, from, ok := r.snd.Resend()
+		e, from, ok := r.snd.Resend(n.clock())
 		if !ok {
 			break
 		}
 		in := r.inflightOf(e.WQE)
 		if in == nil || !in.started {
-			r.snd.Resent() // already completed (cannot happen: the sender holds its entry)
+			r.snd.Resent(n.clock()) // already completed (cannot happen: the sender holds its entry)
 			continue
 		}
 		k := int(from.Diff(in.firstPSN))
@@ -145,17 +148,23 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 			n.fail(qpn, q, r, wcLocProtErr)
 			return false
 		}
-		r.snd.Resent()
+		r.snd.Resent(n.clock())
 		n.counters.RetransmittedPkts.Add(1)
 	}
 	if r.snd.Resending() {
-		if !r.resending {
-			r.resending = true
-			n.resenders = append(n.resenders, qpn)
-		}
+		n.later(qpn, r)
 		return false
 	}
 	return true
+}
+
+// later puts a QP on the engine's list of QPs to come back to on its next
+// pass: retransmissions left beyond a burst, or packets pacing holds.
+func (n *engine) later(qpn uint32, r *qpRun) {
+	if !r.resending {
+		r.resending = true
+		n.resenders = append(n.resenders, qpn)
+	}
 }
 
 // pumpResends continues the retransmissions of the QPs that had more

@@ -180,9 +180,6 @@ func (b *bench) openUDP(ns *topo.Namespace, end topo.End) (datapath.Port, func()
 	return p, func() { p.Close() }, nil
 }
 
-// flusher is a port that can be nudged to transmit what it queued.
-type flusher interface{ Flush() }
-
 // runPorts sends frames from a port in a to a port in b.
 func (b *bench) runPorts(r Result, open opener) Result {
 	l := b.spec.Links[0]
@@ -239,9 +236,7 @@ func (b *bench) runPorts(r Result, open opener) Result {
 			tx.Free(bufs[m:n])
 			allocFrames.Add(uint64(m))
 			if m == 0 {
-				if f, ok := tx.(flusher); ok {
-					f.Flush()
-				}
+				tx.Flush()
 				runtime.Gosched()
 			}
 		}

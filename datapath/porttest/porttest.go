@@ -298,6 +298,9 @@ func (p *Port) Wake() {
 	}
 }
 
+// Flush implements datapath.Port: Send delivers at once, nothing waits.
+func (p *Port) Flush() {}
+
 // MaxFrameLen implements datapath.Port.
 func (p *Port) MaxFrameLen() int { return p.cfg.MaxFrameLen }
 

@@ -125,10 +125,3 @@ func (t *Tap) Wait(timeout time.Duration) error {
 	}
 	return t.Port.Wait(timeout)
 }
-
-// Flush passes a Flush on to the wrapped port, if it has one.
-func (t *Tap) Flush() {
-	if f, ok := t.Port.(interface{ Flush() }); ok {
-		f.Flush()
-	}
-}

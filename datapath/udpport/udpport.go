@@ -113,6 +113,9 @@ func (p *Port) setup(family int) error {
 	return nil
 }
 
+// Flush implements datapath.Port: Send writes at once, nothing waits.
+func (p *Port) Flush() {}
+
 // MaxFrameLen implements datapath.Port.
 func (p *Port) MaxFrameLen() int { return p.cfg.MaxFrameLen }
 
