@@ -16,7 +16,7 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 		return
 	}
 	r := &n.qps[qpn]
-	if q.Type != qptRC || !r.sndStarted || r.errored {
+	if q.Type != host.QPTRC || !r.sndStarted || r.errored {
 		return // nothing was sent that could be answered
 	}
 	defer n.senderStats(r)
@@ -79,7 +79,7 @@ func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet
 		return reliability.Accepted
 	}
 	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], k*uint32(mtu), p.Payload()) {
-		n.local(qpn, q, r, wcLocProtErr)
+		n.local(qpn, q, r, host.WCLocProtErr)
 		return reliability.Accepted
 	}
 	r.snd.ReadPlaced(e, last, n.clock())
@@ -99,7 +99,7 @@ func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Pack
 	var orig [8]byte
 	le.PutUint64(orig[:], p.AtomicAckETH().OrigData())
 	if !n.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], 0, orig[:]) {
-		n.local(qpn, q, r, wcLocProtErr)
+		n.local(qpn, q, r, host.WCLocProtErr)
 		return reliability.Accepted
 	}
 	r.snd.AtomicPlaced(e, n.clock())
@@ -117,7 +117,7 @@ func (n *engine) retire(qpn uint32, q *host.QPCEntry, r *qpRun) {
 		if !in.started || !in.lastPSN.Before(una) {
 			break
 		}
-		n.finish(qpn, q, in, wcSuccess)
+		n.finish(qpn, q, in, host.WCSuccess)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
 		r.ifN--
 		r.sendIdx--
@@ -149,7 +149,7 @@ func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 		in.signaled = true // errors always complete
 		st := status
 		if !first {
-			st = wcWRFlushErr
+			st = host.WCWRFlushErr
 		}
 		n.finish(qpn, q, in, st)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
@@ -164,7 +164,7 @@ func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 			continue
 		}
 		in.wqe.Decode(n.wqe[:])
-		n.finish(qpn, q, &in, wcWRFlushErr)
+		n.finish(qpn, q, &in, host.WCWRFlushErr)
 	}
 }
 

@@ -9,24 +9,6 @@ import (
 	"github.com/softrnic/softrnic/host"
 )
 
-// Access flags as the verbs API numbers them (IBV_ACCESS_*).
-const (
-	accessLocalWrite   = 1
-	accessRemoteWrite  = 2
-	accessRemoteRead   = 4
-	accessRemoteAtomic = 8
-)
-
-// QP states and types as the verbs API numbers them.
-const (
-	qpsRTR = 2
-	qpsRTS = 3
-	qpsErr = 6
-	qptRC  = 2
-	qptUC  = 3
-	qptUD  = 4
-)
-
 // ctx copies entry idx of a context type into dst through its cache. On a
 // miss it waits for the fetch. Packets avoid this wait where it matters:
 // receive parks a QP whose QPC, CQ or SRQ context, or the MPT entry or MTT

@@ -87,39 +87,6 @@ type inflight struct {
 	started  bool // its first packet has been admitted: firstPSN and lastPSN hold
 }
 
-// Work completion opcodes and statuses as verbs numbers them.
-const (
-	wcSend          = 0
-	wcRDMAWrite     = 1
-	wcRDMARead      = 2
-	wcCompSwap      = 3
-	wcFetchAdd      = 4
-	wrAtomicCAS     = 5
-	wrAtomicFAA     = 6
-	wcRecv          = 128
-	wcRecvRDMAImm   = 129
-	wcSuccess       = 0
-	wcLocLenErr     = 1
-	wcLocQPOpErr    = 2
-	wcLocProtErr    = 4
-	wcWRFlushErr    = 5
-	wcRemInvReqErr  = 9
-	wcRemAccessErr  = 10
-	wcRemOpErr      = 11
-	wcRetryExcErr   = 12
-	wcRNRRetryExcEr = 13
-	wcFlagGRH       = 1
-	wcFlagImm       = 2
-	wcFlagInv       = 8
-	wrRDMAWrite     = 0
-	wrRDMAWriteImm  = 1
-	wrSend          = 2
-	wrSendImm       = 3
-	wrRDMARead      = 4
-	wrSendInv       = 9
-	sendFlagSignald = 2
-)
-
 func pmtu(q *host.QPCEntry) int {
 	if q.MTU >= 1 && q.MTU <= 5 {
 		return 128 << q.MTU

@@ -23,21 +23,21 @@ const resendBurst = 16
 // the bytes).
 func (n *engine) request(qpn uint32) {
 	var q host.QPCEntry
-	if !n.qpc(qpn, &q) || q.State != qpsRTS || q.SQSize == 0 {
+	if !n.qpc(qpn, &q) || q.State != host.QPSRTS || q.SQSize == 0 {
 		return
 	}
 	r := &n.qps[qpn]
-	if q.Type == qptRC && r.alloc.Len() == 0 && !r.sndStarted {
+	if q.Type == host.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := n.openQP(qpn, r, 0); err != nil {
 			r.startSender(&q)
-			n.fail(qpn, &q, r, wcLocQPOpErr)
+			n.fail(qpn, &q, r, host.WCLocQPOpErr)
 			return
 		}
 	}
 	r.startSender(&q)
 	if r.errored { // a QP in error flushes what is posted to it
-		n.fail(qpn, &q, r, wcWRFlushErr)
+		n.fail(qpn, &q, r, host.WCWRFlushErr)
 		return
 	}
 	if r.sqWaiting {
@@ -46,7 +46,7 @@ func (n *engine) request(qpn uint32) {
 	defer n.senderStats(r)
 	mtu := pmtu(&q)
 	now := n.clock()
-	if q.Type == qptRC && !n.resend(qpn, &q, r, mtu) {
+	if q.Type == host.QPTRC && !n.resend(qpn, &q, r, mtu) {
 		return
 	}
 	for !r.errored {
@@ -68,8 +68,8 @@ func (n *engine) request(qpn uint32) {
 			if in.wqe.InlineLen > 0 {
 				in.length = in.wqe.InlineLen
 			}
-			in.signaled = in.wqe.Flags&sendFlagSignald != 0
-			if q.Type == qptUD { // one datagram, completed once sent
+			in.signaled = in.wqe.Flags&host.SendSignaled != 0
+			if q.Type == host.QPTUD { // one datagram, completed once sent
 				n.finish(qpn, &q, &in, n.sendUD(qpn, &q, r, &in, mtu))
 				continue
 			}
@@ -77,22 +77,22 @@ func (n *engine) request(qpn uint32) {
 			if isAtomic(in.wqe.Opcode) {
 				in.packets, in.length = 1, 8
 			}
-			if !supported(in.wqe.Opcode) || q.Type == qptUC && (in.wqe.Opcode == wrRDMARead || isAtomic(in.wqe.Opcode)) {
+			if !supported(in.wqe.Opcode) || q.Type == host.QPTUC && (in.wqe.Opcode == host.WRRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
 				n.track(r, in)
-				n.fail(qpn, &q, r, wcLocQPOpErr)
+				n.fail(qpn, &q, r, host.WCLocQPOpErr)
 				return
 			}
 			n.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		if q.Type == qptRC && !r.snd.CanSend(kindOf(in.wqe.Opcode), now) {
+		if q.Type == host.QPTRC && !r.snd.CanSend(kindOf(in.wqe.Opcode), now) {
 			if r.snd.PaceAt().After(now) {
 				n.later(qpn, r) // pacing: the engine comes back to it
 			}
 			return // the gate: no replay entry free, the window, pacing, a READ/atomic limit, an RNR wait
 		}
-		if in.wqe.Opcode != wrRDMARead && !isAtomic(in.wqe.Opcode) &&
+		if in.wqe.Opcode != host.WRRDMARead && !isAtomic(in.wqe.Opcode) &&
 			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
 			n.counters.SendWaits.Add(1)
@@ -100,7 +100,7 @@ func (n *engine) request(qpn uint32) {
 		}
 		k := r.sendPkt
 		ackReq := false
-		if q.Type == qptRC {
+		if q.Type == host.QPTRC {
 			var psn wire.PSN
 			psn, ackReq = r.snd.Admit(entryOf(in, k, mtu), now)
 			if k == 0 {
@@ -114,13 +114,13 @@ func (n *engine) request(qpn uint32) {
 			r.psn = in.lastPSN.Next()
 		}
 		if !n.sendPacket(&q, r, in, k, mtu, ackReq) {
-			n.fail(qpn, &q, r, wcLocProtErr)
+			n.fail(qpn, &q, r, host.WCLocProtErr)
 			return
 		}
-		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == wrRDMARead {
+		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == host.WRRDMARead {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
-			if q.Type == qptUC { // unreliable: complete as soon as it is sent
-				n.finish(qpn, &q, in, wcSuccess)
+			if q.Type == host.QPTUC { // unreliable: complete as soon as it is sent
+				n.finish(qpn, &q, in, host.WCSuccess)
 				r.ifHead = (r.ifHead + 1) % len(r.inflight)
 				r.ifN--
 				r.sendIdx--
@@ -145,7 +145,7 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 		}
 		k := int(from.Diff(in.firstPSN))
 		if !n.sendPacket(q, r, in, k, mtu, e.AckReq) {
-			n.fail(qpn, q, r, wcLocProtErr)
+			n.fail(qpn, q, r, host.WCLocProtErr)
 			return false
 		}
 		r.snd.Resent(n.clock())
@@ -195,7 +195,7 @@ func (r *qpRun) inflightOf(idx uint32) *inflight {
 // kindOf is what retires a packet of a work request of opcode op.
 func kindOf(op uint8) reliability.Kind {
 	switch {
-	case op == wrRDMARead:
+	case op == host.WRRDMARead:
 		return reliability.Read
 	case isAtomic(op):
 		return reliability.Atomic
@@ -212,7 +212,7 @@ func entryOf(in *inflight, k, mtu int) reliability.Entry {
 		e.Span, e.Length, e.Opcode = uint32(in.packets), in.length, wire.RCRDMAReadRequest
 	case reliability.Atomic:
 		e.Opcode = wire.RCFetchAdd
-		if in.wqe.Opcode == wrAtomicCAS {
+		if in.wqe.Opcode == host.WRAtomicCmpAndSwp {
 			e.Opcode = wire.RCCompareSwap
 		}
 	default:
@@ -223,11 +223,11 @@ func entryOf(in *inflight, k, mtu int) reliability.Entry {
 	return e
 }
 
-func isAtomic(op uint8) bool { return op == wrAtomicCAS || op == wrAtomicFAA }
+func isAtomic(op uint8) bool { return op == host.WRAtomicCmpAndSwp || op == host.WRAtomicFetchAdd }
 
 func supported(op uint8) bool {
 	switch op {
-	case wrSend, wrSendImm, wrSendInv, wrRDMAWrite, wrRDMAWriteImm, wrRDMARead, wrAtomicCAS, wrAtomicFAA:
+	case host.WRSend, host.WRSendWithImm, host.WRSendWithInv, host.WRRDMAWrite, host.WRRDMAWriteWithImm, host.WRRDMARead, host.WRAtomicCmpAndSwp, host.WRAtomicFetchAdd:
 		return true
 	}
 	return false
@@ -266,13 +266,13 @@ var (
 
 func opsOf(op uint8) msgOps {
 	switch op {
-	case wrSendImm:
+	case host.WRSendWithImm:
 		return opsSendImm
-	case wrSendInv:
+	case host.WRSendWithInv:
 		return opsSendInv
-	case wrRDMAWrite:
+	case host.WRRDMAWrite:
 		return opsWrite
-	case wrRDMAWriteImm:
+	case host.WRRDMAWriteWithImm:
 		return opsWriteImm
 	}
 	return opsSend
@@ -284,7 +284,7 @@ func opsOf(op uint8) msgOps {
 func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
-	if w.Opcode == wrRDMARead {
+	if w.Opcode == host.WRRDMARead {
 		// k > 0 is a partial retry: the rest of the READ from packet k on,
 		// as rxe asks for it.
 		off := min(uint32(k*mtu), in.length)
@@ -296,7 +296,7 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 	}
 	if isAtomic(w.Opcode) {
 		op := wire.RCCompareSwap
-		if w.Opcode == wrAtomicFAA {
+		if w.Opcode == host.WRAtomicFetchAdd {
 			op = wire.RCFetchAdd
 		}
 		n.frameTo(&f, q, op, in.firstPSN)
@@ -306,7 +306,7 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 		return true
 	}
 	op := opsOf(w.Opcode).at(k, in.packets)
-	if q.Type == qptUC {
+	if q.Type == host.QPTUC {
 		op |= wire.Opcode(wire.TransportUC)
 	}
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
@@ -327,7 +327,7 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 	}
 	// RC asks for an ACK where its sender says: at a message's end and
 	// often enough to keep replay entries coming free.
-	f.BTH.AckReq = q.Type != qptUC && ackReq
+	f.BTH.AckReq = q.Type != host.QPTUC && ackReq
 	n.send(&f)
 	if info.Flags&wire.OpSend != 0 {
 		n.counters.RdmaSends.Add(1)
@@ -353,19 +353,19 @@ func (n *engine) track(r *qpRun, in inflight) {
 
 // finish completes a send work request (if signaled, or on error).
 func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
-	if !in.signaled && status == wcSuccess {
+	if !in.signaled && status == host.WCSuccess {
 		return
 	}
-	op := uint8(wcSend)
+	op := uint8(host.WCSend)
 	switch in.wqe.Opcode {
-	case wrRDMAWrite, wrRDMAWriteImm:
-		op = wcRDMAWrite
-	case wrRDMARead:
-		op = wcRDMARead
-	case wrAtomicCAS:
-		op = wcCompSwap
-	case wrAtomicFAA:
-		op = wcFetchAdd
+	case host.WRRDMAWrite, host.WRRDMAWriteWithImm:
+		op = host.WCRDMAWrite
+	case host.WRRDMARead:
+		op = host.WCRDMARead
+	case host.WRAtomicCmpAndSwp:
+		op = host.WCCompSwap
+	case host.WRAtomicFetchAdd:
+		op = host.WCFetchAdd
 	}
 	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
 	n.complete(q.SendCQ, &c)
@@ -419,17 +419,17 @@ func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mt
 	w := &in.wqe
 	op := wire.UDSendOnly
 	switch {
-	case w.Opcode == wrSendImm:
+	case w.Opcode == host.WRSendWithImm:
 		op = wire.UDSendOnlyWithImmediate
-	case w.Opcode != wrSend || !w.HasAV:
-		return wcLocQPOpErr
+	case w.Opcode != host.WRSend || !w.HasAV:
+		return host.WCLocQPOpErr
 	}
 	if int(in.length) > mtu {
-		return wcLocLenErr
+		return host.WCLocLenErr
 	}
 	payload := n.payload[:in.length]
 	if !n.gather(q.PD, w, 0, payload) {
-		return wcLocProtErr
+		return host.WCLocProtErr
 	}
 	var f wire.FrameFields
 	dst := gidAddr(w.DestGID)
@@ -448,5 +448,5 @@ func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mt
 	n.send(&f)
 	r.psn = r.psn.Next()
 	n.counters.RdmaSends.Add(1)
-	return wcSuccess
+	return host.WCSuccess
 }

@@ -77,7 +77,7 @@ func (n *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte)
 func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
 	need := 0
 	if write {
-		need = accessLocalWrite
+		need = host.AccessLocalWrite
 	}
 	for _, s := range sges {
 		if len(buf) == 0 {
@@ -99,7 +99,7 @@ func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, wri
 // respond is the responder: it checks a request's PSN, places its data,
 // consumes receive WQEs, answers READs and acknowledges.
 func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
-	if !q.Valid || (q.State != qpsRTR && q.State != qpsRTS) {
+	if !q.Valid || (q.State != host.QPSRTR && q.State != host.QPSRTS) {
 		n.counters.RcvdUnknownQP.Add(1)
 		return
 	}
@@ -109,14 +109,14 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		return // a QP in the error state takes no requests
 	}
 	psn := p.BTH().PSN()
-	if ud := q.Type == qptUD; ud != (p.Info.Transport == wire.TransportUD) {
+	if ud := q.Type == host.QPTUD; ud != (p.Info.Transport == wire.TransportUD) {
 		n.counters.RcvdMalformed.Add(1)
 		return
 	} else if ud {
 		n.respondUD(q, r, p)
 		return
 	}
-	if uc := q.Type == qptUC; uc != (p.Info.Transport == wire.TransportUC) {
+	if uc := q.Type == host.QPTUC; uc != (p.Info.Transport == wire.TransportUC) {
 		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP or the other way round
 		return
 	} else if uc {
@@ -245,7 +245,7 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 		return
 	}
-	if total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), accessRemoteRead) {
+	if total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), host.AccessRemoteRead) {
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -301,7 +301,7 @@ func (n *engine) pumpReads() {
 			i := rd.next
 			op := opsRead.at(i, rd.packets)
 			buf := n.payload[:segmentLen(rd.total, i, mtu)]
-			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, accessRemoteRead, false) {
+			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
 				n.ack(&q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 				rd.next = rd.packets // abandoned
 				break
@@ -341,7 +341,7 @@ func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 	}
 	n.atomicMu.Lock()
 	defer n.atomicMu.Unlock()
-	if !n.memory(key, q.PD, va, word[:], accessRemoteAtomic, false) {
+	if !n.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, false) {
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -355,7 +355,7 @@ func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 		next = orig + h.SwapAdd()
 	}
 	le.PutUint64(word[:], next)
-	if next != orig && !n.memory(key, q.PD, va, word[:], accessRemoteAtomic, true) {
+	if next != orig && !n.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, true) {
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -412,21 +412,21 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			// Longer than the receive buffer: an invalid request NAK, and
 			// the receive completes with a local length error (IBTA, rxe).
 			n.counters.RcvdLengthErr.Add(1)
-			n.recvError(q, r, p, psn, wcLocLenErr, wire.NAKInvalidRequest)
+			n.recvError(q, r, p, psn, host.WCLocLenErr, wire.NAKInvalidRequest)
 			return false
 		}
 		if !n.scatter(q.PD, sges, r.recvOff, payload) {
-			n.recvError(q, r, p, psn, wcLocProtErr, wire.NAKRemoteOperationalErr)
+			n.recvError(q, r, p, psn, host.WCLocProtErr, wire.NAKRemoteOperationalErr)
 			return false
 		}
 		r.recvOff += uint32(len(payload))
 		if last {
-			c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+			c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 			if h := p.ImmDt(); h != nil {
-				c.Flags, c.Imm = wcFlagImm, h.Imm()
+				c.Flags, c.Imm = host.WCWithImm, h.Imm()
 			}
 			if h := p.IETH(); h != nil {
-				c.Flags, c.Imm = wcFlagInv, h.RKey()
+				c.Flags, c.Imm = host.WCWithInv, h.RKey()
 			}
 			n.complete(q.RecvCQ, &c)
 			r.recvActive = false
@@ -446,7 +446,7 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			// The whole message's range, checked once: a refused WRITE
 			// changes nothing, not even its first packets' bytes. A
 			// zero-length WRITE needs no key (IBTA C9-88).
-			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), accessRemoteWrite) {
+			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), host.AccessRemoteWrite) {
 				r.writeLeft = 0
 				n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 				return false
@@ -459,7 +459,7 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 			return false
 		}
-		if !n.memory(r.writeKey, q.PD, r.writeVA, payload, accessRemoteWrite, true) {
+		if !n.memory(r.writeKey, q.PD, r.writeVA, payload, host.AccessRemoteWrite, true) {
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
 		}
@@ -474,7 +474,7 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 					n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 					return false
 				}
-				c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecvRDMAImm, Flags: wcFlagImm, Imm: h.Imm(), QPN: qpnOf(p), WQEIndex: r.recvIndex}
+				c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecvRDMAWithImm, Flags: host.WCWithImm, Imm: h.Imm(), QPN: qpnOf(p), WQEIndex: r.recvIndex}
 				n.complete(q.RecvCQ, &c)
 				r.recvActive = false
 			}
@@ -517,15 +517,15 @@ func sglLen(sges []host.SGE) uint64 {
 // class B/C errors, as rxe handles them). UC drops the rest of the
 // message and keeps the WQE for the next one.
 func (n *engine) recvError(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
-	if q.Type == qptUC {
+	if q.Type == host.QPTUC {
 		r.ucDrop = true
 		return
 	}
 	n.ack(q, r, psn, wire.NAKSyndrome(nak))
-	c := host.CQE{WRID: r.recv.WRID, Status: status, Opcode: wcRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+	c := host.CQE{WRID: r.recv.WRID, Status: status, Opcode: host.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 	n.complete(q.RecvCQ, &c)
 	r.recvActive = false
-	n.fail(qpnOf(p), q, r, wcWRFlushErr)
+	n.fail(qpnOf(p), q, r, host.WCWRFlushErr)
 	n.recvBellsDue() // the receives posted so far, flushed with the rest
 	n.flushRecv(qpnOf(p), q, r)
 }
@@ -546,14 +546,14 @@ func (n *engine) flushRecv(qpn uint32, q *host.QPCEntry, r *qpRun) {
 		}
 		var w host.RecvWQE
 		w.Decode(b[:])
-		c := host.CQE{WRID: w.WRID, Status: wcWRFlushErr, Opcode: wcRecv, QPN: qpn, WQEIndex: index}
+		c := host.CQE{WRID: w.WRID, Status: host.WCWRFlushErr, Opcode: host.WCRecv, QPN: qpn, WQEIndex: index}
 		n.complete(q.RecvCQ, &c)
 	}
 }
 
 // reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
 func (n *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
-	if q.Type == qptUC {
+	if q.Type == host.QPTUC {
 		r.ucDrop = true // the rest of the message is dropped
 		return
 	}
@@ -602,12 +602,12 @@ func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 		copy(grh[20:], p.Frame[p.IPOff:p.IPOff+wire.IPv4MinLen])
 	}
 	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
-	c := host.CQE{WRID: r.recv.WRID, Opcode: wcRecv, Flags: wcFlagGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
+	c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecv, Flags: host.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
 	if !n.scatter(q.PD, sges, 0, grh[:]) || !n.scatter(q.PD, sges, 40, p.Payload()) {
-		c.Status = wcLocLenErr
+		c.Status = host.WCLocLenErr
 	}
 	if h := p.ImmDt(); h != nil {
-		c.Flags |= wcFlagImm
+		c.Flags |= host.WCWithImm
 		c.Imm = h.Imm()
 	}
 	n.complete(q.RecvCQ, &c)

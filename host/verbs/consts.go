@@ -6,7 +6,11 @@
 // sentinel errors (errors.Is); data-path errors are WC status codes.
 package verbs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/softrnic/softrnic/host"
+)
 
 // QPState is a queue pair state (enum ibv_qp_state).
 type QPState int
@@ -36,9 +40,9 @@ type QPType int
 
 // QP types.
 const (
-	QPTRC QPType = 2 // IBV_QPT_RC
-	QPTUC QPType = 3 // IBV_QPT_UC
-	QPTUD QPType = 4 // IBV_QPT_UD
+	QPTRC QPType = host.QPTRC // IBV_QPT_RC
+	QPTUC QPType = host.QPTUC // IBV_QPT_UC
+	QPTUD QPType = host.QPTUD // IBV_QPT_UD
 )
 
 func (t QPType) String() string {
@@ -104,13 +108,13 @@ type WCOpcode int
 
 // WC opcodes.
 const (
-	WCSend            WCOpcode = 0   // IBV_WC_SEND
-	WCRDMAWrite       WCOpcode = 1   // IBV_WC_RDMA_WRITE
-	WCRDMARead        WCOpcode = 2   // IBV_WC_RDMA_READ
-	WCCompSwap        WCOpcode = 3   // IBV_WC_COMP_SWAP
-	WCFetchAdd        WCOpcode = 4   // IBV_WC_FETCH_ADD
-	WCRecv            WCOpcode = 128 // IBV_WC_RECV
-	WCRecvRDMAWithImm WCOpcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
+	WCSend            WCOpcode = host.WCSend            // IBV_WC_SEND
+	WCRDMAWrite       WCOpcode = host.WCRDMAWrite       // IBV_WC_RDMA_WRITE
+	WCRDMARead        WCOpcode = host.WCRDMARead        // IBV_WC_RDMA_READ
+	WCCompSwap        WCOpcode = host.WCCompSwap        // IBV_WC_COMP_SWAP
+	WCFetchAdd        WCOpcode = host.WCFetchAdd        // IBV_WC_FETCH_ADD
+	WCRecv            WCOpcode = host.WCRecv            // IBV_WC_RECV
+	WCRecvRDMAWithImm WCOpcode = host.WCRecvRDMAWithImm // IBV_WC_RECV_RDMA_WITH_IMM
 )
 
 // WROpcode is a send work request's operation (enum ibv_wr_opcode).
@@ -118,14 +122,14 @@ type WROpcode int
 
 // WR opcodes.
 const (
-	WRRDMAWrite        WROpcode = 0 // IBV_WR_RDMA_WRITE
-	WRRDMAWriteWithImm WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
-	WRSend             WROpcode = 2 // IBV_WR_SEND
-	WRSendWithImm      WROpcode = 3 // IBV_WR_SEND_WITH_IMM
-	WRRDMARead         WROpcode = 4 // IBV_WR_RDMA_READ
-	WRAtomicCmpAndSwp  WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
-	WRAtomicFetchAdd   WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
-	WRSendWithInv      WROpcode = 9 // IBV_WR_SEND_WITH_INV
+	WRRDMAWrite        WROpcode = host.WRRDMAWrite        // IBV_WR_RDMA_WRITE
+	WRRDMAWriteWithImm WROpcode = host.WRRDMAWriteWithImm // IBV_WR_RDMA_WRITE_WITH_IMM
+	WRSend             WROpcode = host.WRSend             // IBV_WR_SEND
+	WRSendWithImm      WROpcode = host.WRSendWithImm      // IBV_WR_SEND_WITH_IMM
+	WRRDMARead         WROpcode = host.WRRDMARead         // IBV_WR_RDMA_READ
+	WRAtomicCmpAndSwp  WROpcode = host.WRAtomicCmpAndSwp  // IBV_WR_ATOMIC_CMP_AND_SWP
+	WRAtomicFetchAdd   WROpcode = host.WRAtomicFetchAdd   // IBV_WR_ATOMIC_FETCH_AND_ADD
+	WRSendWithInv      WROpcode = host.WRSendWithInv      // IBV_WR_SEND_WITH_INV
 )
 
 // Access is a set of memory access flags (enum ibv_access_flags).
@@ -133,10 +137,10 @@ type Access int
 
 // Access flags.
 const (
-	AccessLocalWrite   Access = 1 << 0 // IBV_ACCESS_LOCAL_WRITE
-	AccessRemoteWrite  Access = 1 << 1 // IBV_ACCESS_REMOTE_WRITE
-	AccessRemoteRead   Access = 1 << 2 // IBV_ACCESS_REMOTE_READ
-	AccessRemoteAtomic Access = 1 << 3 // IBV_ACCESS_REMOTE_ATOMIC
+	AccessLocalWrite   Access = host.AccessLocalWrite   // IBV_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite  Access = host.AccessRemoteWrite  // IBV_ACCESS_REMOTE_WRITE
+	AccessRemoteRead   Access = host.AccessRemoteRead   // IBV_ACCESS_REMOTE_READ
+	AccessRemoteAtomic Access = host.AccessRemoteAtomic // IBV_ACCESS_REMOTE_ATOMIC
 )
 
 // SendFlags modify a send work request (enum ibv_send_flags).
@@ -144,10 +148,10 @@ type SendFlags int
 
 // Send flags.
 const (
-	SendFence     SendFlags = 1 << 0 // IBV_SEND_FENCE
-	SendSignaled  SendFlags = 1 << 1 // IBV_SEND_SIGNALED
-	SendSolicited SendFlags = 1 << 2 // IBV_SEND_SOLICITED
-	SendInline    SendFlags = 1 << 3 // IBV_SEND_INLINE
+	SendFence     SendFlags = host.SendFence     // IBV_SEND_FENCE
+	SendSignaled  SendFlags = host.SendSignaled  // IBV_SEND_SIGNALED
+	SendSolicited SendFlags = host.SendSolicited // IBV_SEND_SOLICITED
+	SendInline    SendFlags = host.SendInline    // IBV_SEND_INLINE
 )
 
 // WCFlags describe a work completion (enum ibv_wc_flags).
@@ -155,9 +159,9 @@ type WCFlags int
 
 // WC flags.
 const (
-	WCWithGRH WCFlags = 1 << 0 // IBV_WC_GRH
-	WCWithImm WCFlags = 1 << 1 // IBV_WC_WITH_IMM
-	WCWithInv WCFlags = 1 << 3 // IBV_WC_WITH_INV
+	WCWithGRH WCFlags = host.WCWithGRH // IBV_WC_GRH
+	WCWithImm WCFlags = host.WCWithImm // IBV_WC_WITH_IMM
+	WCWithInv WCFlags = host.WCWithInv // IBV_WC_WITH_INV
 )
 
 // AttrMask says which QPAttr fields a Modify sets (enum ibv_qp_attr_mask).
