@@ -36,10 +36,11 @@ bench-cache: build ## GCCache against the blocking baseline: latency, head-of-li
 bench-write: build ## RDMA WRITE 64 KiB throughput over a veth pair beside the raw xsk frame rate (root)
 	./bin/softrnic bench write
 
-bench-reliability: build ## replay allocation vs throughput, a shallow queue, random loss (in-memory port)
+bench-reliability: build ## replay allocation vs throughput, a shallow queue, random loss, stall isolation (in-memory port)
 	./bin/softrnic bench replay
 	./bin/softrnic bench shallow
 	./bin/softrnic bench loss
+	./bin/softrnic bench isolation
 
 # A run that ends only in "context deadline exceeded" (the go fuzzer's
 # shutdown at -fuzztime racing a busy worker, with no failing input) is run

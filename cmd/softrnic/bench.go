@@ -31,6 +31,7 @@ var benchmarks = []struct {
 	{"replay", "one QP's throughput for each replay allocation beside min(link, allocation x MTU / RTT)", runBenchReplay},
 	{"loss", "WRITE and READ goodput under random loss, as a fraction of lossless (go-back-N)", runBenchLoss},
 	{"shallow", "4 WRITE QPs and a READ stream through a queue shallower than their windows", runBenchShallow},
+	{"isolation", "a QP stalled at the replay gate beside one that keeps sending, on one engine", runBenchIsolation},
 }
 
 func benchUsage(w io.Writer) {
@@ -246,6 +247,26 @@ func runBenchShallow(args []string, stdout io.Writer) error {
 		return badValue("-queue, -rtt and -link must be positive")
 	}
 	_, err := relbench.ReportShallow(stdout, relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link})
+	return err
+}
+
+// runBenchIsolation is `softrnic bench isolation`.
+func runBenchIsolation(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench isolation", "bench isolation [flags]",
+		"QP A, with a small replay allocation, writes to a slow peer while QP B on the\nsame engine writes to a near one: B's throughput alone and beside A.\n")
+	alloc := fs.Int("a", 4, "A's replay entries")
+	slow := fs.Duration("slow", 20*time.Millisecond, "extra one-way delay of A's peer")
+	dur := fs.Duration("d", time.Second, "time per measurement")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *alloc < 1 || *slow <= 0 || *dur <= 0 {
+		return badValue("-a, -slow and -d must be positive")
+	}
+	_, err := relbench.ReportIsolation(stdout, relbench.IsolationConfig{AllocA: *alloc, SlowDelay: *slow, Duration: *dur})
 	return err
 }
 

@@ -37,6 +37,10 @@ type Config struct {
 	// that does not fit is dropped, as a shallow switch buffer drops it.
 	// 0 is no bound.
 	QueueBytes int
+	// ExtraDelay, if set, adds its answer to the one-way delay of each
+	// frame (before the link's queue): a far or slow peer for some flows.
+	// It must not keep the frame.
+	ExtraDelay func(frame []byte) time.Duration
 }
 
 // LinkStats count what the link did to frames in one direction.
@@ -104,14 +108,18 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	if p.closed {
 		return 0, datapath.ErrClosed
 	}
-	n, i := 0, 0
+	n, kept := 0, 0
 	now := int64(0)
-	if p.cfg.Delay > 0 || p.cfg.Rate > 0 {
+	if p.cfg.Delay > 0 || p.cfg.Rate > 0 || p.cfg.ExtraDelay != nil {
 		now = time.Now().UnixNano()
 	}
-	for ; i < len(p.rxq) && n < len(frames); i++ {
-		if p.rxAt[i] > now && now != 0 {
-			break // still on the wire
+	for i := range p.rxq {
+		if n == len(frames) || now != 0 && p.rxAt[i] > now {
+			// Still on the wire (a frame of a slower path lets the ones
+			// behind it pass), or no room: it stays, in order.
+			p.rxq[kept], p.rxlen[kept], p.rxAt[kept] = p.rxq[i], p.rxlen[i], p.rxAt[i]
+			kept++
+			continue
 		}
 		h, l := p.rxq[i], p.rxlen[i]
 		data := p.pool.Buf(h)[:l]
@@ -125,9 +133,7 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 		p.stats.RxBytes.Add(uint64(l))
 		n++
 	}
-	p.rxq = p.rxq[:copy(p.rxq, p.rxq[i:])]
-	p.rxlen = p.rxlen[:copy(p.rxlen, p.rxlen[i:])]
-	p.rxAt = p.rxAt[:copy(p.rxAt, p.rxAt[i:])]
+	p.rxq, p.rxlen, p.rxAt = p.rxq[:kept], p.rxlen[:kept], p.rxAt[:kept]
 	return n, nil
 }
 
@@ -181,7 +187,7 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 func (p *Port) transmit(f []byte) {
 	r := p.rng
 	var at int64
-	if p.cfg.Delay > 0 || p.cfg.Rate > 0 {
+	if p.cfg.Delay > 0 || p.cfg.Rate > 0 || p.cfg.ExtraDelay != nil {
 		now := time.Now()
 		leave := now
 		if p.cfg.Rate > 0 {
@@ -195,7 +201,11 @@ func (p *Port) transmit(f []byte) {
 			p.busy = p.busy.Add(time.Duration(float64(len(f)*8) / p.cfg.Rate * 1e9))
 			leave = p.busy
 		}
-		at = leave.Add(p.cfg.Delay).UnixNano()
+		extra := time.Duration(0)
+		if p.cfg.ExtraDelay != nil {
+			extra = p.cfg.ExtraDelay(f)
+		}
+		at = leave.Add(p.cfg.Delay + extra).UnixNano()
 	}
 	if r.Float64() < p.cfg.Loss {
 		p.Link.Lost.Add(1)
@@ -264,8 +274,12 @@ func (p *Port) Wait(timeout time.Duration) error {
 	p.mu.Lock()
 	ready, closed := len(p.rxq) > 0, p.closed
 	if ready && p.rxAt[0] != 0 {
-		if wait := time.Duration(p.rxAt[0] - time.Now().UnixNano()); wait > 0 {
-			ready, timeout = false, min(timeout, wait) // on the wire: sleep until it lands
+		first := p.rxAt[0]
+		for _, at := range p.rxAt {
+			first = min(first, at)
+		}
+		if wait := time.Duration(first - time.Now().UnixNano()); wait > 0 {
+			ready, timeout = false, min(timeout, wait) // on the wire: sleep until the first lands
 		}
 	}
 	p.mu.Unlock()

@@ -33,3 +33,17 @@ func TestLossAndShallow(t *testing.T) {
 	}
 	t.Logf("shallow: %+v", s)
 }
+
+// TestIsolation runs the stall-isolation scenario briefly: A, with four
+// entries behind a slow peer, stalls at the gate (counted) while B on the
+// same engine completes its WRITEs. The ratio of B's rates is the
+// command's figure, not this test's.
+func TestIsolation(t *testing.T) {
+	r, err := relbench.Isolation(relbench.IsolationConfig{Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.AStalls == 0 || r.BAlone <= 0 || r.BBeside <= 0 {
+		t.Errorf("%+v", r)
+	}
+}
