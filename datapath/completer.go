@@ -29,7 +29,9 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 	case wire.RCAcknowledge:
 		switch s := p.AETH().Syndrome(); {
 		case s.IsACK():
-			v = r.snd.OnAck(psn, now)
+			if v = r.snd.OnAck(psn, now); v == reliability.Accepted {
+				r.snd.OnCredits(psn, s.Value())
+			}
 		case s.IsRNRNAK():
 			if v = r.snd.OnRNR(psn, s.Value(), now); v != reliability.Ignored {
 				n.counters.RcvdRNRErr.Add(1)
@@ -176,5 +178,6 @@ func (n *engine) senderStats(r *qpRun) {
 	n.counters.ReplayStalledNs.Add(uint64(s.Stalled - r.seen.Stalled))
 	n.counters.LocalACKTimeouts.Add(s.Timeouts - r.seen.Timeouts)
 	n.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
+	n.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)
 	r.seen = s
 }

@@ -74,6 +74,7 @@ type Counters struct {
 	RetransmittedPkts          atomic.Uint64 // packets sent again from their replay entries
 	ReadResponsesResent        atomic.Uint64 // READ response packets sent again for duplicate READ requests
 	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
+	CreditWaits                atomic.Uint64 // times a SEND waited for the responder's end-to-end credits
 	replay                     *reliability.Pool
 }
 
@@ -95,7 +96,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
-		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts},
+		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits},
 	} {
 		fn(e.name, e.v.Load())
 	}

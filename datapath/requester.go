@@ -86,7 +86,7 @@ func (n *engine) request(qpn uint32) {
 			n.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		if q.Type == host.QPTRC && !r.snd.CanSend(kindOf(in.wqe.Opcode), now) {
+		if q.Type == host.QPTRC && (!r.snd.CanSend(kindOf(in.wqe.Opcode), now) || consumes(in, r.sendPkt) && !r.snd.HasCredit()) {
 			if r.snd.PaceAt().After(now) {
 				n.later(qpn, r) // pacing: the engine comes back to it
 			}
@@ -219,8 +219,21 @@ func entryOf(in *inflight, k, mtu int) reliability.Entry {
 		e.Offset, e.Length = uint32(k*mtu), uint32(segmentLen(int(in.length), k, mtu))
 		e.Opcode = opsOf(in.wqe.Opcode).at(k, in.packets)
 		e.AckReq = k == in.packets-1
+		e.Consumes = consumes(in, k)
 	}
 	return e
+}
+
+// consumes reports whether packet k of a message takes a receive WQE at
+// the responder: a SEND's first, a WRITE_WITH_IMM's last.
+func consumes(in *inflight, k int) bool {
+	switch in.wqe.Opcode {
+	case host.WRSend, host.WRSendWithImm, host.WRSendWithInv:
+		return k == 0
+	case host.WRRDMAWriteWithImm:
+		return k == in.packets-1
+	}
+	return false
 }
 
 func isAtomic(op uint8) bool { return op == host.WRAtomicCmpAndSwp || op == host.WRAtomicFetchAdd }

@@ -227,8 +227,22 @@ func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAcknowledge, psn)
+	if s.IsACK() {
+		s = wire.ACKSyndrome(n.credits(q, r))
+	}
 	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.rcv.MSN()}
 	n.send(&f)
+}
+
+// credits is the end-to-end credit code an RC QP's ACKs carry: the
+// receive WQEs posted and not yet taken (IBTA 9.7.7.2), so that a
+// requester that honours them stops before an RNR NAK. A QP with an SRQ
+// has no count of its own and says so (CreditsInvalid), as IBTA asks.
+func (n *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
+	if q.SRQ != 0 || q.Type != host.QPTRC {
+		return wire.CreditsInvalid
+	}
+	return wire.CreditCode(r.rqProducer - r.rqConsumer)
 }
 
 // readResponse starts answering an RDMA READ request: the response packets
@@ -367,7 +381,7 @@ func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64, msn uint32) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
-	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: msn & 0xffffff}
+	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(n.credits(q, r)), MSN: msn & 0xffffff}
 	f.AtomicOrigData = orig
 	n.send(&f)
 }

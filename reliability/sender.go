@@ -35,6 +35,10 @@ type Entry struct {
 	Opcode wire.Opcode // as sent
 	AckReq bool
 	Kind   Kind
+	// Consumes says the packet takes a receive WQE at the responder (a
+	// SEND's first packet, a WRITE_WITH_IMM's last): end-to-end credits
+	// count these.
+	Consumes bool
 	Got    uint32 // READ: responses placed, in order
 	done   bool   // READ or atomic: answered in full
 	sent   time.Time
@@ -115,6 +119,7 @@ type SenderStats struct {
 	Stale         uint64        // answers ignored as outside the window
 	Cuts          uint64        // congestion window reductions
 	Early         uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
+	CreditWaits   uint64        // times a SEND waited for the responder's receive credits
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -165,6 +170,13 @@ type Sender struct {
 	srtt, rttvar time.Duration
 	early        time.Time
 	earlyBackoff uint
+
+	// End-to-end credits (IBTA 9.7.7.2): the responder's count of free
+	// receive WQEs after it executed creditPSN, from an ACK that carried
+	// one; rxe and others send none, and then nothing waits.
+	credits     uint32
+	creditPSN   wire.PSN
+	creditValid bool
 
 	// Pacing: packets go out no faster than the window per round trip
 	// (times paceGain), with a burst of paceBurst allowed, so that a
@@ -468,6 +480,38 @@ func (s *Sender) OnAck(psn wire.PSN, now time.Time) Verdict {
 	}
 	s.retire(psn, now)
 	return Accepted
+}
+
+// OnCredits takes the credit code of an ACK of psn (CreditsInvalid:
+// none). A stale ACK's credits are ignored.
+func (s *Sender) OnCredits(psn wire.PSN, code uint8) {
+	n, ok := wire.Credits(code)
+	if !ok || s.creditValid && psn.Before(s.creditPSN) {
+		return
+	}
+	s.credits, s.creditPSN, s.creditValid = n, psn, true
+}
+
+// HasCredit reports whether a packet that takes a receive WQE may go: the
+// responder's last credit count covers the ones sent after it, or no
+// credits were ever given, or none of those are outstanding (a probe: its
+// answer, an ACK or an RNR NAK, brings fresh credits). A false answer is
+// counted once per call.
+func (s *Sender) HasCredit() bool {
+	if !s.creditValid {
+		return true
+	}
+	taken := uint32(0)
+	for i := range s.n {
+		if e := s.entry(i); e.Consumes && e.PSN.After(s.creditPSN) {
+			taken++
+		}
+	}
+	if taken < s.credits || taken == 0 {
+		return true
+	}
+	s.stats.CreditWaits++
+	return false
 }
 
 // OnNAK handles a NAK (kind 3 syndrome) of psn with its code: a PSN

@@ -309,3 +309,43 @@ func TestPool(t *testing.T) {
 		t.Fatalf("after every release the whole pool is not one run: %v", err)
 	}
 }
+
+// TestCredits: without credits from the responder nothing waits; with
+// them, packets that take a receive WQE go only while the count covers
+// them, and one probe goes when none is outstanding.
+func TestCredits(t *testing.T) {
+	s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 3})
+	send := func() { s.Admit(reliability.Entry{Consumes: true}, t0) }
+	for range 3 {
+		if !s.HasCredit() {
+			t.Fatal("a SEND waited with no credit information")
+		}
+		send() // 100, 101, 102
+	}
+	s.OnAck(100, t0)
+	s.OnCredits(100, wire.CreditCode(3)) // 3 free after 100: 101 and 102 take two
+	if !s.HasCredit() {
+		t.Fatal("a third credit was refused")
+	}
+	send() // 103
+	if s.HasCredit() {
+		t.Fatal("a SEND went beyond the credits")
+	}
+	s.Admit(reliability.Entry{}, t0) // a WRITE takes no WQE: it goes
+	s.OnAck(104, t0)
+	s.OnCredits(104, wire.CreditCode(0))
+	if !s.HasCredit() {
+		t.Fatal("no probe with nothing outstanding")
+	}
+	send() // the probe, 105
+	if s.HasCredit() {
+		t.Fatal("a second SEND beside the probe")
+	}
+	s.OnCredits(101, wire.CreditCode(16)) // stale
+	if s.HasCredit() {
+		t.Error("a stale ACK's credits were taken")
+	}
+	if s.Stats().CreditWaits != 3 {
+		t.Errorf("credit waits %d, want 3", s.Stats().CreditWaits)
+	}
+}

@@ -416,3 +416,56 @@ func TestStaleNAK(t *testing.T) {
 	}
 	h.check(t)
 }
+
+// TestCreditsSpareRetransmissions: the responder's ACKs carry its free
+// receive WQEs, and the requester holds SENDs the responder has no
+// receive for. Sixteen SENDs meet two receives; the rest are posted
+// later. Without credits every RNR retry would resend every SEND after
+// the refused one; with them only one probe is out at a time, so each
+// RNR NAK costs one packet again, and everything completes.
+func TestCreditsSpareRetransmissions(t *testing.T) {
+	a, b := pair(t)
+	post := func(n, from int) {
+		for i := range n {
+			if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(from + i), SGL: sgl(b, 0, 64)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send := func(wrid uint64) {
+		if _, err := a.QP.PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: sgl(a, 0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post(3, 0)
+	send(0) // its ACK tells the requester: two receives left
+	if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("first SEND: %+v", wc)
+	}
+	waitWC(t, b.CQ)
+	for i := range 16 {
+		send(uint64(1 + i))
+	}
+	time.Sleep(20 * time.Millisecond) // RNR retries of the probe meanwhile
+	post(14, 3)
+	got := 0
+	for got < 16 {
+		wc := waitWC(t, a.CQ)
+		if wc.Opcode != verbs.WCSend {
+			continue
+		}
+		if wc.Status != verbs.WCSuccess {
+			t.Fatalf("SEND %d: %v", wc.WRID, wc.Status)
+		}
+		got++
+	}
+	c := a.Counts
+	rnr, re, waits := c.RcvdRNRErr.Load(), c.RetransmittedPkts.Load(), c.CreditWaits.Load()
+	t.Logf("RNR NAKs %d, packets sent again %d, credit waits %d", rnr, re, waits)
+	if waits == 0 {
+		t.Error("no SEND waited for credits")
+	}
+	if re > rnr {
+		t.Errorf("%d packets sent again for %d RNR NAKs: more than the probe", re, rnr)
+	}
+}
