@@ -39,10 +39,10 @@ type Entry struct {
 	// SEND's first packet, a WRITE_WITH_IMM's last): end-to-end credits
 	// count these.
 	Consumes bool
-	Got    uint32 // READ: responses placed, in order
-	done   bool   // READ or atomic: answered in full
-	sent   time.Time
-	resent bool // sent again: its answer is no round-trip sample (Karn)
+	Got      uint32 // READ: responses placed, in order
+	done     bool   // READ or atomic: answered in full
+	sent     time.Time
+	resent   bool // sent again: its answer is no round-trip sample (Karn)
 }
 
 // last is the last PSN the entry occupies.
