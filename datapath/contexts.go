@@ -123,16 +123,19 @@ func (n *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, 
 // gidAddr is the IP address of a GID (unmapped for IPv4).
 func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 
-// frameTo fills the addressing of a frame for a QP's peer.
+// frameTo fills the addressing of a frame for a QP's peer. Its packets
+// are marked ECN-capable (ECT(0)), as RoCEv2 NICs mark them, so that an
+// ECN switch marks them instead of dropping them; rxe ignores the field,
+// which the ICRC masks.
 func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
 	*f = wire.FrameFields{}
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: n.cfg.MAC}
 	dst := gidAddr(q.DestGID)
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{TOS: wire.ECT0, Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: n.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{TrafficClass: wire.ECT0, HopLimit: 64, Src: n.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}

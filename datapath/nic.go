@@ -75,6 +75,9 @@ type Counters struct {
 	ReadResponsesResent        atomic.Uint64 // READ response packets sent again for duplicate READ requests
 	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
 	CreditWaits                atomic.Uint64 // times a SEND waited for the responder's end-to-end credits
+	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
+	NPCNPSent                  atomic.Uint64 // CNPs sent for them
+	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window
 	replay                     *reliability.Pool
 }
 
@@ -97,6 +100,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
 		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits},
+		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 	} {
 		fn(e.name, e.v.Load())
 	}

@@ -3,6 +3,7 @@ package datapath
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
@@ -48,6 +49,7 @@ type qpRun struct {
 
 	// responder
 	rcv                    reliability.Receiver // RC: expected PSN, duplicates, MSN
+	lastCNP                time.Time            // when it last sent a CNP
 	ucExp                  wire.PSN             // UC: the expected PSN
 	rqProducer, rqConsumer uint32
 	ucDrop                 bool // UC: dropping the rest of a broken message

@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/reliability"
@@ -25,7 +27,7 @@ func (n *engine) receive(fr *Frame) {
 		return
 	}
 	qpn := p.BTH().DestQP()
-	if p.Info.Transport == wire.TransportCNP || qpn >= uint32(len(n.qps)) {
+	if qpn >= uint32(len(n.qps)) {
 		n.counters.RcvdPkts.Add(1)
 		n.counters.RcvdUnknownQP.Add(1)
 		return
@@ -59,6 +61,10 @@ func (n *engine) receive(fr *Frame) {
 // dispatch hands a parsed packet, with its QP's context, to the responder
 // or the completer.
 func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+	if p.Info.Transport == wire.TransportCNP {
+		n.congestion(qpn, q)
+		return
+	}
 	if p.Info.Flags&wire.OpRequest != 0 {
 		n.respond(qpn, p, q)
 	} else {
@@ -108,6 +114,9 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	if r.errored {
 		return // a QP in the error state takes no requests
 	}
+	if p.ECN() == wire.ECNCE && q.Type != host.QPTUD {
+		n.notifyCongestion(q, r)
+	}
 	psn := p.BTH().PSN()
 	if ud := q.Type == host.QPTUD; ud != (p.Info.Transport == wire.TransportUD) {
 		n.counters.RcvdMalformed.Add(1)
@@ -146,6 +155,38 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	if p.BTH().AckReq() {
 		n.ack(q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
 	}
+}
+
+// cnpInterval is the least time between two CNPs a QP sends (DCQCN's
+// notification point sends at most one per 50 us per flow).
+const cnpInterval = 50 * time.Microsecond
+
+// notifyCongestion answers a request that crossed a congested switch
+// (ECN Congestion Experienced) with a CNP to its sender's QP, as a RoCEv2
+// notification point does, no more often than cnpInterval per QP.
+func (n *engine) notifyCongestion(q *host.QPCEntry, r *qpRun) {
+	n.counters.NPECNMarked.Add(1)
+	now := n.clock()
+	if now.Sub(r.lastCNP) < cnpInterval {
+		return
+	}
+	r.lastCNP = now
+	var f wire.FrameFields
+	n.frameTo(&f, q, wire.CNP, 0)
+	f.BTH.BECN = true
+	n.send(&f)
+	n.counters.NPCNPSent.Add(1)
+}
+
+// congestion is a CNP's arrival at the QP whose packets were marked: its
+// sender cuts its window (a reaction point, DCQCN's).
+func (n *engine) congestion(qpn uint32, q *host.QPCEntry) {
+	r := &n.qps[qpn]
+	if !q.Valid || q.Type != host.QPTRC || !r.sndStarted {
+		return
+	}
+	n.counters.RPCNPHandled.Add(1)
+	r.snd.OnCNP(n.clock())
 }
 
 // duplicate answers a request whose PSN is behind the expected one: a

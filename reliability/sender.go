@@ -120,6 +120,7 @@ type SenderStats struct {
 	Cuts          uint64        // congestion window reductions
 	Early         uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
 	CreditWaits   uint64        // times a SEND waited for the responder's receive credits
+	CNPCuts       uint64        // window cuts for congestion notifications (CNPs)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -170,6 +171,13 @@ type Sender struct {
 	srtt, rttvar time.Duration
 	early        time.Time
 	earlyBackoff uint
+
+	// Congestion notifications (DCQCN's reaction point, on the window):
+	// a CNP cuts the window by alpha/2, at most once a round trip; alpha
+	// rises with each cut and decays every round trip without one.
+	alpha      float64
+	cnpCut     time.Time
+	alphaDecay time.Time
 
 	// End-to-end credits (IBTA 9.7.7.2): the responder's count of free
 	// receive WQEs after it executed creditPSN, from an ACK that carried
@@ -230,7 +238,24 @@ func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
 // Init sets the sender up in place (a NIC keeps its senders in an array).
 func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1,
-		cwnd: initialWindow, ssthresh: float64(len(alloc.entries))}
+		cwnd: initialWindow, ssthresh: float64(len(alloc.entries)), alpha: 1}
+}
+
+// dcqcnG is DCQCN's gain for alpha (1/16, as its paper and RoCE NICs).
+const dcqcnG = 1.0 / 16
+
+// OnCNP takes a congestion notification for the QP: its packets crossed
+// a congested switch. The window shrinks by alpha/2, at most once per
+// round trip, as DCQCN cuts a rate.
+func (s *Sender) OnCNP(now time.Time) {
+	if !s.cnpCut.IsZero() && now.Sub(s.cnpCut) < max(s.srtt, 50*time.Microsecond) {
+		return
+	}
+	s.cnpCut = now
+	s.alpha = (1-dcqcnG)*s.alpha + dcqcnG
+	s.cwnd = max(s.cwnd*(1-s.alpha/2), 1)
+	s.ssthresh = s.cwnd
+	s.stats.CNPCuts++
 }
 
 // Window is the congestion window, in packets: a new packet may go out
@@ -439,6 +464,10 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	s.alloc.pool.use(-k)
 	s.grow(k)
 	s.sample(rtt)
+	if s.srtt > 0 && now.Sub(s.alphaDecay) > s.srtt && now.Sub(s.cnpCut) > s.srtt {
+		s.alphaDecay = now
+		s.alpha *= 1 - dcqcnG
+	}
 	s.retries, s.rnrTries, s.backoff, s.earlyBackoff = 0, 0, 0, 0
 	if s.n == 0 {
 		s.resend = -1

@@ -349,3 +349,23 @@ func TestCredits(t *testing.T) {
 		t.Errorf("credit waits %d, want 3", s.Stats().CreditWaits)
 	}
 }
+
+// TestCNP: a congestion notification cuts the window by alpha/2 (alpha
+// starting at 1, so the first cut nearly halves it), once per round
+// trip however many CNPs come.
+func TestCNP(t *testing.T) {
+	s, _ := newSender(t, 64, reliability.Params{Timeout: 14, RetryCnt: 3})
+	w0 := s.Window()
+	s.OnCNP(t0)
+	s.OnCNP(t0.Add(10 * time.Microsecond)) // the same round trip
+	if w := s.Window(); w >= w0 || w < w0/2-1 {
+		t.Errorf("window %d after a CNP, was %d", w, w0)
+	}
+	if s.Stats().CNPCuts != 1 {
+		t.Errorf("%d cuts for two CNPs in one round trip", s.Stats().CNPCuts)
+	}
+	s.OnCNP(t0.Add(time.Millisecond))
+	if s.Stats().CNPCuts != 2 {
+		t.Errorf("%d cuts after a round trip", s.Stats().CNPCuts)
+	}
+}

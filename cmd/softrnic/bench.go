@@ -237,17 +237,27 @@ func runBenchShallow(args []string, stdout io.Writer) error {
 	queue := fs.Int("queue", 64<<10, "the link's queue in bytes")
 	rtt := fs.Duration("rtt", time.Millisecond, "added round trip")
 	link := fs.Float64("link", 2, "link rate each way, Gbit/s")
+	mark := fs.Int("ecn", 0, "mark ECN Congestion Experienced above this many queued bytes (0: no ECN, and both runs below)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	if *queue < 1 || *rtt <= 0 || *link <= 0 {
-		return badValue("-queue, -rtt and -link must be positive")
+	if *queue < 1 || *rtt <= 0 || *link <= 0 || *mark < 0 {
+		return badValue("-queue, -rtt and -link must be positive, -ecn at least 0")
 	}
-	_, err := relbench.ReportShallow(stdout, relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link})
-	return err
+	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark}
+	if _, err := relbench.ReportShallow(stdout, cfg); err != nil {
+		return err
+	}
+	if *mark == 0 { // the same path with an ECN switch, in the same run
+		cfg.MarkBytes = *queue / 2
+		fmt.Fprintln(stdout)
+		_, err := relbench.ReportShallow(stdout, cfg)
+		return err
+	}
+	return nil
 }
 
 // runBenchIsolation is `softrnic bench isolation`.

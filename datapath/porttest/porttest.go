@@ -37,6 +37,10 @@ type Config struct {
 	// that does not fit is dropped, as a shallow switch buffer drops it.
 	// 0 is no bound.
 	QueueBytes int
+	// MarkBytes, with Rate, marks ECN Congestion Experienced on an
+	// ECN-capable frame that finds more than this many bytes queued, as an
+	// ECN switch does (0: never), instead of letting the queue overflow.
+	MarkBytes int
 	// ExtraDelay, if set, adds its answer to the one-way delay of each
 	// frame (before the link's queue): a far or slow peer for some flows.
 	// It must not keep the frame.
@@ -47,6 +51,7 @@ type Config struct {
 type LinkStats struct {
 	Delivered, Lost, Duplicated, Reordered, Corrupted atomic.Uint64
 	QueueDropped                                      atomic.Uint64 // frames the link's queue (QueueBytes) had no room for
+	Marked                                            atomic.Uint64 // frames marked Congestion Experienced (MarkBytes)
 }
 
 // Port is one end of an in-memory pair.
@@ -187,6 +192,7 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 func (p *Port) transmit(f []byte) {
 	r := p.rng
 	var at int64
+	mark := false
 	if p.cfg.Delay > 0 || p.cfg.Rate > 0 || p.cfg.ExtraDelay != nil {
 		now := time.Now()
 		leave := now
@@ -194,9 +200,13 @@ func (p *Port) transmit(f []byte) {
 			if p.busy.Before(now) {
 				p.busy = now
 			}
-			if q := p.cfg.QueueBytes; q > 0 && float64(p.busy.Sub(now))*p.cfg.Rate/8e9+float64(len(f)) > float64(q) {
+			backlog := float64(p.busy.Sub(now)) * p.cfg.Rate / 8e9
+			if q := p.cfg.QueueBytes; q > 0 && backlog+float64(len(f)) > float64(q) {
 				p.Link.QueueDropped.Add(1)
 				return
+			}
+			if m := p.cfg.MarkBytes; m > 0 && backlog > float64(m) {
+				mark = true
 			}
 			p.busy = p.busy.Add(time.Duration(float64(len(f)*8) / p.cfg.Rate * 1e9))
 			leave = p.busy
@@ -225,11 +235,41 @@ func (p *Port) transmit(f []byte) {
 	if reorder {
 		p.Link.Reordered.Add(1)
 	}
+	if mark && markCE(f) {
+		p.Link.Marked.Add(1)
+	}
 	for range copies {
 		p.peer.deliver(f, corrupt, reorder, at)
 		p.Link.Delivered.Add(1)
 		reorder = false
 	}
+}
+
+// markCE sets an ECN-capable IPv4 or IPv6 frame's ECN field to
+// Congestion Experienced (the IPv4 checksum follows; the ICRC masks the
+// field). It reports whether the frame was ECN-capable.
+func markCE(f []byte) bool {
+	var p wire.Packet
+	if wire.ParseNoICRC(f, &p) != nil {
+		return false
+	}
+	ip := f[p.IPOff:]
+	if p.IPv6 {
+		tc := ip[0]<<4 | ip[1]>>4
+		if tc&3 == 0 {
+			return false
+		}
+		ip[1] |= 3 << 4
+		return true
+	}
+	h := wire.IPv4(ip[:wire.IPv4MinLen])
+	if ip[1]&3 == 0 {
+		return false
+	}
+	ip[1] |= 3
+	h.SetChecksum(0)
+	h.SetChecksum(h.ComputeChecksum())
+	return true
 }
 
 // deliver copies a frame into one of the port's buffers, or holds it back

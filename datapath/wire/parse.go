@@ -224,6 +224,23 @@ func (p *Packet) IPv6Header() IPv6 {
 	return IPv6(p.Frame[p.IPOff:p.UDPOff])
 }
 
+// ECN field values (RFC 3168), in the low two bits of IPv4's TOS and
+// IPv6's traffic class.
+const (
+	ECNNotECT = 0
+	ECT0      = 2 // ECN-capable transport, as RoCEv2 NICs mark their packets
+	ECNCE     = 3 // Congestion Experienced, set by a congested switch
+)
+
+// ECN returns the packet's ECN field.
+func (p *Packet) ECN() uint8 {
+	ip := p.Frame[p.IPOff:]
+	if p.IPv6 {
+		return (ip[1] >> 4) & 3
+	}
+	return ip[1] & 3
+}
+
 // UDP returns the UDP header.
 func (p *Packet) UDP() UDP { return UDP(p.Frame[p.UDPOff:p.BTHOff]) }
 

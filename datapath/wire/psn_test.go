@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -88,6 +89,35 @@ func TestPKeyMatch(t *testing.T) {
 	} {
 		if got := wire.PKeyMatch(tc.a, tc.b); got != tc.want {
 			t.Errorf("PKeyMatch(%#04x, %#04x) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestECN(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		for _, ecn := range []uint8{wire.ECNNotECT, 1, wire.ECT0, wire.ECNCE} {
+			var f wire.FrameFields
+			f.Ethernet = wire.EthernetFields{}
+			if v6 {
+				f.IPv6 = true
+				f.IP6 = wire.IPv6Fields{TrafficClass: 0xa0 | ecn, HopLimit: 64, Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2")}
+			} else {
+				f.IP4 = wire.IPv4Fields{TOS: 0xa0 | ecn, TTL: 64, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")}
+			}
+			f.UDP.DstPort = wire.RoCEv2Port
+			f.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: wire.DefaultPKey, DestQP: 17}
+			b := make([]byte, 256)
+			k, err := wire.Encode(b, &f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p wire.Packet
+			if err := wire.Parse(b[:k], &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.ECN() != ecn {
+				t.Errorf("IPv6 %v: ECN %d, want %d", v6, p.ECN(), ecn)
+			}
 		}
 	}
 }

@@ -32,6 +32,16 @@ func TestLossAndShallow(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 	t.Logf("shallow: %+v", s)
+	// With an ECN switch: packets are marked, the responder answers with
+	// CNPs, the senders cut their windows, and everything completes.
+	e, err := relbench.Shallow(relbench.ShallowConfig{WriteQPs: 2, Messages: 40, Reads: 20, RTT: 500 * time.Microsecond, QueueBytes: 32 << 10, MarkBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Marked == 0 || e.CNPs == 0 {
+		t.Errorf("ECN run: %+v", e)
+	}
+	t.Logf("with ECN: %+v", e)
 }
 
 // TestIsolation runs the stall-isolation scenario briefly: A, with four

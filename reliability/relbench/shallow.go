@@ -24,6 +24,7 @@ type ShallowConfig struct {
 	LinkGbits  float64       // default 2
 	RTT        time.Duration // added round trip (default 1 ms)
 	QueueBytes int           // the link's queue (default 64 KiB: 16 frames of 4 KiB)
+	MarkBytes  int           // ECN: mark CE above this many queued bytes (0: no ECN, drops only)
 	MTU        int           // IB MTU enum (default 5)
 }
 
@@ -53,6 +54,8 @@ type ShallowResult struct {
 	Sent          uint64  // packets the two NICs sent
 	Retransmitted uint64  // of them sent again: requests from replay entries, READ responses answered again
 	QueueDropped  uint64  // frames the link's queue dropped
+	Marked        uint64  // frames marked Congestion Experienced
+	CNPs          uint64  // CNPs the responders sent
 	Timeouts      uint64
 }
 
@@ -60,7 +63,7 @@ type ShallowResult struct {
 func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	cfg.defaults()
 	const msg = 64 << 10
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes})
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes})
 	defer pa.Close()
 	defer pb.Close()
 	size := (cfg.WriteQPs + 1) * 16 * msg
@@ -128,6 +131,8 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 		Sent:          ca.SentPkts.Load() + cb.SentPkts.Load(),
 		Retransmitted: retransmitted(ca) + retransmitted(cb),
 		QueueDropped:  pa.Link.QueueDropped.Load() + pb.Link.QueueDropped.Load(),
+		Marked:        pa.Link.Marked.Load() + pb.Link.Marked.Load(),
+		CNPs:          ca.NPCNPSent.Load() + cb.NPCNPSent.Load(),
 		Timeouts:      ca.LocalACKTimeouts.Load() + cb.LocalACKTimeouts.Load()}, nil
 }
 
@@ -167,16 +172,20 @@ func stream(ctx context.Context, qp *verbs.QP, cq *verbs.CQ, op verbs.WROpcode, 
 // ReportShallow runs the scenario and prints it.
 func ReportShallow(w io.Writer, cfg ShallowConfig) (ShallowResult, error) {
 	cfg.defaults()
-	fmt.Fprintf(w, "%d QPs of 64 KiB WRITEs (%d each) and one of 64 KiB READs (%d), link %.1f Gbit/s, added RTT %v, queue %d KiB\n",
-		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10)
+	ecn := "no ECN"
+	if cfg.MarkBytes > 0 {
+		ecn = fmt.Sprintf("ECN marks above %d KiB", cfg.MarkBytes>>10)
+	}
+	fmt.Fprintf(w, "%d QPs of 64 KiB WRITEs (%d each) and one of 64 KiB READs (%d), link %.1f Gbit/s, added RTT %v, queue %d KiB, %s\n",
+		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10, ecn)
 	r, err := Shallow(cfg)
 	if err != nil {
 		return r, err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "time\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\ttimeouts\t")
-	fmt.Fprintf(tw, "%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t\n", r.Elapsed.Round(time.Millisecond), r.Gbits, r.Gbits/cfg.LinkGbits,
-		r.Sent, r.Retransmitted, 100*float64(r.Retransmitted)/float64(max(r.Sent, 1)), r.QueueDropped, r.Timeouts)
+	fmt.Fprintln(tw, "time\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\t")
+	fmt.Fprintf(tw, "%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t\n", r.Elapsed.Round(time.Millisecond), r.Gbits, r.Gbits/cfg.LinkGbits,
+		r.Sent, r.Retransmitted, 100*float64(r.Retransmitted)/float64(max(r.Sent, 1)), r.QueueDropped, r.Marked, r.CNPs, r.Timeouts)
 	tw.Flush()
 	return r, nil
 }
