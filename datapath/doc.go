@@ -30,6 +30,12 @@
 //	                            timers ─► tick: the Sender's local ACK,
 //	                                     early-retransmission and RNR timers
 //
+// One file per stage: rx.go (parse, hand-off, dispatch), park.go (packets
+// waiting for contexts), responder.go, requester.go (through the
+// reliability gate), completer.go, timers.go, tx.go (encode and send in
+// batches) and memory.go (contexts, MPT and MTT checks, DMA); engine.go
+// is the loop that runs them, nic.go the NIC and its counters.
+//
 // All of RC's recovery (the PSN window, replay entries, ACK/NAK/RNR
 // handling, timers, duplicate detection) is package reliability's; the
 // engine acts on what its Sender and Receiver decide.

@@ -9,13 +9,6 @@ import (
 	"github.com/softrnic/softrnic/host"
 )
 
-// handoffBuffers is how many frames an engine can hold that arrived on
-// another queue for one of its QPs and wait for it to take them.
-const handoffBuffers = 1024
-
-// handoffBatch is how many handed-off frames an engine takes in a turn.
-const handoffBatch = 32
-
 // EngineStats count one engine's work.
 type EngineStats struct {
 	RxFrames      atomic.Uint64 // frames taken from its own queue
@@ -23,13 +16,6 @@ type EngineStats struct {
 	HandoffOut    atomic.Uint64 // frames it passed to other engines
 	Doorbells     atomic.Uint64 // send doorbells served
 	HandoffQueued atomic.Int64  // frames handed to it, not yet taken
-}
-
-// handoff is a frame passed from the engine whose queue received it to the
-// engine that owns its QP.
-type handoff struct {
-	buf    []byte // a buffer of the owner's handoff pool, resliced to the frame
-	noICRC bool
 }
 
 // engine runs the requester, responder and completer for the QPs it owns,
@@ -101,51 +87,6 @@ func (e *engine) command(fn func()) {
 	e.cmds <- func() { fn(); close(done) }
 	e.wake()
 	<-done
-}
-
-// handOff passes a frame that arrived on this engine's queue to the engine
-// that owns its QP. The frame is copied: the port's buffer goes back with
-// the batch. With no spare buffer the frame is dropped and counted, as a
-// NIC drops what it has no room for; RC retransmits it.
-func (e *engine) handOff(to *engine, fr *Frame, verified bool) {
-	select {
-	case buf := <-to.spare:
-		if len(fr.Data) > cap(buf) {
-			to.spare <- buf
-			e.counters.HandoffDropped.Add(1)
-			return
-		}
-		buf = buf[:copy(buf[:cap(buf)], fr.Data)]
-		to.stats.HandoffQueued.Add(1)
-		to.inbox <- handoff{buf: buf, noICRC: fr.NoICRC || verified}
-		e.stats.HandoffOut.Add(1)
-		e.counters.HandedOff.Add(1)
-		to.wake()
-	default:
-		e.counters.HandoffDropped.Add(1)
-	}
-}
-
-// handoffsDue takes in up to a batch of the frames other engines passed
-// to this one (a batch at a time, as from its own queue, so that a QP
-// whose context misses drains between batches instead of overflowing its
-// parking).
-func (e *engine) handoffsDue() bool {
-	for served := 0; ; served++ {
-		if served == handoffBatch {
-			return true
-		}
-		select {
-		case h := <-e.inbox:
-			e.stats.HandoffQueued.Add(-1)
-			e.stats.HandoffIn.Add(1)
-			fr := Frame{Data: h.buf, NoICRC: h.noICRC}
-			e.receive(&fr)
-			e.spare <- h.buf[:cap(h.buf)]
-		default:
-			return served > 0
-		}
-	}
 }
 
 // run is the engine's loop; it returns when the NIC is closed.

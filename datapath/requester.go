@@ -1,8 +1,6 @@
 package datapath
 
 import (
-	"time"
-
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/reliability"
@@ -156,27 +154,6 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 		return false
 	}
 	return true
-}
-
-// later puts a QP on the engine's list of QPs to come back to on its next
-// pass: retransmissions left beyond a burst, or packets pacing holds.
-func (n *engine) later(qpn uint32, r *qpRun) {
-	if !r.resending {
-		r.resending = true
-		n.resenders = append(n.resenders, qpn)
-	}
-}
-
-// pumpResends continues the retransmissions of the QPs that had more
-// than a burst to send again.
-func (n *engine) pumpResends() {
-	list := n.resenders
-	n.resenders = n.resendersSpare[:0]
-	for _, qpn := range list {
-		n.qps[qpn].resending = false
-		n.request(qpn)
-	}
-	n.resendersSpare = list[:0]
 }
 
 // inflightOf returns the in-flight work request with send queue index
@@ -348,16 +325,6 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 	return true
 }
 
-// gather reads len(buf) bytes at logical offset off of a WQE's data: its
-// inline bytes, or its scatter/gather list (local reads need no access
-// right beyond the region's validity).
-func (n *engine) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
-	if w.InlineLen > 0 {
-		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
-	}
-	return n.sglCopy(pd, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, buf, false)
-}
-
 // track records a message as in flight.
 func (n *engine) track(r *qpRun, in inflight) {
 	r.inflight[(r.ifHead+r.ifN)%len(r.inflight)] = in
@@ -382,48 +349,6 @@ func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8
 	}
 	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
 	n.complete(q.SendCQ, &c)
-}
-
-// timeQP puts a QP on the engine's timer list.
-func (n *engine) timeQP(qpn uint32, r *qpRun) {
-	if !r.timed {
-		r.timed = true
-		n.timers = append(n.timers, qpn)
-	}
-}
-
-// tick runs the timers of the QPs on the list: an RNR wait that ended
-// or a local ACK timeout makes the QP send again; retries exhausted
-// fail it. A QP whose timer is off leaves the list.
-func (n *engine) tick(now time.Time) {
-	kept := n.timers[:0]
-	for _, qpn := range n.timers {
-		r := &n.qps[qpn]
-		if r.errored || r.snd.Deadline().IsZero() {
-			r.timed = false
-			continue
-		}
-		kept = append(kept, qpn)
-		if now.Before(r.snd.Deadline()) {
-			continue
-		}
-		var q host.QPCEntry
-		if !n.qpc(qpn, &q) {
-			continue
-		}
-		switch r.snd.Tick(now) {
-		case reliability.Failed:
-			n.counters.RetryExceededErr.Add(1)
-			n.failed(qpn, &q, r)
-		case reliability.Accepted:
-			if r.snd.Resending() {
-				n.counters.Retransmits.Add(1)
-			}
-			n.request(qpn)
-		}
-		n.senderStats(r)
-	}
-	n.timers = kept
 }
 
 // sendUD sends a UD work request as one datagram to the address vector it

@@ -8,100 +8,6 @@ import (
 	"github.com/softrnic/softrnic/reliability"
 )
 
-// receive parses a frame and hands it to the responder (requests) or the
-// completer (ACKs and responses).
-func (n *engine) receive(fr *Frame) {
-	var p wire.Packet
-	var err error
-	if fr.NoICRC {
-		err = wire.ParseNoICRC(fr.Data, &p)
-	} else {
-		err = wire.Parse(fr.Data, &p)
-	}
-	switch {
-	case err == wire.ErrBadICRC:
-		n.counters.RcvdBadICRC.Add(1)
-		return
-	case err != nil:
-		n.counters.RcvdMalformed.Add(1)
-		return
-	}
-	qpn := p.BTH().DestQP()
-	if qpn >= uint32(len(n.qps)) {
-		n.counters.RcvdPkts.Add(1)
-		n.counters.RcvdUnknownQP.Add(1)
-		return
-	}
-	// A frame whose QP another engine owns goes to that engine, its ICRC
-	// already checked.
-	if to := n.owner(qpn); to != n {
-		n.handOff(to, fr, true)
-		return
-	}
-	n.counters.RcvdPkts.Add(1)
-	if !wire.PKeyMatch(p.BTH().PKey(), wire.DefaultPKey) {
-		n.counters.RcvdBadPKey.Add(1) // another partition: dropped, as rxe drops it
-		return
-	}
-	// A QP whose context is not cached waits, its packets parked in
-	// order, while the packets of other QPs go on.
-	r := &n.qps[qpn]
-	if r.parkN > 0 {
-		n.park(qpn, fr)
-		return
-	}
-	var q host.QPCEntry
-	if n.mustWait(qpn, &p, &q) {
-		n.park(qpn, fr)
-		return
-	}
-	n.dispatch(qpn, &p, &q)
-}
-
-// dispatch hands a parsed packet, with its QP's context, to the responder
-// or the completer.
-func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
-	if p.Info.Transport == wire.TransportCNP {
-		n.congestion(qpn, q)
-		return
-	}
-	if p.Info.Flags&wire.OpRequest != 0 {
-		n.respond(qpn, p, q)
-	} else {
-		n.completeResponse(qpn, p, q)
-	}
-}
-
-// scatter writes payload at logical offset off of a scatter/gather list
-// (the regions must grant local write).
-func (n *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
-	return n.sglCopy(pd, sges, off, payload, true)
-}
-
-// sglCopy moves buf to (write) or from logical offset off of a
-// scatter/gather list.
-func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
-	need := 0
-	if write {
-		need = host.AccessLocalWrite
-	}
-	for _, s := range sges {
-		if len(buf) == 0 {
-			return true
-		}
-		if off >= s.Length {
-			off -= s.Length
-			continue
-		}
-		take := min(uint32(len(buf)), s.Length-off)
-		if !n.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write) {
-			return false
-		}
-		buf, off = buf[take:], 0
-	}
-	return len(buf) == 0
-}
-
 // respond is the responder: it checks a request's PSN, places its data,
 // consumes receive WQEs, answers READs and acknowledges.
 func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
@@ -555,15 +461,6 @@ func fitsMTU(n int, first, last bool, mtu int) bool {
 	default: // FIRST, MIDDLE
 		return n == mtu
 	}
-}
-
-// sglLen is the number of bytes a scatter/gather list holds.
-func sglLen(sges []host.SGE) uint64 {
-	var t uint64
-	for _, s := range sges {
-		t += uint64(s.Length)
-	}
-	return t
 }
 
 // recvError ends a SEND that its receive WQE cannot take. On RC the

@@ -1,11 +1,12 @@
 package datapath
 
+// The memory stage: contexts through their caches, protection checks
+// through the MPT, and data through the MTT and the DMA engine.
+
 import (
 	"encoding/binary"
-	"net/netip"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 )
 
@@ -120,63 +121,51 @@ func (n *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, 
 	return true
 }
 
-// gidAddr is the IP address of a GID (unmapped for IPv4).
-func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
-
-// frameTo fills the addressing of a frame for a QP's peer. Its packets
-// are marked ECN-capable (ECT(0)), as RoCEv2 NICs mark them, so that an
-// ECN switch marks them instead of dropping them; rxe ignores the field,
-// which the ICRC masks.
-func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
-	*f = wire.FrameFields{}
-	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: n.cfg.MAC}
-	dst := gidAddr(q.DestGID)
-	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{TOS: wire.ECT0, Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
-	} else {
-		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{TrafficClass: wire.ECT0, HopLimit: 64, Src: n.cfg.IP, Dst: dst}
-	}
-	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
-	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}
+// scatter writes payload at logical offset off of a scatter/gather list
+// (the regions must grant local write).
+func (n *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
+	return n.sglCopy(pd, sges, off, payload, true)
 }
 
-// send encodes one frame into a transmit buffer and queues it; frames go
-// out in batches (flushTX), one system call for many.
-func (n *engine) send(f *wire.FrameFields) {
-	if n.txN == len(n.tx) {
-		n.flushTX()
+// sglCopy moves buf to (write) or from logical offset off of a
+// scatter/gather list.
+func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
+	need := 0
+	if write {
+		need = host.AccessLocalWrite
 	}
-	fr := n.tx[n.txN : n.txN+1]
-	for n.port.Alloc(fr) == 0 {
-		n.flushTX()
-		n.port.Flush()
+	for _, s := range sges {
+		if len(buf) == 0 {
+			return true
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		take := min(uint32(len(buf)), s.Length-off)
+		if !n.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write) {
+			return false
+		}
+		buf, off = buf[take:], 0
 	}
-	k, err := wire.Encode(fr[0].Data, f)
-	if err != nil {
-		n.port.Free(fr)
-		n.counters.SendErr.Add(1)
-		return
-	}
-	fr[0].Data = fr[0].Data[:k]
-	n.txN++
+	return len(buf) == 0
 }
 
-// flushTX sends the queued frames, waiting while the port's ring is full.
-func (n *engine) flushTX() {
-	sent := 0
-	for sent < n.txN {
-		k, err := n.port.Send(n.tx[sent:n.txN])
-		sent += k
-		if err != nil {
-			n.counters.SendErr.Add(uint64(n.txN - sent))
-			n.port.Free(n.tx[sent:n.txN])
-			break
-		}
-		if k == 0 {
-			n.port.Flush()
-		}
+// sglLen is the number of bytes a scatter/gather list holds.
+func sglLen(sges []host.SGE) uint64 {
+	var t uint64
+	for _, s := range sges {
+		t += uint64(s.Length)
 	}
-	n.counters.SentPkts.Add(uint64(min(sent, n.txN)))
-	n.txN = 0
+	return t
+}
+
+// gather reads len(buf) bytes at logical offset off of a WQE's data: its
+// inline bytes, or its scatter/gather list (local reads need no access
+// right beyond the region's validity).
+func (n *engine) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
+	if w.InlineLen > 0 {
+		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
+	}
+	return n.sglCopy(pd, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, buf, false)
 }

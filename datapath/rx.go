@@ -1,0 +1,134 @@
+package datapath
+
+// The receive stage: a frame from the port (or handed over from another
+// queue's engine) is parsed and its ICRC checked, goes to the engine that
+// owns its QP, waits parked while its contexts miss (park.go), and is
+// dispatched to the responder, the completer or congestion handling.
+
+import (
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// receive parses a frame and hands it to the responder (requests) or the
+// completer (ACKs and responses).
+func (n *engine) receive(fr *Frame) {
+	var p wire.Packet
+	var err error
+	if fr.NoICRC {
+		err = wire.ParseNoICRC(fr.Data, &p)
+	} else {
+		err = wire.Parse(fr.Data, &p)
+	}
+	switch {
+	case err == wire.ErrBadICRC:
+		n.counters.RcvdBadICRC.Add(1)
+		return
+	case err != nil:
+		n.counters.RcvdMalformed.Add(1)
+		return
+	}
+	qpn := p.BTH().DestQP()
+	if qpn >= uint32(len(n.qps)) {
+		n.counters.RcvdPkts.Add(1)
+		n.counters.RcvdUnknownQP.Add(1)
+		return
+	}
+	// A frame whose QP another engine owns goes to that engine, its ICRC
+	// already checked.
+	if to := n.owner(qpn); to != n {
+		n.handOff(to, fr, true)
+		return
+	}
+	n.counters.RcvdPkts.Add(1)
+	if !wire.PKeyMatch(p.BTH().PKey(), wire.DefaultPKey) {
+		n.counters.RcvdBadPKey.Add(1) // another partition: dropped, as rxe drops it
+		return
+	}
+	// A QP whose context is not cached waits, its packets parked in
+	// order, while the packets of other QPs go on.
+	r := &n.qps[qpn]
+	if r.parkN > 0 {
+		n.park(qpn, fr)
+		return
+	}
+	var q host.QPCEntry
+	if n.mustWait(qpn, &p, &q) {
+		n.park(qpn, fr)
+		return
+	}
+	n.dispatch(qpn, &p, &q)
+}
+
+// dispatch hands a parsed packet, with its QP's context, to the responder
+// or the completer.
+func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+	if p.Info.Transport == wire.TransportCNP {
+		n.congestion(qpn, q)
+		return
+	}
+	if p.Info.Flags&wire.OpRequest != 0 {
+		n.respond(qpn, p, q)
+	} else {
+		n.completeResponse(qpn, p, q)
+	}
+}
+
+// handoffBuffers is how many frames an engine can hold that arrived on
+// another queue for one of its QPs and wait for it to take them.
+const handoffBuffers = 1024
+
+// handoffBatch is how many handed-off frames an engine takes in a turn.
+const handoffBatch = 32
+
+// handoff is a frame passed from the engine whose queue received it to the
+// engine that owns its QP.
+type handoff struct {
+	buf    []byte // a buffer of the owner's handoff pool, resliced to the frame
+	noICRC bool
+}
+
+// handOff passes a frame that arrived on this engine's queue to the engine
+// that owns its QP. The frame is copied: the port's buffer goes back with
+// the batch. With no spare buffer the frame is dropped and counted, as a
+// NIC drops what it has no room for; RC retransmits it.
+func (e *engine) handOff(to *engine, fr *Frame, verified bool) {
+	select {
+	case buf := <-to.spare:
+		if len(fr.Data) > cap(buf) {
+			to.spare <- buf
+			e.counters.HandoffDropped.Add(1)
+			return
+		}
+		buf = buf[:copy(buf[:cap(buf)], fr.Data)]
+		to.stats.HandoffQueued.Add(1)
+		to.inbox <- handoff{buf: buf, noICRC: fr.NoICRC || verified}
+		e.stats.HandoffOut.Add(1)
+		e.counters.HandedOff.Add(1)
+		to.wake()
+	default:
+		e.counters.HandoffDropped.Add(1)
+	}
+}
+
+// handoffsDue takes in up to a batch of the frames other engines passed
+// to this one (a batch at a time, as from its own queue, so that a QP
+// whose context misses drains between batches instead of overflowing its
+// parking).
+func (e *engine) handoffsDue() bool {
+	for served := 0; ; served++ {
+		if served == handoffBatch {
+			return true
+		}
+		select {
+		case h := <-e.inbox:
+			e.stats.HandoffQueued.Add(-1)
+			e.stats.HandoffIn.Add(1)
+			fr := Frame{Data: h.buf, NoICRC: h.noICRC}
+			e.receive(&fr)
+			e.spare <- h.buf[:cap(h.buf)]
+		default:
+			return served > 0
+		}
+	}
+}

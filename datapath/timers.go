@@ -1,0 +1,75 @@
+package datapath
+
+// The timer stage: the QPs whose senders have a timer running (local ACK,
+// early retransmission, RNR wait) and the QPs to come back to on the next
+// pass (retransmissions beyond a burst, packets held by pacing).
+
+import (
+	"time"
+
+	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/reliability"
+)
+
+// later puts a QP on the engine's list of QPs to come back to on its next
+// pass: retransmissions left beyond a burst, or packets pacing holds.
+func (n *engine) later(qpn uint32, r *qpRun) {
+	if !r.resending {
+		r.resending = true
+		n.resenders = append(n.resenders, qpn)
+	}
+}
+
+// pumpResends continues the retransmissions of the QPs that had more
+// than a burst to send again.
+func (n *engine) pumpResends() {
+	list := n.resenders
+	n.resenders = n.resendersSpare[:0]
+	for _, qpn := range list {
+		n.qps[qpn].resending = false
+		n.request(qpn)
+	}
+	n.resendersSpare = list[:0]
+}
+
+// timeQP puts a QP on the engine's timer list.
+func (n *engine) timeQP(qpn uint32, r *qpRun) {
+	if !r.timed {
+		r.timed = true
+		n.timers = append(n.timers, qpn)
+	}
+}
+
+// tick runs the timers of the QPs on the list: an RNR wait that ended
+// or a local ACK timeout makes the QP send again; retries exhausted
+// fail it. A QP whose timer is off leaves the list.
+func (n *engine) tick(now time.Time) {
+	kept := n.timers[:0]
+	for _, qpn := range n.timers {
+		r := &n.qps[qpn]
+		if r.errored || r.snd.Deadline().IsZero() {
+			r.timed = false
+			continue
+		}
+		kept = append(kept, qpn)
+		if now.Before(r.snd.Deadline()) {
+			continue
+		}
+		var q host.QPCEntry
+		if !n.qpc(qpn, &q) {
+			continue
+		}
+		switch r.snd.Tick(now) {
+		case reliability.Failed:
+			n.counters.RetryExceededErr.Add(1)
+			n.failed(qpn, &q, r)
+		case reliability.Accepted:
+			if r.snd.Resending() {
+				n.counters.Retransmits.Add(1)
+			}
+			n.request(qpn)
+		}
+		n.senderStats(r)
+	}
+	n.timers = kept
+}

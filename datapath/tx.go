@@ -1,0 +1,72 @@
+package datapath
+
+// The transmit stage: frames are addressed to a QP's peer, encoded into
+// the port's buffers and sent in batches.
+
+import (
+	"net/netip"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// gidAddr is the IP address of a GID (unmapped for IPv4).
+func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+// frameTo fills the addressing of a frame for a QP's peer. Its packets
+// are marked ECN-capable (ECT(0)), as RoCEv2 NICs mark them, so that an
+// ECN switch marks them instead of dropping them; rxe ignores the field,
+// which the ICRC masks.
+func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
+	*f = wire.FrameFields{}
+	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: n.cfg.MAC}
+	dst := gidAddr(q.DestGID)
+	if dst.Is4() {
+		f.IP4 = wire.IPv4Fields{TOS: wire.ECT0, Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
+	} else {
+		f.IPv6 = true
+		f.IP6 = wire.IPv6Fields{TrafficClass: wire.ECT0, HopLimit: 64, Src: n.cfg.IP, Dst: dst}
+	}
+	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}
+}
+
+// send encodes one frame into a transmit buffer and queues it; frames go
+// out in batches (flushTX), one system call for many.
+func (n *engine) send(f *wire.FrameFields) {
+	if n.txN == len(n.tx) {
+		n.flushTX()
+	}
+	fr := n.tx[n.txN : n.txN+1]
+	for n.port.Alloc(fr) == 0 {
+		n.flushTX()
+		n.port.Flush()
+	}
+	k, err := wire.Encode(fr[0].Data, f)
+	if err != nil {
+		n.port.Free(fr)
+		n.counters.SendErr.Add(1)
+		return
+	}
+	fr[0].Data = fr[0].Data[:k]
+	n.txN++
+}
+
+// flushTX sends the queued frames, waiting while the port's ring is full.
+func (n *engine) flushTX() {
+	sent := 0
+	for sent < n.txN {
+		k, err := n.port.Send(n.tx[sent:n.txN])
+		sent += k
+		if err != nil {
+			n.counters.SendErr.Add(uint64(n.txN - sent))
+			n.port.Free(n.tx[sent:n.txN])
+			break
+		}
+		if k == 0 {
+			n.port.Flush()
+		}
+	}
+	n.counters.SentPkts.Add(uint64(min(sent, n.txN)))
+	n.txN = 0
+}
