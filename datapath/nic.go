@@ -75,6 +75,7 @@ type Counters struct {
 	ReadResponsesResent        atomic.Uint64 // READ response packets sent again for duplicate READ requests
 	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
 	CreditWaits                atomic.Uint64 // times a SEND waited for the responder's end-to-end credits
+	PlacedAhead                atomic.Uint64 // WRITE_ONLY packets placed ahead of order (selective repeat)
 	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
 	NPCNPSent                  atomic.Uint64 // CNPs sent for them
 	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window
@@ -99,7 +100,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
-		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits},
+		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits}, {"placed_ahead", &c.PlacedAhead},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 	} {
 		fn(e.name, e.v.Load())

@@ -101,7 +101,7 @@ func pmtu(q *host.QPCEntry) int {
 func (r *qpRun) startReceiver(q *host.QPCEntry) {
 	if !r.rcvStarted {
 		r.rcvStarted = true
-		r.rcv.Init(wire.PSN(q.RQPSN))
+		r.rcv.Init(wire.PSN(q.RQPSN), q.Type == host.QPTRC && q.Flags&host.QPFlagSelectiveRepeat != 0)
 		r.ucExp = wire.PSN(q.RQPSN) & wire.PSNMask
 	}
 }
@@ -112,7 +112,7 @@ func (r *qpRun) startSender(q *host.QPCEntry) {
 	if !r.sndStarted {
 		r.sndStarted = true
 		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
-			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic})
+			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&host.QPFlagSelectiveRepeat != 0})
 		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
 }

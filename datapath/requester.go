@@ -100,7 +100,7 @@ func (n *engine) request(qpn uint32) {
 		ackReq := false
 		if q.Type == host.QPTRC {
 			var psn wire.PSN
-			psn, ackReq = r.snd.Admit(entryOf(in, k, mtu), now)
+			psn, ackReq = r.snd.Admit(entryOf(&q, in, k, mtu), now)
 			if k == 0 {
 				in.firstPSN, in.started = psn, true
 				in.lastPSN = psn.Add(uint32(in.packets - 1))
@@ -182,7 +182,7 @@ func kindOf(op uint8) reliability.Kind {
 
 // entryOf is the replay entry of packet k of an in-flight message: where
 // its payload comes from, never the payload.
-func entryOf(in *inflight, k, mtu int) reliability.Entry {
+func entryOf(q *host.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
 	e := reliability.Entry{WQE: in.index, Kind: kindOf(in.wqe.Opcode), Span: 1}
 	switch e.Kind {
 	case reliability.Read:
@@ -194,11 +194,39 @@ func entryOf(in *inflight, k, mtu int) reliability.Entry {
 		}
 	default:
 		e.Offset, e.Length = uint32(k*mtu), uint32(segmentLen(int(in.length), k, mtu))
-		e.Opcode = opsOf(in.wqe.Opcode).at(k, in.packets)
+		e.Opcode = packetOp(q, in.wqe.Opcode, k, in.packets)
 		e.AckReq = k == in.packets-1
 		e.Consumes = consumes(in, k)
+		e.Placeable = e.Opcode == wire.RCRDMAWriteOnly && selectiveWrite(q, in.wqe.Opcode)
 	}
 	return e
+}
+
+// selectiveWrite reports whether a work request of opcode op on QP q is
+// a WRITE sent for selective repeat: every packet a WRITE_ONLY with its
+// own RETH, which the peer places even ahead of order (the last one of a
+// WRITE_WITH_IMM a WRITE_ONLY_WITH_IMMEDIATE, taken in order). The frames
+// are standard RoCEv2; only a peer that enabled selective repeat too
+// places them ahead of order.
+func selectiveWrite(q *host.QPCEntry, op uint8) bool {
+	return q.Type == host.QPTRC && q.Flags&host.QPFlagSelectiveRepeat != 0 &&
+		(op == host.WRRDMAWrite || op == host.WRRDMAWriteWithImm)
+}
+
+// packetOp is the opcode of packet k of a message of a work request of
+// opcode op.
+func packetOp(q *host.QPCEntry, op uint8, k, packets int) wire.Opcode {
+	if selectiveWrite(q, op) {
+		if op == host.WRRDMAWriteWithImm && k == packets-1 {
+			return wire.RCRDMAWriteOnlyWithImmediate
+		}
+		return wire.RCRDMAWriteOnly
+	}
+	o := opsOf(op).at(k, packets)
+	if q.Type == host.QPTUC {
+		o |= wire.Opcode(wire.TransportUC)
+	}
+	return o
 }
 
 // consumes reports whether packet k of a message takes a receive WQE at
@@ -295,10 +323,7 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 		n.send(&f)
 		return true
 	}
-	op := opsOf(w.Opcode).at(k, in.packets)
-	if q.Type == host.QPTUC {
-		op |= wire.Opcode(wire.TransportUC)
-	}
+	op := packetOp(q, w.Opcode, k, in.packets)
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
 	payload := n.payload[:segmentLen(int(in.length), k, mtu)]
 	if !n.gather(q.PD, w, uint32(k*mtu), payload) {
@@ -308,6 +333,9 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int
 	info := op.Info()
 	if info.Has(wire.HdrRETH) {
 		f.RETH = wire.RETHFields{VA: w.RemoteAddr, RKey: w.RKey, DMALen: in.length}
+		if selectiveWrite(q, w.Opcode) { // each packet its own WRITE_ONLY
+			f.RETH = wire.RETHFields{VA: w.RemoteAddr + uint64(k*mtu), RKey: w.RKey, DMALen: uint32(len(payload))}
+		}
 	}
 	if info.Has(wire.HdrImmDt) {
 		f.Imm = w.Imm

@@ -42,11 +42,17 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	case reliability.Duplicate:
 		n.duplicate(q, r, p, psn)
 		return
-	case reliability.OutOfSequence:
+	case reliability.AlreadyPlaced:
+		n.counters.DuplicateRequest.Add(1)
+		return
+	case reliability.Ahead, reliability.OutOfSequence:
 		// One NAK per gap, and not more often than SeqNAKInterval per
 		// QP: a stream of forged requests ahead of the window must not
 		// make the requester go back at each.
 		n.counters.OutOfSeqRequest.Add(1)
+		if class == reliability.Ahead && n.placeAhead(q, r, p, psn) {
+			n.counters.PlacedAhead.Add(1)
+		}
 		if nak {
 			n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 		} else {
@@ -58,9 +64,33 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		return
 	}
 	r.rcv.Executed(1, p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0)
-	if p.BTH().AckReq() {
-		n.ack(q, r, psn, wire.ACKSyndrome(wire.CreditsInvalid))
+	switch {
+	case r.rcv.PlacedAhead():
+		// Selective repeat: a hole filled, and packets placed ahead lie
+		// beyond another: NAK that one now (it acknowledges the rest).
+		n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
+	case p.BTH().AckReq():
+		n.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
 	}
+}
+
+// placeAhead places, with selective repeat, a packet that came ahead of
+// order, if it can stand on its own: a WRITE_ONLY, whose RETH says where
+// its bytes go. Anything else, or a WRITE its key does not allow (it will
+// be refused with a NAK when it comes in order), waits for its
+// retransmission.
+func (n *engine) placeAhead(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	if p.Opcode != wire.RCRDMAWriteOnly {
+		return false
+	}
+	h, payload := p.RETH(), p.Payload()
+	if h.DMALen() != uint32(len(payload)) || len(payload) > pmtu(q) ||
+		!n.memory(h.RKey(), q.PD, h.VA(), payload, host.AccessRemoteWrite, true) {
+		return false
+	}
+	n.writePlaced()
+	r.rcv.Placed(psn)
+	return true
 }
 
 // cnpInterval is the least time between two CNPs a QP sends (DCQCN's

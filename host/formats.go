@@ -248,8 +248,16 @@ type QPCEntry struct {
 	DestMAC                      [6]byte
 	SQBase, RQBase               uint64
 	DestGID                      [16]byte
+	Flags                        uint32    // QPFlag*
 	NIC                          [8]uint32 // the NIC's running state, kept in the context
 }
+
+// QPC flags.
+const (
+	// QPFlagSelectiveRepeat: the QP recovers RC losses by selective
+	// repeat, which both ends must have enabled (package reliability).
+	QPFlagSelectiveRepeat = 1 << 0
+)
 
 // Encode writes the entry into b (128 bytes).
 func (q *QPCEntry) Encode(b []byte) {
@@ -267,7 +275,7 @@ func (q *QPCEntry) Encode(b []byte) {
 	}
 	le.PutUint16(b[52:], q.SrcPort)
 	copy(b[54:60], q.DestMAC[:])
-	le.PutUint32(b[60:], 0)
+	le.PutUint32(b[60:], q.Flags)
 	le.PutUint64(b[64:], q.SQBase)
 	le.PutUint64(b[72:], q.RQBase)
 	copy(b[80:96], q.DestGID[:])
@@ -288,6 +296,7 @@ func (q *QPCEntry) Decode(b []byte) {
 		*p = le.Uint32(b[12+4*i:])
 	}
 	copy(q.DestMAC[:], b[54:60])
+	q.Flags = le.Uint32(b[60:])
 	copy(q.DestGID[:], b[80:96])
 	for i := range q.NIC {
 		q.NIC[i] = le.Uint32(b[96+4*i:])

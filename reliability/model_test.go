@@ -70,7 +70,7 @@ func newModel(t testing.TB, seed uint64, alloc int, p reliability.Params) *model
 	}
 	start := wire.PSN(seed) & wire.PSNMask
 	m.s = reliability.NewSender(a, start, p)
-	m.r.Init(start)
+	m.r.Init(start, false)
 	return m
 }
 
@@ -307,7 +307,7 @@ func (m *model) restart() {
 	m.s.Reset()
 	start := wire.PSN(m.rng.Uint32()) & wire.PSNMask
 	m.s.Init(a, start, m.params)
-	m.r.Init(start)
+	m.r.Init(start, false)
 	m.msgs, m.executed, m.sentUpTo, m.completed, m.timeouts = nil, nil, 0, 0, 0
 	m.toResp, m.toReq = nil, nil
 	m.psnOf = map[wire.PSN]int{}

@@ -28,11 +28,25 @@ const (
 	// whether to send a PSN sequence NAK for Expected() (one per gap, and
 	// not more often than SeqNAKInterval).
 	OutOfSequence
+	// Ahead is, with selective repeat, a PSN ahead of the expected one
+	// within the receive window: a packet that can be placed on its own
+	// (a WRITE_ONLY, which carries its address) is placed now and
+	// recorded with Placed; any other is dropped as OutOfSequence. NAK
+	// says, as for OutOfSequence, whether to NAK the gap.
+	Ahead
+	// AlreadyPlaced is a PSN ahead of the expected one that was placed
+	// before: a copy, dropped without a word.
+	AlreadyPlaced
 )
+
+// SRWindow is how far ahead of the expected PSN a selective-repeat
+// receiver places packets (a fixed bitmap per QP).
+const SRWindow = 1024
 
 // ReceiverStats count one QP's responder events.
 type ReceiverStats struct {
 	Duplicates, OutOfSequence, NAKsSuppressed uint64
+	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
 
 // Receiver is the responder half of an RC QP's reliability: the expected
@@ -49,6 +63,9 @@ type Receiver struct {
 	atomics    [MaxRdAtomic]AtomicRecord
 	atomicNext int
 	stats      ReceiverStats
+
+	sr     bool                  // selective repeat
+	placed [SRWindow / 64]uint64 // bit i: PSN exp+i placed ahead of order
 }
 
 // ReadRecord is a READ request the responder executed.
@@ -70,8 +87,51 @@ type AtomicRecord struct {
 	MSN   uint32
 }
 
-// Init sets the receiver up to expect psn first.
-func (r *Receiver) Init(psn wire.PSN) { *r = Receiver{exp: psn & wire.PSNMask} }
+// Init sets the receiver up to expect psn first; sr enables selective
+// repeat (both ends must have).
+func (r *Receiver) Init(psn wire.PSN, sr bool) { *r = Receiver{exp: psn & wire.PSNMask, sr: sr} }
+
+// bit reports whether PSN exp+i was placed ahead.
+func (r *Receiver) bit(i int) bool { return r.placed[i/64]&(1<<(i%64)) != 0 }
+
+// Placed records that a packet of class Ahead was placed.
+func (r *Receiver) Placed(psn wire.PSN) {
+	if d := int(psn.Diff(r.exp)); r.sr && d > 0 && d < SRWindow {
+		r.placed[d/64] |= 1 << (d % 64)
+		r.stats.PlacedAhead++
+	}
+}
+
+// PlacedAhead reports whether packets beyond the expected PSN are placed:
+// after a hole filled, another hole lies before them, and it is NAKed at
+// once instead of waiting for a packet to come past it.
+func (r *Receiver) PlacedAhead() bool {
+	for _, w := range r.placed {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// shift moves the placed bitmap down by k PSNs.
+func (r *Receiver) shift(k int) {
+	if k >= SRWindow {
+		clear(r.placed[:])
+		return
+	}
+	w, b := k/64, uint(k%64)
+	for i := range r.placed {
+		var v uint64
+		if j := i + w; j < len(r.placed) {
+			v = r.placed[j] >> b
+			if b > 0 && j+1 < len(r.placed) {
+				v |= r.placed[j+1] << (64 - b)
+			}
+		}
+		r.placed[i] = v
+	}
+}
 
 // Expected is the PSN of the next new request.
 func (r *Receiver) Expected() wire.PSN { return r.exp }
@@ -89,14 +149,20 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 	case d < 0:
 		r.stats.Duplicates++
 		return Duplicate, false
+	case d > 0 && r.sr && d < SRWindow && r.bit(int(d)):
+		return AlreadyPlaced, false
 	case d > 0:
 		r.stats.OutOfSequence++
+		c = OutOfSequence
+		if r.sr && d < SRWindow {
+			c = Ahead
+		}
 		if !r.nakSent && now.Sub(r.lastNAK) >= SeqNAKInterval {
 			r.nakSent, r.lastNAK = true, now
-			return OutOfSequence, true
+			return c, true
 		}
 		r.stats.NAKsSuppressed++
-		return OutOfSequence, false
+		return c, false
 	}
 	return New, false
 }
@@ -104,11 +170,29 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 // Executed moves the expected PSN past a request that occupied span PSNs
 // (1, or a READ's response packets); done says it completed a message,
 // which moves the MSN.
+//
+// With selective repeat, the expected PSN then moves past the packets
+// placed ahead that now follow in order, each a whole message (a
+// WRITE_ONLY), so that the next ACK acknowledges them all.
 func (r *Receiver) Executed(span uint32, done bool) {
-	r.exp = r.exp.Add(max(span, 1))
+	span = max(span, 1)
+	r.exp = r.exp.Add(span)
 	r.nakSent = false
 	if done {
 		r.msn++
+	}
+	if !r.sr {
+		return
+	}
+	r.shift(int(span))
+	k := 0
+	for k < SRWindow && r.bit(k) {
+		k++
+	}
+	if k > 0 {
+		r.exp = r.exp.Add(uint32(k))
+		r.msn += uint32(k)
+		r.shift(k)
 	}
 }
 

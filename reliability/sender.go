@@ -39,10 +39,13 @@ type Entry struct {
 	// SEND's first packet, a WRITE_WITH_IMM's last): end-to-end credits
 	// count these.
 	Consumes bool
-	Got      uint32 // READ: responses placed, in order
-	done     bool   // READ or atomic: answered in full
-	sent     time.Time
-	resent   bool // sent again: its answer is no round-trip sample (Karn)
+	// Placeable says a selective-repeat peer places the packet even
+	// ahead of order (a WRITE_ONLY without immediate data).
+	Placeable bool
+	Got       uint32 // READ: responses placed, in order
+	done      bool   // READ or atomic: answered in full
+	sent      time.Time
+	resent    bool // sent again: its answer is no round-trip sample (Karn)
 }
 
 // last is the last PSN the entry occupies.
@@ -58,6 +61,12 @@ type Params struct {
 	Timeout  uint8 // local ACK timeout exponent: 4.096 us x 2^Timeout; 0 means none (softrnic uses 100 ms)
 	RetryCnt uint8 // retries after a timeout before IBV_WC_RETRY_EXC_ERR (3 bits)
 	RNRRetry uint8 // retries after an RNR NAK before IBV_WC_RNR_RETRY_EXC_ERR; 7 is infinite
+	// SelectiveRepeat: the peer places WRITE_ONLY packets that come ahead
+	// of order (package reliability's Receiver with selective repeat), so
+	// a NAK or a timeout resends the packet missing and the ones after it
+	// that cannot be placed that way, not the whole window. Both ends
+	// must enable it.
+	SelectiveRepeat bool
 	// MaxRdAtomic is how many READs and atomics may be outstanding
 	// (max_rd_atomic): the responder remembers the answers of no more.
 	// 0 means 1; it is at most MaxRdAtomic.
@@ -140,6 +149,8 @@ type Sender struct {
 
 	resend    int      // entries from head still to send again; -1: none
 	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
+	selective bool     // the resend skips placeable entries after selFrom
+	selFrom   wire.PSN
 
 	deadline time.Time
 	retries  int
@@ -493,6 +504,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 	for i := range s.n {
 		if e := s.entry(i); e.contains(psn) {
 			s.resend, s.resendPSN = i, psn
+			s.selective, s.selFrom = s.params.SelectiveRepeat, psn
 			s.stats.GoBacks++
 			s.cut(psn)
 			return
@@ -669,6 +681,18 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 	}
 	if s.paced(now) {
 		return nil, 0, false
+	}
+	if s.selective {
+		// Selective repeat: the peer placed these if they came; if one
+		// did not, its own NAK asks for it.
+		for s.resend < s.n && s.entry(s.resend).Placeable && s.entry(s.resend).PSN.After(s.selFrom) {
+			s.resend++
+		}
+		if s.resend >= s.n {
+			s.resend = -1
+			return nil, 0, false
+		}
+		s.resendPSN = s.entry(s.resend).PSN
 	}
 	if s.resend > 0 {
 		// Entries before the cursor were sent again and are in flight:

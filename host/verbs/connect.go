@@ -7,16 +7,23 @@ package verbs
 // and atomic access are enabled; pathMTU is the ibv_mtu enum and timeout
 // the ACK timeout exponent.
 func ConnectRC(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
-	return connect(a, b, aAH, bAH, pathMTU, timeout)
+	return connect(a, b, aAH, bAH, pathMTU, timeout, false)
+}
+
+// ConnectRCSelective is ConnectRC with selective repeat enabled on both
+// QPs (QPAttr.SelectiveRepeat): losses are repaired by resending what is
+// missing, not the window.
+func ConnectRCSelective(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
+	return connect(a, b, aAH, bAH, pathMTU, timeout, true)
 }
 
 // ConnectUC does for two UC queue pairs what ConnectRC does for RC ones;
 // UC takes no ACK timeout, retry counts or READ/atomic resources.
 func ConnectUC(a, b *QP, aAH, bAH AH, pathMTU int) error {
-	return connect(a, b, aAH, bAH, pathMTU, 0)
+	return connect(a, b, aAH, bAH, pathMTU, 0, false)
 }
 
-func connect(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
+func connect(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8, sr bool) error {
 	for _, side := range []struct {
 		me, peer *QP
 		peerAH   AH
@@ -32,6 +39,10 @@ func connect(a, b *QP, aAH, bAH AH, pathMTU int, timeout uint8) error {
 				AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer},
 			{QPAttr{State: QPSRTS, SQPSN: 1000 + side.me.Num, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
 				AttrState | AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic},
+		}
+		if sr {
+			steps[1].attr.SelectiveRepeat = true
+			steps[1].mask |= AttrSelectiveRepeat
 		}
 		if side.me.Type == QPTUC {
 			steps[0].attr.AccessFlags = AccessRemoteWrite

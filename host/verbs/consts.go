@@ -190,4 +190,8 @@ const (
 	AttrPathMigState     AttrMask = 1 << 18 // IBV_QP_PATH_MIG_STATE
 	AttrCap              AttrMask = 1 << 19 // IBV_QP_CAP
 	AttrDestQPN          AttrMask = 1 << 20 // IBV_QP_DEST_QPN
+
+	// AttrSelectiveRepeat is softrnic's own: QPAttr.SelectiveRepeat, on
+	// an RC QP's INIT->RTR transition.
+	AttrSelectiveRepeat AttrMask = 1 << 30
 )

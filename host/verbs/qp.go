@@ -54,6 +54,12 @@ type QPAttr struct {
 	MaxDestRdAtomic uint8
 	MinRNRTimer     uint8
 	DestQPN         uint32
+	// SelectiveRepeat (with AttrSelectiveRepeat, at INIT->RTR on RC):
+	// recover losses by selective repeat instead of go-back-N. The peer
+	// must enable it too (perftest's exchange carries it for softrnic
+	// perf --sr); a QP with it sends each WRITE packet as a WRITE_ONLY,
+	// still standard RoCEv2.
+	SelectiveRepeat bool
 }
 
 // QP is a queue pair.
@@ -245,6 +251,12 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrMaxDestRdAtomic != 0 {
 		c.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	if mask&AttrSelectiveRepeat != 0 {
+		c.Flags &^= host.QPFlagSelectiveRepeat
+		if attr.SelectiveRepeat {
+			c.Flags |= host.QPFlagSelectiveRepeat
+		}
 	}
 	if next == QPSRTS && qp.state != QPSRTS && qp.Type == QPTRC {
 		if err := qp.pd.dev.nic.OpenQP(qp.Num, qp.replayEntries); err != nil {

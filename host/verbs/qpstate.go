@@ -95,6 +95,9 @@ func (m AttrMask) String() string {
 			names = append(names, n)
 		}
 	}
+	if m&AttrSelectiveRepeat != 0 {
+		names = append(names, "SELECTIVE_REPEAT")
+	}
 	if len(names) == 0 {
 		return "none"
 	}
@@ -120,6 +123,12 @@ func CheckModify(t QPType, cur, next QPState, mask AttrMask, curAttr QPState) er
 	tr := transitions[cur][next]
 	i := typeIndex(t)
 	given := mask &^ (AttrState | AttrCurState)
+	if given&AttrSelectiveRepeat != 0 {
+		if t != QPTRC || cur != QPSInit || next != QPSRTR {
+			return fmt.Errorf("%w: selective repeat is set on an RC QP's INIT->RTR, not a %v QP's %v->%v", ErrInvalidAttr, t, cur, next)
+		}
+		given &^= AttrSelectiveRepeat
+	}
 	if missing := tr.req[i] &^ given; missing != 0 {
 		return fmt.Errorf("%w: %v QP %v->%v needs %v", ErrMissingAttr, t, cur, next, missing)
 	}

@@ -625,3 +625,82 @@ func twoQPs(t *testing.T, a, b *end, timeout uint8) (qas, qbs [2]*verbs.QP) {
 	}
 	return qas, qbs
 }
+
+// TestSelectiveRepeat moves WRITEs (some with immediate data), READs and
+// SENDs over a link that loses, duplicates and reorders frames, with go-
+// back-N and with selective repeat: every byte arrives either way, and
+// selective repeat places packets that come ahead of order and sends far
+// fewer packets again.
+func TestSelectiveRepeat(t *testing.T) {
+	var resent [2]uint64
+	for i, sr := range []bool{false, true} {
+		pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192, Loss: 0.02, Duplicate: 0.01, Reorder: 0.01, Seed: 7})
+		a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), bufSize)
+		b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), bufSize)
+		connect := verbs.ConnectRC
+		if sr {
+			connect = verbs.ConnectRCSelective
+		}
+		if err := connect(a.QP, b.QP, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+			t.Fatal(err)
+		}
+		const msg = 64 << 10
+		fill(a.Buf[:bufSize/2], uint64(10+i))
+		fill(b.Buf[bufSize/2:], uint64(20+i))
+		var wrs []verbs.SendWR
+		for k := range 24 {
+			off := uint64(k * msg)
+			switch k % 4 {
+			case 0, 1:
+				wrs = append(wrs, verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+					SGL: sgl(a, int(off), msg), RemoteAddr: b.MR.Addr + off, RKey: b.MR.RKey})
+			case 2:
+				wrs = append(wrs, verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: uint32(k),
+					SGL: sgl(a, int(off), msg), RemoteAddr: b.MR.Addr + off, RKey: b.MR.RKey})
+				if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(k)}}); err != nil {
+					t.Fatal(err)
+				}
+			case 3:
+				wrs = append(wrs, verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					SGL: sgl(a, bufSize/2+int(off), msg), RemoteAddr: b.MR.Addr + bufSize/2 + off, RKey: b.MR.RKey})
+			}
+		}
+		for k := 0; k < len(wrs); k += 8 {
+			if _, err := a.QP.PostSend(wrs[k : k+8]); err != nil {
+				t.Fatal(err)
+			}
+			for range 8 {
+				if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+					t.Fatalf("selective %v: %+v", sr, wc)
+				}
+			}
+		}
+		b.Dev.NIC().Command(func() {})
+		for k := range 24 {
+			off := k * msg
+			switch k % 4 {
+			case 0, 1, 2:
+				if !bytes.Equal(b.Buf[off:off+msg], a.Buf[off:off+msg]) {
+					t.Errorf("selective %v: WRITE %d differs", sr, k)
+				}
+			case 3:
+				if !bytes.Equal(a.Buf[bufSize/2+off:bufSize/2+off+msg], b.Buf[bufSize/2+off:bufSize/2+off+msg]) {
+					t.Errorf("selective %v: READ %d differs", sr, k)
+				}
+			}
+		}
+		for range 6 { // the WRITE_WITH_IMM receives
+			if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRecvRDMAWithImm {
+				t.Errorf("selective %v: receive %+v", sr, wc)
+			}
+		}
+		resent[i] = a.Counts.RetransmittedPkts.Load()
+		t.Logf("selective %v: sent %d, sent again %d, placed ahead %d", sr, a.Counts.SentPkts.Load(), resent[i], b.Counts.PlacedAhead.Load())
+		if sr != (b.Counts.PlacedAhead.Load() > 0) {
+			t.Errorf("selective %v: %d packets placed ahead", sr, b.Counts.PlacedAhead.Load())
+		}
+	}
+	if resent[1]*2 > resent[0] {
+		t.Errorf("selective repeat sent %d packets again, go-back-N %d", resent[1], resent[0])
+	}
+}
