@@ -43,6 +43,8 @@ type model struct {
 	rnrEvery  int // the responder refuses every n-th new WRITE with an RNR NAK (0: never)
 	newWrites int
 	psnOf     map[wire.PSN]int // first PSN -> message index
+	ahead     map[wire.PSN]int // selective repeat: placed ahead of order -> message index
+	placed    int              // packets placed ahead, over the run
 }
 
 type msg struct {
@@ -62,7 +64,7 @@ type pkt struct {
 }
 
 func newModel(t testing.TB, seed uint64, alloc int, p reliability.Params) *model {
-	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 1)), now: time.Unix(1000, 0), params: p, psnOf: map[wire.PSN]int{}}
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 1)), now: time.Unix(1000, 0), params: p, psnOf: map[wire.PSN]int{}, ahead: map[wire.PSN]int{}}
 	m.pool = reliability.NewPool(alloc + 3)
 	a, err := m.pool.Reserve(alloc)
 	if err != nil {
@@ -70,7 +72,7 @@ func newModel(t testing.TB, seed uint64, alloc int, p reliability.Params) *model
 	}
 	start := wire.PSN(seed) & wire.PSNMask
 	m.s = reliability.NewSender(a, start, p)
-	m.r.Init(start, false)
+	m.r.Init(start, p.SelectiveRepeat)
 	return m
 }
 
@@ -101,7 +103,8 @@ func (m *model) send() {
 		if free == 0 || m.s.InFlight() >= m.s.Window() {
 			m.t.Fatalf("the gate admitted with %d free entries, %d packets in flight in a window of %d", free, m.s.InFlight(), m.s.Window())
 		}
-		psn, _ := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo)}, m.now)
+		psn, _ := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo),
+			Placeable: g.kind == reliability.Data && m.params.SelectiveRepeat}, m.now)
 		g.psn = psn
 		m.psnOf[psn] = m.sentUpTo
 		m.sentUpTo++
@@ -139,8 +142,19 @@ func (m *model) resend(burst int) {
 // respond is the responder taking one request.
 func (m *model) respond(p pkt) {
 	c, nak := m.r.Classify(p.psn, m.now)
+	exp := m.r.Expected()
 	switch c {
-	case reliability.OutOfSequence:
+	case reliability.AlreadyPlaced:
+	case reliability.Ahead, reliability.OutOfSequence:
+		if c == reliability.Ahead && p.op == wire.RCRDMAWriteOnly {
+			i, ok := m.psnOf[p.psn]
+			if !ok {
+				m.t.Fatalf("a WRITE ahead at PSN %d that no message was given", p.psn)
+			}
+			m.r.Placed(p.psn)
+			m.ahead[p.psn] = i
+			m.placed++
+		}
 		if nak {
 			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected(), syn: wire.NAKSyndrome(wire.NAKPSNSequenceError)})
 		}
@@ -171,7 +185,6 @@ func (m *model) respond(p pkt) {
 				return
 			}
 			m.r.Executed(1, true)
-			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: p.psn, syn: wire.ACKSyndrome(wire.CreditsInvalid)})
 		case wire.RCRDMAReadRequest:
 			if p.psn != p.first {
 				m.t.Fatalf("a new READ from its middle (PSN %d, first %d)", p.psn, p.first)
@@ -184,9 +197,33 @@ func (m *model) respond(p pkt) {
 			m.r.ExecutedAtomic(uint64(i))
 			m.toReq = append(m.toReq, pkt{op: wire.RCAtomicAcknowledge, psn: p.psn})
 		}
+		first := len(m.executed)
 		m.executed = append(m.executed, i)
-		if n := len(m.executed); m.executed[n-1] != n-1 {
-			m.t.Fatalf("executions %v: not each once in posting order", m.executed)
+		// Selective repeat: the packets placed ahead that now follow in
+		// order were executed with it.
+		span := uint32(1)
+		if p.op == wire.RCRDMAReadRequest {
+			span = p.span
+		}
+		for q := exp.Add(span); q != m.r.Expected(); q = q.Next() {
+			j, ok := m.ahead[q]
+			if !ok {
+				m.t.Fatalf("the expected PSN moved past %d, which was not placed ahead", q)
+			}
+			delete(m.ahead, q)
+			m.executed = append(m.executed, j)
+		}
+		for n := first; n < len(m.executed); n++ {
+			if m.executed[n] != n {
+				m.t.Fatalf("executions %v: not each once in posting order", m.executed)
+			}
+		}
+		if p.op == wire.RCRDMAWriteOnly {
+			if m.r.PlacedAhead() {
+				m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected(), syn: wire.NAKSyndrome(wire.NAKPSNSequenceError)})
+			} else {
+				m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected().Sub(1), syn: wire.ACKSyndrome(wire.CreditsInvalid)})
+			}
 		}
 	}
 }
@@ -307,10 +344,11 @@ func (m *model) restart() {
 	m.s.Reset()
 	start := wire.PSN(m.rng.Uint32()) & wire.PSNMask
 	m.s.Init(a, start, m.params)
-	m.r.Init(start, false)
 	m.msgs, m.executed, m.sentUpTo, m.completed, m.timeouts = nil, nil, 0, 0, 0
 	m.toResp, m.toReq = nil, nil
 	m.psnOf = map[wire.PSN]int{}
+	m.ahead = map[wire.PSN]int{}
+	m.r.Init(start, m.params.SelectiveRepeat)
 }
 
 func (m *model) deliver(q *[]pkt, to func(pkt)) {
@@ -370,10 +408,12 @@ func TestModel(t *testing.T) {
 		alloc    int
 		retry    uint8
 		rnrEvery int
-	}{{4, 7, 0}, {1, 7, 0}, {16, 7, 5}, {64, 7, 0}, {8, 2, 3}} {
+		sr       bool
+	}{{4, 7, 0, false}, {1, 7, 0, false}, {16, 7, 5, false}, {64, 7, 0, false}, {8, 2, 3, false}, {16, 7, 0, true}, {64, 7, 0, true}, {4, 2, 0, true}} {
+		placed := 0
 		for seed := range uint64(20) {
-			t.Run(fmt.Sprintf("alloc%d-retry%d-rnr%d-seed%d", tc.alloc, tc.retry, tc.rnrEvery, seed), func(t *testing.T) {
-				m := newModel(t, seed*7919+uint64(tc.alloc), tc.alloc, reliability.Params{Timeout: 14, RetryCnt: tc.retry, RNRRetry: 7, MaxRdAtomic: 16})
+			t.Run(fmt.Sprintf("alloc%d-retry%d-rnr%d-sr%v-seed%d", tc.alloc, tc.retry, tc.rnrEvery, tc.sr, seed), func(t *testing.T) {
+				m := newModel(t, seed*7919+uint64(tc.alloc), tc.alloc, reliability.Params{Timeout: 14, RetryCnt: tc.retry, RNRRetry: 7, MaxRdAtomic: 16, SelectiveRepeat: tc.sr})
 				m.rnrEvery = tc.rnrEvery
 				for range 3000 {
 					m.step(m.rng.IntN(10))
@@ -382,7 +422,14 @@ func TestModel(t *testing.T) {
 				if len(m.executed) != len(m.msgs) {
 					t.Fatalf("%d of %d messages executed", len(m.executed), len(m.msgs))
 				}
+				if !tc.sr && m.placed > 0 {
+					t.Errorf("%d packets placed ahead without selective repeat", m.placed)
+				}
+				placed += m.placed
 			})
+		}
+		if tc.sr && placed == 0 {
+			t.Errorf("alloc %d: selective repeat placed nothing ahead in 20 runs", tc.alloc)
 		}
 	}
 }
@@ -392,7 +439,7 @@ func FuzzModel(f *testing.F) {
 	f.Add(uint64(1), uint8(4), []byte{0, 1, 3, 5, 1, 3, 3, 5, 5, 8, 2, 3, 5})
 	f.Add(uint64(2), uint8(1), []byte{0, 0, 1, 1, 4, 4, 7, 8, 8, 8, 8, 8, 8, 8, 8, 8})
 	f.Fuzz(func(t *testing.T, seed uint64, alloc uint8, events []byte) {
-		m := newModel(t, seed, 1+int(alloc%64), reliability.Params{Timeout: 14, RetryCnt: 3, RNRRetry: 7, MaxRdAtomic: uint8(seed % 20)})
+		m := newModel(t, seed, 1+int(alloc%64), reliability.Params{Timeout: 14, RetryCnt: 3, RNRRetry: 7, MaxRdAtomic: uint8(seed % 20), SelectiveRepeat: alloc&0x80 != 0})
 		m.rnrEvery = int(seed % 4)
 		if m.rnrEvery == 1 {
 			m.rnrEvery = 0 // every WRITE refused: no progress is right

@@ -199,8 +199,9 @@ func (r *Receiver) Executed(span uint32, done bool) {
 // ExecutedRead records a READ executed at the expected PSN and moves past
 // it; it returns the MSN its responses carry.
 func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
+	psn, msn := r.exp, r.msn+1 // before any packets placed ahead that follow
 	r.Executed(rec.Packets, true)
-	rec.valid, rec.PSN, rec.MSN = true, r.exp.Sub(max(rec.Packets, 1)), r.msn
+	rec.valid, rec.PSN, rec.MSN = true, psn, msn
 	r.reads[r.readNext] = rec
 	r.readNext = (r.readNext + 1) % len(r.reads)
 	return rec.MSN
@@ -209,9 +210,9 @@ func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 // ExecutedAtomic records an atomic executed at the expected PSN, with the
 // original value it returned, and moves past it.
 func (r *Receiver) ExecutedAtomic(orig uint64) {
-	psn := r.exp
+	psn, msn := r.exp, r.msn+1
 	r.Executed(1, true)
-	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: r.msn}
+	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: msn}
 	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
 }
 
