@@ -369,3 +369,69 @@ func TestCNP(t *testing.T) {
 		t.Errorf("%d cuts after a round trip", s.Stats().CNPCuts)
 	}
 }
+
+// TestReceiverSelective: with selective repeat a packet ahead within the
+// window is Ahead (placed, recorded), a copy of it AlreadyPlaced, and
+// when the hole fills the expected PSN and the MSN move past every packet
+// placed in order after it, leaving the next hole NAKable at once.
+func TestReceiverSelective(t *testing.T) {
+	var r reliability.Receiver
+	r.Init(100, true)
+	for _, psn := range []wire.PSN{102, 103, 105} {
+		if c, _ := r.Classify(psn, t0); c != reliability.Ahead {
+			t.Fatalf("PSN %d: class %v, want Ahead", psn, c)
+		}
+		r.Placed(psn)
+	}
+	if c, _ := r.Classify(103, t0); c != reliability.AlreadyPlaced {
+		t.Errorf("a copy of 103: class %v", c)
+	}
+	if c, _ := r.Classify(100+reliability.SRWindow, t0); c != reliability.OutOfSequence {
+		t.Errorf("beyond the window: class %v", c)
+	}
+	if c, _ := r.Classify(100, t0); c != reliability.New {
+		t.Fatalf("the hole: class %v", c)
+	}
+	r.Executed(1, true) // 100; 101 still missing
+	if r.Expected() != 101 || !r.PlacedAhead() || r.MSN() != 1 {
+		t.Fatalf("after 100: expected %d, placed ahead %v, MSN %d", r.Expected(), r.PlacedAhead(), r.MSN())
+	}
+	r.Executed(1, true) // 101: 102 and 103 follow; 104 missing
+	if r.Expected() != 104 || !r.PlacedAhead() || r.MSN() != 4 {
+		t.Fatalf("after 101: expected %d, MSN %d", r.Expected(), r.MSN())
+	}
+	r.Executed(1, true) // 104: 105 follows
+	if r.Expected() != 106 || r.PlacedAhead() || r.MSN() != 6 {
+		t.Fatalf("after 104: expected %d, placed ahead %v, MSN %d", r.Expected(), r.PlacedAhead(), r.MSN())
+	}
+	var g reliability.Receiver
+	g.Init(100, false)
+	if c, _ := g.Classify(102, t0); c != reliability.OutOfSequence {
+		t.Errorf("go-back-N: class %v, want OutOfSequence", c)
+	}
+}
+
+// TestSelectiveResend: with selective repeat a sequence NAK resends the
+// missing packet and the ones after it that the peer cannot place ahead,
+// not the placeable ones.
+func TestSelectiveResend(t *testing.T) {
+	s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 3, SelectiveRepeat: true, MaxRdAtomic: 4})
+	for i := range 6 {
+		e := reliability.Entry{WQE: uint32(i), Placeable: i != 4} // 104: a SEND, say
+		s.Admit(e, t0)
+	}
+	s.OnNAK(102, wire.NAKPSNSequenceError, t0)
+	var got []wire.PSN
+	for {
+		e, from, ok := s.Resend(t0)
+		if !ok {
+			break
+		}
+		got = append(got, from)
+		_ = e
+		s.Resent(t0)
+	}
+	if len(got) != 2 || got[0] != 102 || got[1] != 104 {
+		t.Errorf("resent %v, want [102 104]", got)
+	}
+}
