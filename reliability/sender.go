@@ -231,8 +231,21 @@ func (s *Sender) spend(now time.Time) {
 
 // minEarly bounds the early retransmission timer from below: an engine
 // on a loaded host answers late by a few milliseconds, and a spurious
-// early retransmission costs a window of duplicates.
-const minEarly = MinTimeout
+// early retransmission costs a window of duplicates. With selective
+// repeat it costs one packet, and a lost tail (which no later packet
+// makes the peer NAK) is worth asking for sooner.
+const (
+	minEarly          = MinTimeout
+	minEarlySelective = time.Millisecond
+)
+
+// earlyFloor is the sender's least early retransmission timer.
+func (s *Sender) earlyFloor() time.Duration {
+	if s.params.SelectiveRepeat {
+		return minEarlySelective
+	}
+	return minEarly
+}
 
 // initialWindow is the congestion window a sender starts with, in
 // packets (as TCP's initial window).
@@ -300,6 +313,12 @@ func (s *Sender) sample(d time.Duration) {
 // cut reacts to a loss of the packet at psn: the window halves, once for
 // all losses among the packets in flight when it does.
 func (s *Sender) cut(psn wire.PSN) {
+	if s.params.SelectiveRepeat {
+		// IRN's rule: with selective repeat a loss costs one packet, and
+		// the replay allocation (the path's BDP) bounds what is in
+		// flight; congestion is ECN's to signal (OnCNP).
+		return
+	}
 	if s.cutOnce && psn.Before(s.recover) {
 		return
 	}
@@ -433,7 +452,7 @@ func (s *Sender) arm(now time.Time) {
 	s.deadline = now.Add(AckTimeout(s.params.Timeout) << s.backoff)
 	s.early = time.Time{}
 	if s.srtt > 0 {
-		if t := now.Add(max(s.srtt+4*s.rttvar, minEarly) << s.earlyBackoff); t.Before(s.deadline) {
+		if t := now.Add(max(s.srtt+4*s.rttvar, s.earlyFloor()) << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
 		}
 	}
@@ -758,7 +777,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		s.gapAsked = false
 		s.goBack(s.Una())
 		s.early = time.Time{}
-		if t := now.Add(max(s.srtt+4*s.rttvar, minEarly) << s.earlyBackoff); t.Before(s.deadline) {
+		if t := now.Add(max(s.srtt+4*s.rttvar, s.earlyFloor()) << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
 		}
 		return Accepted

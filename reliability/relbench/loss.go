@@ -40,9 +40,10 @@ func (c *LossConfig) defaults() {
 	}
 }
 
-// LossRow is one loss rate's result for one operation.
+// LossRow is one loss rate's result for one operation and recovery.
 type LossRow struct {
 	Op            string
+	Selective     bool // selective repeat, else go-back-N
 	Loss          float64
 	Gbits         float64
 	OfLossless    float64 // Gbits over the same operation's lossless goodput
@@ -51,28 +52,30 @@ type LossRow struct {
 }
 
 // Loss measures every cell: goodput at each loss rate as a fraction of
-// the lossless goodput, with go-back-N recovery.
+// the lossless goodput, with go-back-N and with selective repeat.
 func Loss(cfg LossConfig) ([]LossRow, error) {
 	cfg.defaults()
 	var rows []LossRow
 	for _, op := range []verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMARead} {
-		base := 0.0
-		for _, rate := range cfg.Rates {
-			r, err := lossCell(cfg, op, rate)
-			if err != nil {
-				return rows, fmt.Errorf("%v at %.1f%% loss: %w", op, 100*rate, err)
+		for _, sr := range []bool{false, true} {
+			base := 0.0
+			for _, rate := range cfg.Rates {
+				r, err := lossCell(cfg, op, rate, sr)
+				if err != nil {
+					return rows, fmt.Errorf("%v at %.1f%% loss: %w", op, 100*rate, err)
+				}
+				if rate == 0 || base == 0 {
+					base = r.Gbits
+				}
+				r.OfLossless = r.Gbits / base
+				rows = append(rows, r)
 			}
-			if rate == 0 || base == 0 {
-				base = r.Gbits
-			}
-			r.OfLossless = r.Gbits / base
-			rows = append(rows, r)
 		}
 	}
 	return rows, nil
 }
 
-func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64) (LossRow, error) {
+func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64, sr bool) (LossRow, error) {
 	const msg = 64 << 10
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, Loss: rate, Seed: 42})
 	defer pa.Close()
@@ -91,7 +94,11 @@ func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64) (LossRow, error) 
 	if err != nil {
 		return LossRow{}, err
 	}
-	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, cfg.MTU, 14); err != nil {
+	connect := verbs.ConnectRC
+	if sr {
+		connect = verbs.ConnectRCSelective
+	}
+	if err := connect(a.qp, b.qp, a.ah, b.ah, cfg.MTU, 14); err != nil {
 		return LossRow{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -106,20 +113,24 @@ func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64) (LossRow, error) 
 	if op == verbs.WRRDMARead {
 		name = "READ"
 	}
-	return LossRow{Op: name, Loss: rate, Gbits: float64(cfg.Messages*msg*8) / elapsed.Seconds() / 1e9,
+	return LossRow{Op: name, Selective: sr, Loss: rate, Gbits: float64(cfg.Messages*msg*8) / elapsed.Seconds() / 1e9,
 		Retransmitted: retransmitted(ca) + retransmitted(cb), Sent: ca.SentPkts.Load() + cb.SentPkts.Load()}, nil
 }
 
 // ReportLoss runs the cells and prints the table.
 func ReportLoss(w io.Writer, cfg LossConfig) error {
 	cfg.defaults()
-	fmt.Fprintf(w, "One RC QP, %d messages of 64 KiB per cell, IB MTU %d, added RTT %v, link %.1f Gbit/s, random loss; go-back-N recovery\n",
+	fmt.Fprintf(w, "One RC QP, %d messages of 64 KiB per cell, IB MTU %d, added RTT %v, link %.1f Gbit/s, random loss\n",
 		cfg.Messages, 128<<cfg.MTU, cfg.RTT, cfg.LinkGbits)
 	rows, err := Loss(cfg)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tloss %\tGbit/s\tof lossless\tpackets sent\tretransmitted\t")
+	fmt.Fprintln(tw, "operation\trecovery\tloss %\tGbit/s\tof lossless\tpackets sent\tretransmitted\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.2f\t%d\t%d\t\n", r.Op, 100*r.Loss, r.Gbits, r.OfLossless, r.Sent, r.Retransmitted)
+		rec := "go-back-N"
+		if r.Selective {
+			rec = "selective"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%.2f\t%d\t%d\t\n", r.Op, rec, 100*r.Loss, r.Gbits, r.OfLossless, r.Sent, r.Retransmitted)
 	}
 	tw.Flush()
 	return err

@@ -16,8 +16,8 @@ func TestLossAndShallow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 4 {
-		t.Fatalf("%d rows, want 4", len(rows))
+	if len(rows) != 8 {
+		t.Fatalf("%d rows, want 8", len(rows))
 	}
 	for _, r := range rows {
 		if r.Gbits <= 0 || (r.Loss == 0) != (r.Retransmitted == 0) {
