@@ -67,6 +67,7 @@ func newPerfFlags() *perfFlags {
 	fs.IntVar(&cfg.CQMod, "Q", 0, "signal one completion every this many sends (bw 100; 1 above 8 KiB)")
 	fs.IntVar(&cfg.OutReads, "o", 0, "outstanding READs/atomics (softrnic's maximum, 16)")
 	fs.BoolVar(&cfg.Gbits, "report_gbits", false, "report bandwidth in Gbit/s")
+	fs.BoolVar(&cfg.SR, "sr", false, "selective repeat instead of go-back-N, if the peer is a softrnic perf --sr too (softrnic's own)")
 	fs.Bool("F", false, "accepted for perftest compatibility (CPU frequency checks do not apply)")
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")

@@ -77,7 +77,16 @@ type Config struct {
 	Atomic   string        // -A: CMP_AND_SWAP or FETCH_AND_ADD
 	Gbits    bool          // --report_gbits
 	QPs      int           // -q: QPs (bandwidth tests), each its own message stream
+	// SR (--sr, softrnic's own) asks for selective repeat; it is used
+	// only when the peer asks too (a softrnic perf --sr peer: the keys
+	// exchange carries it in the SRQN field, which RC ignores).
+	SR bool
 }
+
+// SelectiveRepeatFlag is the SRQN bit of a keys message by which a
+// softrnic peer asks for selective repeat; perftest leaves the field 0 on
+// RC QPs and ignores the peer's.
+const SelectiveRepeatFlag = 1 << 31
 
 // MaxSize is the largest message perftest sends (with -a, the last size).
 const MaxSize = 8 << 20

@@ -18,6 +18,7 @@ import (
 type rdma struct {
 	env            Env
 	cfg            *Config
+	sr, srOn       bool // selective repeat asked for, and agreed with the peer
 	scq, rcq       *verbs.CQ
 	qps            []*verbs.QP
 	mr             *verbs.MR
@@ -82,9 +83,14 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	if cfg.Test.read() || cfg.Test.atomic() {
 		out = uint16(cfg.OutReads)
 	}
+	srqn := uint32(0)
+	if cfg.SR {
+		srqn = SelectiveRepeatFlag
+	}
+	d.sr = cfg.SR
 	for i, qp := range d.qps {
 		d.local = append(d.local, Keys{OutReads: out, QPN: qp.Num, PSN: rand.Uint32() & 0xffffff, RKey: d.mr.RKey,
-			VAddr: d.mr.Addr + uint64(d.recvOff(i)), GID: d.env.GID.As16()})
+			VAddr: d.mr.Addr + uint64(d.recvOff(i)), GID: d.env.GID.As16(), SRQN: srqn})
 	}
 	return d.local, nil
 }
@@ -117,9 +123,13 @@ func (d *rdma) connectQP(qp *verbs.QP, local, peer Keys, ah verbs.AH, mtu int, r
 		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
 		return fmt.Errorf("perftest: QP to INIT: %w", err)
 	}
+	rtr := verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer
+	if d.sr && peer.SRQN&SelectiveRepeatFlag != 0 { // both ends asked for it
+		rtr |= verbs.AttrSelectiveRepeat
+		d.srOn = true
+	}
 	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, AH: ah, PathMTU: mtu,
-		DestQPN: peer.QPN, RQPSN: peer.PSN, MaxDestRdAtomic: uint8(local.OutReads), MinRNRTimer: 12},
-		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer); err != nil {
+		DestQPN: peer.QPN, RQPSN: peer.PSN, MaxDestRdAtomic: uint8(local.OutReads), MinRNRTimer: 12, SelectiveRepeat: true}, rtr); err != nil {
 		return fmt.Errorf("perftest: QP to RTR: %w", err)
 	}
 	if !rts {

@@ -16,8 +16,11 @@ import (
 )
 
 // pairEnv opens two devices joined by an in-memory link.
-func pairEnv(t *testing.T) (Env, Env) {
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+func pairEnv(t *testing.T) (Env, Env) { return pairEnvLink(t, porttest.Config{Buffers: 8192}) }
+
+// pairEnvLink is pairEnv over a link with faults.
+func pairEnvLink(t *testing.T, link porttest.Config) (Env, Env) {
+	pa, pb := porttest.NewPair(link)
 	macs := map[netip.Addr]wire.MAC{
 		netip.MustParseAddr("10.47.0.1"): {2, 0, 0, 0, 0, 1},
 		netip.MustParseAddr("10.47.0.2"): {2, 0, 0, 0, 0, 2},
@@ -40,6 +43,12 @@ func pairEnv(t *testing.T) (Env, Env) {
 func runPair(t *testing.T, cfg Config) (server, client string, sres, cres []Result) {
 	t.Helper()
 	se, ce := pairEnv(t)
+	return runEnvs(t, se, ce, cfg, cfg)
+}
+
+// runEnvs is runPair on two given devices, each side with its own flags.
+func runEnvs(t *testing.T, se, ce Env, scfg, ccfg Config) (server, client string, sres, cres []Result) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +65,7 @@ func runPair(t *testing.T, cfg Config) (server, client string, sres, cres []Resu
 			return
 		}
 		defer c.Close()
-		sres, err = Run(ctx, se, c, cfg, &sout)
+		sres, err = Run(ctx, se, c, scfg, &sout)
 		serr <- err
 	}()
 	c, err := Dial(ctx, ln.Addr().String())
@@ -64,7 +73,7 @@ func runPair(t *testing.T, cfg Config) (server, client string, sres, cres []Resu
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cres, err = Run(ctx, ce, c, cfg, &cout)
+	cres, err = Run(ctx, ce, c, ccfg, &cout)
 	if err != nil {
 		t.Fatalf("client: %v\n%s", err, cout.String())
 	}
@@ -147,6 +156,24 @@ func TestRunDuration(t *testing.T) {
 	for _, c := range []Config{{Test: SendBW, Duration: 5 * time.Second}, {Test: WriteLat, Duration: 5 * time.Second}, {Test: WriteBW, Duration: time.Second}} {
 		if err := c.Check(); err == nil {
 			t.Errorf("%v with -D %v accepted", c.Test, c.Duration)
+		}
+	}
+}
+
+// TestSelectiveRepeatAgreed: --sr on both sides agrees selective repeat
+// through the keys exchange, and over a lossy link the server places
+// WRITE packets that come ahead of order; with --sr on one side only,
+// both stay on go-back-N.
+func TestSelectiveRepeatAgreed(t *testing.T) {
+	for _, both := range []bool{true, false} {
+		se, ce := pairEnvLink(t, porttest.Config{Buffers: 8192, Loss: 0.02, Seed: 3})
+		scfg := Config{Test: WriteBW, Iters: 100, Size: 65536, SR: true}
+		ccfg := scfg
+		ccfg.SR = both // without it, the server alone asks
+		runEnvs(t, se, ce, scfg, ccfg)
+		placed := se.Dev.NIC().Counters().PlacedAhead.Load()
+		if both != (placed > 0) {
+			t.Errorf("both ask %v: %d packets placed ahead", both, placed)
 		}
 	}
 }
