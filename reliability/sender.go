@@ -312,11 +312,13 @@ func (s *Sender) sample(d time.Duration) {
 
 // cut reacts to a loss of the packet at psn: the window halves, once for
 // all losses among the packets in flight when it does.
-func (s *Sender) cut(psn wire.PSN) {
-	if s.params.SelectiveRepeat {
-		// IRN's rule: with selective repeat a loss costs one packet, and
-		// the replay allocation (the path's BDP) bounds what is in
-		// flight; congestion is ECN's to signal (OnCNP).
+func (s *Sender) cut(psn wire.PSN, placeable bool) {
+	if s.params.SelectiveRepeat && placeable {
+		// IRN's rule: with selective repeat a lost packet the peer places
+		// ahead costs one packet, and the replay allocation (the path's
+		// BDP) bounds what is in flight; congestion is ECN's to signal
+		// (OnCNP). A READ's lost responses are asked for again from the
+		// gap on, as go-back-N: those still cut.
 		return
 	}
 	if s.cutOnce && psn.Before(s.recover) {
@@ -525,7 +527,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 			s.resend, s.resendPSN = i, psn
 			s.selective, s.selFrom = s.params.SelectiveRepeat, psn
 			s.stats.GoBacks++
-			s.cut(psn)
+			s.cut(psn, e.Placeable)
 			return
 		}
 	}
