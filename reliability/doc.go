@@ -21,6 +21,19 @@
 //     READs and atomics it executed, so that a duplicate is answered
 //     again and never executed twice.
 //
+// Selective repeat (Params.SelectiveRepeat, a Receiver initialised with
+// it) is used only when both ends enable it. Its frames are standard
+// RoCEv2 with one change of use: a WRITE of n packets goes as n
+// RDMA_WRITE_ONLY packets, each with a RETH of its own (its VA, the R_Key
+// and its own length), the last of a WRITE_WITH_IMM as
+// RDMA_WRITE_ONLY_WITH_IMMEDIATE, so that the responder can place any of
+// them on its own; the responder NAKs (PSN sequence error) each hole as it
+// finds it, and the sender resends the missing packet and those after it
+// that cannot be placed that way. softrnic perf agrees it in the keys
+// exchange: bit 31 of the SRQN field (perftest.SelectiveRepeatFlag),
+// which RC QPs otherwise leave 0. testdata/selective_write.txt is a
+// three-packet WRITE as it goes on the wire.
+//
 // The datapath calls these and acts on what they return: it sends the
 // packets, places data, and writes completions.
 package reliability

@@ -3,6 +3,10 @@ package verbs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
 	"net/netip"
 	"testing"
 	"time"
@@ -702,5 +706,68 @@ func TestSelectiveRepeat(t *testing.T) {
 	}
 	if resent[1]*2 > resent[0] {
 		t.Errorf("selective repeat sent %d packets again, go-back-N %d", resent[1], resent[0])
+	}
+}
+
+// TestSelectiveWireVector checks the frames a QP with selective repeat
+// sends for a WRITE and a WRITE_WITH_IMM against the test vector in
+// reliability/testdata, the wire change selective repeat makes.
+func TestSelectiveWireVector(t *testing.T) {
+	want, err := os.ReadFile("../../reliability/testdata/selective_write.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(want), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			rows = append(rows, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	var mu sync.Mutex
+	var got []wire.Packet
+	tap := porttest.NewTap(pa, 16, func(f []byte, rx bool) {
+		var p wire.Packet
+		if rx || wire.ParseNoICRC(append([]byte(nil), f...), &p) != nil || p.Info.Flags&wire.OpWrite == 0 {
+			return
+		}
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	})
+	a := verbstest.NewEnd(t, tap, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	if err := verbs.ConnectRCSelective(a.QP, b.QP, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+		t.Fatal(err)
+	}
+	b.QP.PostRecv([]verbs.RecvWR{{WRID: 9}})
+	if _, err := a.QP.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, SGL: sgl(a, 0, 2500), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey},
+		{WRID: 2, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: 0x5eed, SGL: sgl(a, 0, 1500), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+		t.Fatal(wc)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != len(rows) {
+		t.Fatalf("%d WRITE packets, the vector has %d", len(got), len(rows))
+	}
+	p0, va0 := got[0].BTH().PSN(), got[0].RETH().VA()
+	for i, p := range got {
+		imm := "-"
+		if h := p.ImmDt(); h != nil {
+			imm = fmt.Sprintf("%#x", h.Imm())
+		}
+		rkey := "other"
+		if p.RETH().RKey() == b.MR.RKey {
+			rkey = "same"
+		}
+		line := fmt.Sprintf("%v +%d +%d %s %d %d %s", p.BTH().Opcode(), p.BTH().PSN().Diff(p0), p.RETH().VA()-va0, rkey, p.RETH().DMALen(), p.PayloadLen, imm)
+		if line != rows[i] {
+			t.Errorf("packet %d: %q, the vector says %q", i, line, rows[i])
+		}
 	}
 }
