@@ -20,7 +20,9 @@ func TestLossAndShallow(t *testing.T) {
 		t.Fatalf("%d rows, want 8", len(rows))
 	}
 	for _, r := range rows {
-		if r.Gbits <= 0 || (r.Loss == 0) != (r.Retransmitted == 0) {
+		// A lossy cell sends packets again; a lossless one only the odd
+		// packet whose early timer a loaded host let run out.
+		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*50 > r.Sent {
 			t.Errorf("%+v", r)
 		}
 	}
