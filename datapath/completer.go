@@ -76,7 +76,10 @@ func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet
 	in := r.inflightOf(e.WQE)
 	mtu := pmtu(q)
 	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
-	if in == nil || len(p.Payload()) != segmentLen(int(in.length), int(k), mtu) || last != (int(k) == in.packets-1) {
+	// With selective repeat the answer to a request for a READ's missing
+	// responses ends where that range ends: its LAST may come early.
+	early := last && q.Flags&host.QPFlagSelectiveRepeat != 0
+	if in == nil || len(p.Payload()) != segmentLen(int(in.length), int(k), mtu) || last != (int(k) == in.packets-1) && !early {
 		n.counters.RcvdBadResponse.Add(1)
 		return reliability.Accepted
 	}
@@ -84,7 +87,7 @@ func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet
 		n.local(qpn, q, r, host.WCLocProtErr)
 		return reliability.Accepted
 	}
-	r.snd.ReadPlaced(e, last, n.clock())
+	r.snd.ReadPlaced(e, psn, int(k) == in.packets-1, n.clock())
 	return reliability.Accepted
 }
 

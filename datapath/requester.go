@@ -111,7 +111,7 @@ func (n *engine) request(qpn uint32) {
 			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
 			r.psn = in.lastPSN.Next()
 		}
-		if !n.sendPacket(&q, r, in, k, mtu, ackReq) {
+		if !n.sendPacket(&q, r, in, k, 0, mtu, ackReq) {
 			n.fail(qpn, &q, r, host.WCLocProtErr)
 			return
 		}
@@ -142,7 +142,11 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 			continue
 		}
 		k := int(from.Diff(in.firstPSN))
-		if !n.sendPacket(q, r, in, k, mtu, e.AckReq) {
+		until := 0
+		if e.Kind == reliability.Read {
+			until = int(r.snd.ResendUntil(e).Diff(in.firstPSN))
+		}
+		if !n.sendPacket(q, r, in, k, until, mtu, e.AckReq) {
 			n.fail(qpn, q, r, host.WCLocProtErr)
 			return false
 		}
@@ -299,16 +303,23 @@ func opsOf(op uint8) msgOps {
 // sendPacket sends packet k of an in-flight message, gathering its payload
 // from the WQE's scatter/gather list. It reports false on a local
 // protection error.
-func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, mtu int, ackReq bool) bool {
+// A READ request with k > 0 asks for the rest of the READ from packet k,
+// or with until > k only up to packet until (exclusive): a selective
+// request for missing responses.
+func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
 	if w.Opcode == host.WRRDMARead {
 		// k > 0 is a partial retry: the rest of the READ from packet k on,
 		// as rxe asks for it.
 		off := min(uint32(k*mtu), in.length)
+		length := in.length - off
+		if until > k {
+			length = min(length, uint32((until-k)*mtu))
+		}
 		n.frameTo(&f, q, wire.RCRDMAReadRequest, in.firstPSN.Add(uint32(k)))
 		f.BTH.AckReq = true
-		f.RETH = wire.RETHFields{VA: w.RemoteAddr + uint64(off), RKey: w.RKey, DMALen: in.length - off}
+		f.RETH = wire.RETHFields{VA: w.RemoteAddr + uint64(off), RKey: w.RKey, DMALen: length}
 		n.send(&f)
 		return true
 	}

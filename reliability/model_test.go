@@ -52,7 +52,8 @@ type msg struct {
 	span   uint32
 	psn    wire.PSN
 	got    uint32 // READ responses placed
-	result bool   // atomic result placed
+	recv   map[uint32]bool
+	result bool // atomic result placed
 }
 
 type pkt struct {
@@ -251,11 +252,15 @@ func (m *model) complete(p pkt) {
 	default:
 		if e, k, ok := m.s.ReadSlot(p.psn, m.now); ok {
 			g := &m.msgs[e.WQE]
-			if k != g.got || e.PSN != p.first {
+			if g.recv == nil {
+				g.recv = map[uint32]bool{}
+			}
+			if g.recv[k] || e.PSN != p.first && !m.params.SelectiveRepeat || !m.params.SelectiveRepeat && k != g.got {
 				m.t.Fatalf("READ response %d placed as packet %d of message %d (%d placed)", p.psn, k, e.WQE, g.got)
 			}
+			g.recv[k] = true
 			g.got++
-			m.s.ReadPlaced(e, g.got == g.span, m.now)
+			m.s.ReadPlaced(e, p.psn, g.got == g.span && k == g.span-1, m.now)
 			v = reliability.Accepted
 		}
 	}

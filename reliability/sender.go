@@ -151,6 +151,13 @@ type Sender struct {
 	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
 	selective bool     // the resend skips placeable entries after selFrom
 	selFrom   wire.PSN
+	resendOne bool     // the resend is one READ's missing responses only
+	readUntil wire.PSN // with resendOne: ask up to here (exclusive)
+
+	// Selective repeat for READs: bit i, the response at PSN rdBase+i
+	// has been placed ahead of order; rdAlign keeps rdBase at Una.
+	rdPlaced [SRWindow / 64]uint64
+	rdBase   wire.PSN
 
 	deadline time.Time
 	retries  int
@@ -469,7 +476,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 // at or before psn, and READs and atomics answered in full (an ACK does
 // not stand for READ data or an atomic result). It reports progress.
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
-	k := 0
+	k, acked := 0, 0
 	var rtt time.Duration
 	for s.n > 0 {
 		e := &s.ring[s.head]
@@ -480,6 +487,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.rdAtom--
 		}
 		s.pkts -= int(e.Span - e.Got)
+		acked += int(e.Span) // the window grows by packets, a READ's responses each one
 		if !e.resent {
 			rtt = now.Sub(e.sent)
 		}
@@ -494,7 +502,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		return false
 	}
 	s.alloc.pool.use(-k)
-	s.grow(k)
+	s.grow(acked)
 	s.sample(rtt)
 	if s.srtt > 0 && now.Sub(s.alphaDecay) > s.srtt && now.Sub(s.cnpCut) > s.srtt {
 		s.alphaDecay = now
@@ -526,6 +534,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 		if e := s.entry(i); e.contains(psn) {
 			s.resend, s.resendPSN = i, psn
 			s.selective, s.selFrom = s.params.SelectiveRepeat, psn
+			s.resendOne = false
 			s.stats.GoBacks++
 			s.cut(psn, e.Placeable)
 			return
@@ -541,6 +550,7 @@ func (s *Sender) OnAck(psn wire.PSN, now time.Time) Verdict {
 		return Ignored
 	}
 	s.retire(psn, now)
+	s.rdConsume(now)
 	return Accepted
 }
 
@@ -627,6 +637,9 @@ func (s *Sender) OnRNR(psn wire.PSN, code uint8, now time.Time) Verdict {
 // once for everything from the gap on again; later ones past it are the
 // same stream, and only the timer asks again.
 func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok bool) {
+	if s.params.SelectiveRepeat {
+		return s.readSlotSelective(psn, now)
+	}
 	if s.failed || !s.inWindow(psn) {
 		s.stats.Stale++
 		return nil, 0, false
@@ -652,9 +665,86 @@ func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok b
 	return e, uint32(psn.Diff(e.PSN)), true
 }
 
-// ReadPlaced records that the response ReadSlot found has landed; last
-// says it was the READ's last.
-func (s *Sender) ReadPlaced(e *Entry, last bool, now time.Time) {
+// readSlotSelective is ReadSlot with selective repeat: a response ahead
+// of the next expected one, within SRWindow, is placed too, and the first
+// such asks again for the missing responses only (a READ request for
+// that range, which the responder answers as a duplicate).
+func (s *Sender) readSlotSelective(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok bool) {
+	if s.failed || !s.inWindow(psn) {
+		s.stats.Stale++
+		return nil, 0, false
+	}
+	for i := range s.n {
+		if c := s.entry(i); c.Kind == Read && c.contains(psn) && !c.done {
+			e = c
+			break
+		}
+	}
+	if e == nil {
+		s.stats.Stale++
+		return nil, 0, false
+	}
+	s.retire(e.PSN.Sub(1), now)
+	s.rdConsume(now)
+	if e.done {
+		return nil, 0, false // its last responses were placed ahead
+	}
+	una := s.rdAlign()
+	d := int(psn.Diff(una))
+	switch {
+	case d == 0:
+		return e, uint32(psn.Diff(e.PSN)), true
+	case d < 0 || d >= SRWindow || s.rdBit(d):
+		return nil, 0, false // a copy, or too far ahead
+	}
+	if !s.gapAsked && s.resend < 0 {
+		s.gapAsked = true
+		s.goBack(una)
+		s.resendOne, s.readUntil = true, psn
+	}
+	return e, uint32(psn.Diff(e.PSN)), true
+}
+
+func (s *Sender) rdBit(i int) bool { return s.rdPlaced[i/64]&(1<<(i%64)) != 0 }
+
+// rdAlign moves the READ bitmap down by however far Una moved since it
+// was last aligned (an ACK, an atomic's answer or a READ response may
+// have moved it), and returns Una.
+func (s *Sender) rdAlign() wire.PSN {
+	una := s.Una()
+	d := int(una.Diff(s.rdBase))
+	s.rdBase = una
+	switch {
+	case d == 0:
+	case d < 0 || d >= SRWindow:
+		clear(s.rdPlaced[:])
+	default:
+		w, b := d/64, uint(d%64)
+		for i := range s.rdPlaced {
+			var v uint64
+			if j := i + w; j < len(s.rdPlaced) {
+				v = s.rdPlaced[j] >> b
+				if b > 0 && j+1 < len(s.rdPlaced) {
+					v |= s.rdPlaced[j+1] << (64 - b)
+				}
+			}
+			s.rdPlaced[i] = v
+		}
+	}
+	return una
+}
+
+// ReadPlaced records that the response at psn that ReadSlot found has
+// landed; last says it was the READ's last.
+func (s *Sender) ReadPlaced(e *Entry, psn wire.PSN, last bool, now time.Time) {
+	if s.params.SelectiveRepeat {
+		if d := int(psn.Diff(s.rdAlign())); d > 0 {
+			s.rdPlaced[d/64] |= 1 << (d % 64) // ahead: counted when the gap fills
+			s.pkts--
+			s.arm(now)
+			return
+		}
+	}
 	e.Got++
 	s.pkts--
 	s.retries, s.backoff, s.earlyBackoff = 0, 0, 0
@@ -664,6 +754,39 @@ func (s *Sender) ReadPlaced(e *Entry, last bool, now time.Time) {
 		s.gapAsked = false
 		s.retire(e.last(), now)
 	}
+	s.rdConsume(now)
+}
+
+// rdConsume counts, with selective repeat, the READ responses placed
+// ahead that now follow Una in order, READ after READ.
+func (s *Sender) rdConsume(now time.Time) {
+	for s.params.SelectiveRepeat && s.n > 0 {
+		s.rdAlign()
+		if !s.rdBit(0) {
+			return
+		}
+		c := &s.ring[s.head]
+		if c.Kind != Read || c.done {
+			clear(s.rdPlaced[:]) // cannot be: only READs' responses are placed ahead
+			return
+		}
+		if c.Got++; c.Got == c.Span {
+			c.done = true
+			s.gapAsked = false
+			s.retire(c.last(), now)
+		}
+	}
+}
+
+// ResendUntil is, for the READ entry Resend gave, the PSN its request
+// asks up to (exclusive): the READ's end, or with selective repeat the
+// end of the gap being asked for.
+func (s *Sender) ResendUntil(e *Entry) wire.PSN {
+	end := e.PSN.Add(e.Span)
+	if s.resendOne && e.contains(s.readUntil) {
+		return s.readUntil
+	}
+	return end
 }
 
 // AtomicSlot finds the atomic entry an atomic ACK of psn answers; ok is
@@ -687,6 +810,7 @@ func (s *Sender) AtomicPlaced(e *Entry, now time.Time) {
 	s.retire(e.PSN.Sub(1), now)
 	e.done = true
 	s.retire(e.PSN, now)
+	s.rdConsume(now)
 }
 
 // Resend returns the next entry to send again and the PSN to send it
@@ -747,6 +871,10 @@ func (s *Sender) Resent(now time.Time) {
 	s.spend(now)
 	s.stats.Retransmitted++
 	s.entry(s.resend).resent = true
+	if s.resendOne {
+		s.resendOne, s.resend = false, -1
+		return
+	}
 	if s.resend++; s.resend >= s.n {
 		s.resend = -1
 	} else {
@@ -808,6 +936,7 @@ func (s *Sender) fail(status uint8) {
 func (s *Sender) drop() {
 	s.alloc.pool.use(-s.n)
 	s.n, s.head, s.resend, s.rdAtom, s.pkts = 0, 0, -1, 0, 0
+	clear(s.rdPlaced[:])
 	s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	if s.stalled {
 		s.stalled = false

@@ -223,7 +223,7 @@ func TestReadResponses(t *testing.T) {
 	if !ok || e.WQE != 1 || k != 0 || s.Una() != 101 {
 		t.Fatalf("first response: %v %d, Una %d (the WRITE before it is acknowledged)", ok, k, s.Una())
 	}
-	s.ReadPlaced(e, false, t0)
+	s.ReadPlaced(e, 101, false, t0)
 	if _, _, ok := s.ReadSlot(103, t0); ok {
 		t.Fatal("a response past a gap was placed")
 	}
@@ -243,7 +243,7 @@ func TestReadResponses(t *testing.T) {
 		if !ok || k != uint32(psn-101) {
 			t.Fatalf("response %d: %v, packet %d", psn, ok, k)
 		}
-		s.ReadPlaced(e, psn == 104, t0)
+		s.ReadPlaced(e, psn, psn == 104, t0)
 	}
 	if s.Una() != 105 {
 		t.Fatalf("after the READ's last response Una %d, want 105", s.Una())
