@@ -29,7 +29,10 @@
 // RDMA_WRITE_ONLY_WITH_IMMEDIATE, so that the responder can place any of
 // them on its own; the responder NAKs (PSN sequence error) each hole as it
 // finds it, and the sender resends the missing packet and those after it
-// that cannot be placed that way. softrnic perf agrees it in the keys
+// that cannot be placed that way. READ responses that come ahead of order
+// are placed by the requester, and the missing ones asked for with a READ
+// request for just that range (a standard partial request, answered as a
+// duplicate), whose answer ends with a LAST before the READ's end. softrnic perf agrees it in the keys
 // exchange: bit 31 of the SRQN field (perftest.SelectiveRepeatFlag),
 // which RC QPs otherwise leave 0. testdata/selective_write.txt is a
 // three-packet WRITE as it goes on the wire.
