@@ -182,10 +182,10 @@ type Sender struct {
 	cutOnce        bool     // a cut happened: recover holds
 	pkts           int      // packets in flight: the entries' PSNs not yet answered
 
-	// The round-trip estimate (RFC 6298's) and the early retransmission
-	// timer it sets: a lost tail is sent again after about a round trip,
-	// not after the local ACK timeout; only the local ACK timeout counts
-	// towards retry_cnt.
+	// The round-trip estimate (RFC 6298's) and, with selective repeat,
+	// the early retransmission timer it sets: a lost tail is sent again
+	// after about a round trip, not after the local ACK timeout; only the
+	// local ACK timeout counts towards retry_cnt.
 	srtt, rttvar time.Duration
 	early        time.Time
 	earlyBackoff uint
@@ -236,11 +236,11 @@ func (s *Sender) spend(now time.Time) {
 	s.paceAt = s.paceAt.Add(gap)
 }
 
-// minEarly bounds the early retransmission timer from below: an engine
-// on a loaded host answers late by a few milliseconds, and a spurious
-// early retransmission costs a window of duplicates. With selective
-// repeat it costs one packet, and a lost tail (which no later packet
-// makes the peer NAK) is worth asking for sooner.
+// minEarlySelective bounds the early retransmission timer from below. The
+// early timer runs only with selective repeat, where a spurious one costs
+// a packet; with go-back-N it would cost the window (and a slow peer,
+// such as an emulated rxe, would see it as a storm of duplicates), so
+// go-back-N keeps the IBTA local ACK timer alone, as rxe does.
 const (
 	minEarly          = MinTimeout
 	minEarlySelective = time.Millisecond
@@ -460,7 +460,7 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 func (s *Sender) arm(now time.Time) {
 	s.deadline = now.Add(AckTimeout(s.params.Timeout) << s.backoff)
 	s.early = time.Time{}
-	if s.srtt > 0 {
+	if s.srtt > 0 && s.params.SelectiveRepeat {
 		if t := now.Add(max(s.srtt+4*s.rttvar, s.earlyFloor()) << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
 		}
