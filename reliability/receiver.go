@@ -115,21 +115,25 @@ func (r *Receiver) PlacedAhead() bool {
 }
 
 // shift moves the placed bitmap down by k PSNs.
-func (r *Receiver) shift(k int) {
-	if k >= SRWindow {
-		clear(r.placed[:])
+func (r *Receiver) shift(k int) { shiftBits(r.placed[:], k) }
+
+// shiftBits moves a bitmap down by k bits (bit k becomes bit 0); a k
+// outside [0, len(b)*64) clears it.
+func shiftBits(b []uint64, k int) {
+	if k < 0 || k >= len(b)*64 {
+		clear(b)
 		return
 	}
-	w, b := k/64, uint(k%64)
-	for i := range r.placed {
+	w, sh := k/64, uint(k%64)
+	for i := range b {
 		var v uint64
-		if j := i + w; j < len(r.placed) {
-			v = r.placed[j] >> b
-			if b > 0 && j+1 < len(r.placed) {
-				v |= r.placed[j+1] << (64 - b)
+		if j := i + w; j < len(b) {
+			v = b[j] >> sh
+			if sh > 0 && j+1 < len(b) {
+				v |= b[j+1] << (64 - sh)
 			}
 		}
-		r.placed[i] = v
+		b[i] = v
 	}
 }
 

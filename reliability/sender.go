@@ -640,21 +640,9 @@ func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok b
 	if s.params.SelectiveRepeat {
 		return s.readSlotSelective(psn, now)
 	}
-	if s.failed || !s.inWindow(psn) {
-		s.stats.Stale++
+	if e = s.readEntry(psn, now); e == nil {
 		return nil, 0, false
 	}
-	for i := range s.n {
-		if c := s.entry(i); c.Kind == Read && c.contains(psn) && !c.done {
-			e = c
-			break
-		}
-	}
-	if e == nil {
-		s.stats.Stale++
-		return nil, 0, false
-	}
-	s.retire(e.PSN.Sub(1), now)
 	if una := s.Una(); psn != una {
 		if psn.After(una) && !s.gapAsked {
 			s.gapAsked = true
@@ -665,26 +653,30 @@ func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok b
 	return e, uint32(psn.Diff(e.PSN)), true
 }
 
+// readEntry finds the outstanding READ a response of psn belongs to and
+// retires the requests before it (a response acknowledges them); nil,
+// counted as stale, for a response that answers none.
+func (s *Sender) readEntry(psn wire.PSN, now time.Time) *Entry {
+	if !s.failed && s.inWindow(psn) {
+		for i := range s.n {
+			if e := s.entry(i); e.Kind == Read && e.contains(psn) && !e.done {
+				s.retire(e.PSN.Sub(1), now)
+				return e
+			}
+		}
+	}
+	s.stats.Stale++
+	return nil
+}
+
 // readSlotSelective is ReadSlot with selective repeat: a response ahead
 // of the next expected one, within SRWindow, is placed too, and the first
 // such asks again for the missing responses only (a READ request for
 // that range, which the responder answers as a duplicate).
 func (s *Sender) readSlotSelective(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok bool) {
-	if s.failed || !s.inWindow(psn) {
-		s.stats.Stale++
+	if e = s.readEntry(psn, now); e == nil {
 		return nil, 0, false
 	}
-	for i := range s.n {
-		if c := s.entry(i); c.Kind == Read && c.contains(psn) && !c.done {
-			e = c
-			break
-		}
-	}
-	if e == nil {
-		s.stats.Stale++
-		return nil, 0, false
-	}
-	s.retire(e.PSN.Sub(1), now)
 	s.rdConsume(now)
 	if e.done {
 		return nil, 0, false // its last responses were placed ahead
@@ -714,22 +706,8 @@ func (s *Sender) rdAlign() wire.PSN {
 	una := s.Una()
 	d := int(una.Diff(s.rdBase))
 	s.rdBase = una
-	switch {
-	case d == 0:
-	case d < 0 || d >= SRWindow:
-		clear(s.rdPlaced[:])
-	default:
-		w, b := d/64, uint(d%64)
-		for i := range s.rdPlaced {
-			var v uint64
-			if j := i + w; j < len(s.rdPlaced) {
-				v = s.rdPlaced[j] >> b
-				if b > 0 && j+1 < len(s.rdPlaced) {
-					v |= s.rdPlaced[j+1] << (64 - b)
-				}
-			}
-			s.rdPlaced[i] = v
-		}
+	if d != 0 {
+		shiftBits(s.rdPlaced[:], d)
 	}
 	return una
 }
