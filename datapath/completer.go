@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/reliability"
@@ -25,7 +27,7 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 	var v reliability.Verdict
 	switch p.Opcode {
 	case wire.RCAtomicAcknowledge:
-		v = n.atomicData(qpn, q, r, p, psn)
+		v = n.atomicData(qpn, q, r, p, psn, now)
 	case wire.RCAcknowledge:
 		switch s := p.AETH().Syndrome(); {
 		case s.IsACK():
@@ -46,7 +48,7 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 			}
 		}
 	default:
-		v = n.readData(qpn, q, r, p, psn)
+		v = n.readData(qpn, q, r, p, psn, now)
 	}
 	switch v {
 	case reliability.Failed:
@@ -63,15 +65,16 @@ func (n *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 // response that does not fit its place in the READ (a short ONLY for a
 // long READ, say) is dropped and the timer asks again; it never completes
 // the READ with data missing.
-func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) reliability.Verdict {
-	e, k, ok := r.snd.ReadSlot(psn, n.clock())
+func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) reliability.Verdict {
+	e, k, ok := r.snd.ReadSlot(psn, now)
 	if !ok {
-		n.retire(qpn, q, r) // a response acknowledges the requests before its READ
+		// Not placed, but it may have acknowledged the requests before
+		// its READ or asked for a gap again: the caller retires and
+		// sends. The sender counted what it ignored.
 		if r.snd.Resending() {
 			n.counters.Retransmits.Add(1)
-			n.request(qpn)
 		}
-		return reliability.Accepted // the sender counted what it ignored
+		return reliability.Accepted
 	}
 	in := r.inflightOf(e.WQE)
 	mtu := pmtu(q)
@@ -87,12 +90,12 @@ func (n *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet
 		n.local(qpn, q, r, host.WCLocProtErr)
 		return reliability.Accepted
 	}
-	r.snd.ReadPlaced(e, psn, int(k) == in.packets-1, n.clock())
+	r.snd.ReadPlaced(e, psn, int(k) == in.packets-1, now)
 	return reliability.Accepted
 }
 
 // atomicData places an atomic's original value and completes it.
-func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) reliability.Verdict {
+func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) reliability.Verdict {
 	e, ok := r.snd.AtomicSlot(psn)
 	if !ok {
 		return reliability.Ignored
@@ -107,7 +110,7 @@ func (n *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Pack
 		n.local(qpn, q, r, host.WCLocProtErr)
 		return reliability.Accepted
 	}
-	r.snd.AtomicPlaced(e, n.clock())
+	r.snd.AtomicPlaced(e, now)
 	return reliability.Accepted
 }
 
@@ -179,6 +182,7 @@ func (n *engine) senderStats(r *qpRun) {
 	s := r.snd.Stats()
 	n.counters.ReplayStalls.Add(s.Stalls - r.seen.Stalls)
 	n.counters.ReplayStalledNs.Add(uint64(s.Stalled - r.seen.Stalled))
+	n.counters.RetransmittedPkts.Add(s.Retransmitted - r.seen.Retransmitted)
 	n.counters.LocalACKTimeouts.Add(s.Timeouts - r.seen.Timeouts)
 	n.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
 	n.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)

@@ -32,20 +32,20 @@ type engine struct {
 	inbox     chan handoff // frames for its QPs that came in on other queues
 	spare     chan []byte  // free buffers for inbox, fixed in number
 
-	words                     [32]uint64
-	entry                     [256]byte
-	wqe                       [host.SendWQESize]byte
-	payload                   []byte                         // staging for one packet's payload
-	timers                    []uint32                       // QPs with a retransmission timer running
-	parkPool                  *Pool                          // parked packets' copies
-	parkPID                   [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
-	ready                     []uint32                       // parked QPs whose context has come
-	sqReady                   []uint32                       // QPs whose requester's context has come
-	readers                   []uint32                       // QPs answering a READ
-	resenders, resendersSpare []uint32                       // QPs with more retransmissions due than a burst
-	tx                        []Frame                        // frames encoded, not yet handed to the port
-	txN                       int
-	lastTick                  time.Time
+	words                [32]uint64
+	entry                [256]byte
+	wqe                  [host.SendWQESize]byte
+	payload              []byte                         // staging for one packet's payload
+	timers               []uint32                       // QPs with a retransmission timer running
+	parkPool             *Pool                          // parked packets' copies
+	parkPID              [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
+	ready                []uint32                       // parked QPs whose context has come
+	sqReady              []uint32                       // QPs whose requester's context has come
+	readers              []uint32                       // QPs answering a READ
+	laterQPs, laterSpare []uint32                       // QPs to come back to next pass (retransmissions beyond a burst, pacing)
+	tx                   []Frame                        // frames encoded, not yet handed to the port
+	txN                  int
+	lastTick             time.Time
 
 	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done     chan struct{}
@@ -119,8 +119,8 @@ func (e *engine) run() {
 			e.pumpReads()
 			busy = true
 		}
-		if len(e.resenders) > 0 {
-			e.pumpResends()
+		if len(e.laterQPs) > 0 {
+			e.pumpLater()
 			busy = true
 		}
 		e.flushTX()

@@ -39,7 +39,7 @@ type qpRun struct {
 	ifHead, ifN            int
 	sendIdx, sendPkt       int  // next new packet: message (from ifHead) and packet
 	timed                  bool // on the engine's timer list
-	resending              bool // on the engine's list of QPs with retransmissions due
+	onLater                bool // on the engine's list of QPs to come back to next pass
 	sqWaiting              bool // the requester waits for a context (park.go)
 	seen                   reliability.SenderStats
 

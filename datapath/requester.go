@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/reliability"
@@ -44,7 +46,7 @@ func (n *engine) request(qpn uint32) {
 	defer n.senderStats(r)
 	mtu := pmtu(&q)
 	now := n.clock()
-	if q.Type == host.QPTRC && !n.resend(qpn, &q, r, mtu) {
+	if q.Type == host.QPTRC && !n.resend(qpn, &q, r, mtu, now) {
 		return
 	}
 	for !r.errored {
@@ -130,15 +132,15 @@ func (n *engine) request(qpn uint32) {
 // resend sends up to resendBurst of the retransmissions a QP's sender
 // asks for, and reports whether none is left (new packets may follow).
 // A QP with more left goes on the engine's list and continues next pass.
-func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
+func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int, now time.Time) bool {
 	for range resendBurst {
-		e, from, ok := r.snd.Resend(n.clock())
+		e, from, ok := r.snd.Resend(now)
 		if !ok {
 			break
 		}
-		in := r.inflightOf(e.WQE)
+		in := r.inflightOf(e.WQE) // the sender holds its entry: still in flight
 		if in == nil || !in.started {
-			r.snd.Resent(n.clock()) // already completed (cannot happen: the sender holds its entry)
+			r.snd.Resent(now)
 			continue
 		}
 		k := int(from.Diff(in.firstPSN))
@@ -150,8 +152,7 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int) bool {
 			n.fail(qpn, q, r, host.WCLocProtErr)
 			return false
 		}
-		r.snd.Resent(n.clock())
-		n.counters.RetransmittedPkts.Add(1)
+		r.snd.Resent(now)
 	}
 	if r.snd.Resending() {
 		n.later(qpn, r)

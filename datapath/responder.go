@@ -20,8 +20,9 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 	if r.errored {
 		return // a QP in the error state takes no requests
 	}
+	now := n.clock()
 	if p.ECN() == wire.ECNCE && q.Type != host.QPTUD {
-		n.notifyCongestion(q, r)
+		n.notifyCongestion(q, r, now)
 	}
 	psn := p.BTH().PSN()
 	if ud := q.Type == host.QPTUD; ud != (p.Info.Transport == wire.TransportUD) {
@@ -38,7 +39,7 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		n.respondUC(q, r, p, psn)
 		return
 	}
-	switch class, nak := r.rcv.Classify(psn, n.clock()); class {
+	switch class, nak := r.rcv.Classify(psn, now); class {
 	case reliability.Duplicate:
 		n.duplicate(q, r, p, psn)
 		return
@@ -70,7 +71,7 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		// beyond another: NAK that one now (it acknowledges the rest).
 		n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 	case p.BTH().AckReq():
-		n.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
+		n.acknowledge(q, r)
 	}
 }
 
@@ -100,9 +101,8 @@ const cnpInterval = 50 * time.Microsecond
 // notifyCongestion answers a request that crossed a congested switch
 // (ECN Congestion Experienced) with a CNP to its sender's QP, as a RoCEv2
 // notification point does, no more often than cnpInterval per QP.
-func (n *engine) notifyCongestion(q *host.QPCEntry, r *qpRun) {
+func (n *engine) notifyCongestion(q *host.QPCEntry, r *qpRun, now time.Time) {
 	n.counters.NPECNMarked.Add(1)
-	now := n.clock()
 	if now.Sub(r.lastCNP) < cnpInterval {
 		return
 	}
@@ -148,7 +148,7 @@ func (n *engine) duplicate(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		}
 		n.counters.DuplicateDropped.Add(1)
 	default:
-		n.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(wire.CreditsInvalid))
+		n.acknowledge(q, r)
 	}
 }
 
@@ -204,11 +204,14 @@ func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAcknowledge, psn)
-	if s.IsACK() {
-		s = wire.ACKSyndrome(n.credits(q, r))
-	}
 	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.rcv.MSN()}
 	n.send(&f)
+}
+
+// acknowledge sends an ACK of every request executed so far, with the
+// QP's end-to-end credits.
+func (n *engine) acknowledge(q *host.QPCEntry, r *qpRun) {
+	n.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(n.credits(q, r)))
 }
 
 // credits is the end-to-end credit code an RC QP's ACKs carry: the

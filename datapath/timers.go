@@ -14,22 +14,22 @@ import (
 // later puts a QP on the engine's list of QPs to come back to on its next
 // pass: retransmissions left beyond a burst, or packets pacing holds.
 func (n *engine) later(qpn uint32, r *qpRun) {
-	if !r.resending {
-		r.resending = true
-		n.resenders = append(n.resenders, qpn)
+	if !r.onLater {
+		r.onLater = true
+		n.laterQPs = append(n.laterQPs, qpn)
 	}
 }
 
-// pumpResends continues the retransmissions of the QPs that had more
-// than a burst to send again.
-func (n *engine) pumpResends() {
-	list := n.resenders
-	n.resenders = n.resendersSpare[:0]
+// pumpLater comes back to the QPs that had retransmissions left beyond a
+// burst or packets held by pacing.
+func (n *engine) pumpLater() {
+	list := n.laterQPs
+	n.laterQPs = n.laterSpare[:0]
 	for _, qpn := range list {
-		n.qps[qpn].resending = false
+		n.qps[qpn].onLater = false
 		n.request(qpn)
 	}
-	n.resendersSpare = list[:0]
+	n.laterSpare = list[:0]
 }
 
 // timeQP puts a QP on the engine's timer list.

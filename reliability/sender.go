@@ -149,8 +149,7 @@ type Sender struct {
 
 	resend    int      // entries from head still to send again; -1: none
 	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
-	selective bool     // the resend skips placeable entries after selFrom
-	selFrom   wire.PSN
+	selFrom   wire.PSN // with selective repeat, the resend skips placeable entries after it
 	resendOne bool     // the resend is one READ's missing responses only
 	readUntil wire.PSN // with resendOne: ask up to here (exclusive)
 
@@ -241,18 +240,7 @@ func (s *Sender) spend(now time.Time) {
 // a packet; with go-back-N it would cost the window (and a slow peer,
 // such as an emulated rxe, would see it as a storm of duplicates), so
 // go-back-N keeps the IBTA local ACK timer alone, as rxe does.
-const (
-	minEarly          = MinTimeout
-	minEarlySelective = time.Millisecond
-)
-
-// earlyFloor is the sender's least early retransmission timer.
-func (s *Sender) earlyFloor() time.Duration {
-	if s.params.SelectiveRepeat {
-		return minEarlySelective
-	}
-	return minEarly
-}
+const minEarlySelective = time.Millisecond
 
 // initialWindow is the congestion window a sender starts with, in
 // packets (as TCP's initial window).
@@ -459,9 +447,15 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 
 func (s *Sender) arm(now time.Time) {
 	s.deadline = now.Add(AckTimeout(s.params.Timeout) << s.backoff)
+	s.armEarly(now)
+}
+
+// armEarly sets the early retransmission timer (selective repeat only)
+// from the round-trip estimate, if it falls before the local ACK timeout.
+func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
 	if s.srtt > 0 && s.params.SelectiveRepeat {
-		if t := now.Add(max(s.srtt+4*s.rttvar, s.earlyFloor()) << s.earlyBackoff); t.Before(s.deadline) {
+		if t := now.Add(max(s.srtt+4*s.rttvar, minEarlySelective) << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
 		}
 	}
@@ -533,7 +527,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 	for i := range s.n {
 		if e := s.entry(i); e.contains(psn) {
 			s.resend, s.resendPSN = i, psn
-			s.selective, s.selFrom = s.params.SelectiveRepeat, psn
+			s.selFrom = psn
 			s.resendOne = false
 			s.stats.GoBacks++
 			s.cut(psn, e.Placeable)
@@ -805,7 +799,7 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 	if s.paced(now) {
 		return nil, 0, false
 	}
-	if s.selective {
+	if s.params.SelectiveRepeat {
 		// Selective repeat: the peer placed these if they came; if one
 		// did not, its own NAK asks for it.
 		for s.resend < s.n && s.entry(s.resend).Placeable && s.entry(s.resend).PSN.After(s.selFrom) {
@@ -884,10 +878,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		s.earlyBackoff = min(s.earlyBackoff+1, maxBackoff)
 		s.gapAsked = false
 		s.goBack(s.Una())
-		s.early = time.Time{}
-		if t := now.Add(max(s.srtt+4*s.rttvar, s.earlyFloor()) << s.earlyBackoff); t.Before(s.deadline) {
-			s.early = t
-		}
+		s.armEarly(now)
 		return Accepted
 	}
 	s.stats.Timeouts++

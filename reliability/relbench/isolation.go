@@ -56,7 +56,7 @@ func Isolation(cfg IsolationConfig) (IsolationResult, error) {
 	const msg = 64 << 10
 	var slowQPN uint32 // A's peer: its requests take the slow path
 	var slowMu sync.Mutex
-	link := porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9,
+	linkCfg := porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9,
 		ExtraDelay: func(f []byte) time.Duration {
 			var p wire.Packet
 			if wire.ParseNoICRC(f, &p) != nil {
@@ -69,23 +69,12 @@ func Isolation(cfg IsolationConfig) (IsolationResult, error) {
 			}
 			return 0
 		}}
-	pa, pb := porttest.NewPair(link)
-	defer pa.Close()
-	defer pb.Close()
-	a, err := open(pa, wire.MAC{2, 0, 0, 0, 4, 1}, "10.49.3.1", 32*msg, 0)
-	if a != nil && a.dev != nil {
-		defer a.dev.Close()
-	}
+	l, err := openLink(linkCfg, 3, 32*msg, 0)
 	if err != nil {
 		return IsolationResult{}, err
 	}
-	b, err := open(pb, wire.MAC{2, 0, 0, 0, 4, 2}, "10.49.3.2", 32*msg, 0)
-	if b != nil && b.dev != nil {
-		defer b.dev.Close()
-	}
-	if err != nil {
-		return IsolationResult{}, err
-	}
+	defer l.Close()
+	a, b := l.a, l.b
 	// B is the pair open made; A is a second pair on the same devices,
 	// whose sending QP gets the small allocation.
 	cqA, err := a.dev.CreateCQ(256)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/porttest"
-	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -77,23 +76,12 @@ func Loss(cfg LossConfig) ([]LossRow, error) {
 
 func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64, sr bool) (LossRow, error) {
 	const msg = 64 << 10
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, Loss: rate, Seed: 42})
-	defer pa.Close()
-	defer pb.Close()
-	a, err := open(pa, wire.MAC{2, 0, 0, 0, 3, 1}, "10.49.2.1", 16*msg, 0)
-	if a != nil && a.dev != nil {
-		defer a.dev.Close()
-	}
+	l, err := openLink(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, Loss: rate, Seed: 42}, 2, 16*msg, 0)
 	if err != nil {
 		return LossRow{}, err
 	}
-	b, err := open(pb, wire.MAC{2, 0, 0, 0, 3, 2}, "10.49.2.2", 16*msg, 0)
-	if b != nil && b.dev != nil {
-		defer b.dev.Close()
-	}
-	if err != nil {
-		return LossRow{}, err
-	}
+	defer l.Close()
+	a, b := l.a, l.b
 	connect := verbs.ConnectRC
 	if sr {
 		connect = verbs.ConnectRCSelective

@@ -123,26 +123,48 @@ func open(p *porttest.Port, mac wire.MAC, ip string, size, alloc int) (*end, err
 	return e, err
 }
 
+// link is two devices joined by an in-memory link, each with one RC QP
+// (not connected) and a registered buffer.
+type link struct {
+	pa, pb *porttest.Port
+	a, b   *end
+}
+
+// openLink opens a link on subnet 10.49.net.0/24; both QPs reserve alloc
+// replay entries (0: the default). Close releases everything.
+func openLink(cfg porttest.Config, net byte, size, alloc int) (*link, error) {
+	l := &link{}
+	l.pa, l.pb = porttest.NewPair(cfg)
+	var err error
+	if l.a, err = open(l.pa, wire.MAC{2, 0, 0, 0, net, 1}, fmt.Sprintf("10.49.%d.1", net), size, alloc); err == nil {
+		l.b, err = open(l.pb, wire.MAC{2, 0, 0, 0, net, 2}, fmt.Sprintf("10.49.%d.2", net), size, alloc)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close closes the devices and the ports.
+func (l *link) Close() {
+	for _, e := range []*end{l.a, l.b} {
+		if e != nil && e.dev != nil {
+			e.dev.Close()
+		}
+	}
+	l.pa.Close()
+	l.pb.Close()
+}
+
 func measure(cfg Config, alloc int, rtt time.Duration) (Row, error) {
-	link := porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9}
-	pa, pb := porttest.NewPair(link)
-	defer pa.Close()
-	defer pb.Close()
 	size := 64 * cfg.Message
-	a, err := open(pa, wire.MAC{2, 0, 0, 0, 1, 1}, "10.49.0.1", size, alloc)
-	if a != nil && a.dev != nil {
-		defer a.dev.Close()
-	}
+	l, err := openLink(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9}, 0, size, alloc)
 	if err != nil {
 		return Row{}, err
 	}
-	b, err := open(pb, wire.MAC{2, 0, 0, 0, 1, 2}, "10.49.0.2", size, alloc)
-	if b != nil && b.dev != nil {
-		defer b.dev.Close()
-	}
-	if err != nil {
-		return Row{}, err
-	}
+	defer l.Close()
+	a, b := l.a, l.b
 	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, cfg.MTU, 14); err != nil {
 		return Row{}, err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
-	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -63,24 +62,13 @@ type ShallowResult struct {
 func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	cfg.defaults()
 	const msg = 64 << 10
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes})
-	defer pa.Close()
-	defer pb.Close()
 	size := (cfg.WriteQPs + 1) * 16 * msg
-	a, err := open(pa, wire.MAC{2, 0, 0, 0, 2, 1}, "10.49.1.1", size, 0)
-	if a != nil && a.dev != nil {
-		defer a.dev.Close()
-	}
+	l, err := openLink(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}, 1, size, 0)
 	if err != nil {
 		return ShallowResult{}, err
 	}
-	b, err := open(pb, wire.MAC{2, 0, 0, 0, 2, 2}, "10.49.1.2", size, 0)
-	if b != nil && b.dev != nil {
-		defer b.dev.Close()
-	}
-	if err != nil {
-		return ShallowResult{}, err
-	}
+	defer l.Close()
+	a, b, pa, pb := l.a, l.b, l.pa, l.pb
 	// One QP pair per stream (the first came with open).
 	qas, qbs := []*verbs.QP{a.qp}, []*verbs.QP{b.qp}
 	cqs := []*verbs.CQ{a.cq}
