@@ -34,6 +34,14 @@ type NICConfig struct {
 	// which each RC QP reserves its allocation when it moves to RTS
 	// (default 32768: 128 QPs at the default allocation).
 	ReplayEntries int
+	// NoCongestionControl turns off every RC sender's congestion window,
+	// pacing and early probes: a NIC as RoCE NICs were before congestion
+	// control, for comparison runs (bench shallow's baseline).
+	NoCongestionControl bool
+	// DelayBasedCC adds the delay rule to every RC sender's congestion
+	// window (reliability.Params.DelayBased), for paths without ECN
+	// whose queues are shallow.
+	DelayBasedCC bool
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)

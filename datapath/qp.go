@@ -108,11 +108,12 @@ func (r *qpRun) startReceiver(q *host.QPCEntry) {
 
 // startSender takes a QP's first PSN and its retry attributes from its
 // context, when it first sends (at RTS).
-func (r *qpRun) startSender(q *host.QPCEntry) {
+func (r *qpRun) startSender(q *host.QPCEntry, cfg *NICConfig) {
 	if !r.sndStarted {
 		r.sndStarted = true
 		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
-			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&host.QPFlagSelectiveRepeat != 0})
+			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&host.QPFlagSelectiveRepeat != 0,
+			NoCongestionControl: cfg.NoCongestionControl, DelayBased: cfg.DelayBasedCC})
 		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
 }

@@ -30,12 +30,12 @@ func (n *engine) request(qpn uint32) {
 	if q.Type == host.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := n.openQP(qpn, r, 0); err != nil {
-			r.startSender(&q)
+			r.startSender(&q, &n.cfg)
 			n.fail(qpn, &q, r, host.WCLocQPOpErr)
 			return
 		}
 	}
-	r.startSender(&q)
+	r.startSender(&q, &n.cfg)
 	if r.errored { // a QP in error flushes what is posted to it
 		n.fail(qpn, &q, r, host.WCWRFlushErr)
 		return

@@ -67,6 +67,18 @@ type Params struct {
 	// that cannot be placed that way, not the whole window. Both ends
 	// must enable it.
 	SelectiveRepeat bool
+	// NoCongestionControl turns congestion control off: no congestion window, no
+	// pacing, no early probe; the replay allocation alone bounds what is
+	// in flight (a NIC without congestion control, for comparison runs).
+	NoCongestionControl bool
+	// DelayBased adds Swift's delay rule to the loss-driven window, for
+	// paths that mark no ECN and drop early (a shallow queue): a round
+	// trip above the path's minimum by more than the target delay
+	// shrinks the window before the queue overflows. Off by default: on
+	// a busy host the scheduling noise in the round trip is itself
+	// larger than a shallow queue's delay, and the rule then holds a
+	// sender below the link rate.
+	DelayBased bool
 	// MaxRdAtomic is how many READs and atomics may be outstanding
 	// (max_rd_atomic): the responder remembers the answers of no more.
 	// 0 means 1; it is at most MaxRdAtomic.
@@ -120,16 +132,19 @@ const (
 
 // SenderStats count one QP's sender events.
 type SenderStats struct {
-	Stalls        uint64        // times the gate held a packet for lack of a free entry
-	Stalled       time.Duration // time spent so held
-	Retransmitted uint64        // packets sent again
-	Timeouts      uint64        // local ACK timeouts
-	GoBacks       uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
-	Stale         uint64        // answers ignored as outside the window
-	Cuts          uint64        // congestion window reductions
-	Early         uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
-	CreditWaits   uint64        // times a SEND waited for the responder's receive credits
-	CNPCuts       uint64        // window cuts for congestion notifications (CNPs)
+	Stalls         uint64        // times the gate held a packet for lack of a free entry
+	Stalled        time.Duration // time spent so held
+	Retransmitted  uint64        // packets sent again
+	Timeouts       uint64        // local ACK timeouts
+	GoBacks        uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
+	Stale          uint64        // answers ignored as outside the window
+	Cuts           uint64        // congestion window reductions
+	Early          uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
+	Probes         uint64        // of them go-back-N probes: the oldest unacknowledged packet alone
+	SlowStartExits uint64        // slow starts ended by a rising round trip, before a loss
+	DelayCuts      uint64        // window cuts for a round trip above the target (queueing delay)
+	CreditWaits    uint64        // times a SEND waited for the responder's receive credits
+	CNPCuts        uint64        // window cuts for congestion notifications (CNPs)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -152,6 +167,8 @@ type Sender struct {
 	selFrom   wire.PSN // with selective repeat, the resend skips placeable entries after it
 	resendOne bool     // the resend is one READ's missing responses only
 	readUntil wire.PSN // with resendOne: ask up to here (exclusive)
+	probing   bool     // go-back-N: a probe of Una is out (Tick's early timer)
+	probePSN  wire.PSN // its last PSN
 
 	// Selective repeat for READs: bit i, the response at PSN rdBase+i
 	// has been placed ahead of order; rdAlign keeps rdBase at Una.
@@ -186,6 +203,8 @@ type Sender struct {
 	// after about a round trip, not after the local ACK timeout; only the
 	// local ACK timeout counts towards retry_cnt.
 	srtt, rttvar time.Duration
+	minRTT       time.Duration // the smallest sample: the path's round trip without queueing
+	delayCut     time.Time     // the last cut for queueing delay
 	early        time.Time
 	earlyBackoff uint
 
@@ -221,10 +240,13 @@ const (
 func (s *Sender) PaceAt() time.Time { return s.paceAt }
 
 // paced reports whether pacing holds a packet at now.
-func (s *Sender) paced(now time.Time) bool { return !s.paceAt.IsZero() && now.Before(s.paceAt) }
+func (s *Sender) paced(now time.Time) bool {
+	return !s.params.NoCongestionControl && !s.paceAt.IsZero() && now.Before(s.paceAt)
+}
 
-// spend moves the pacing clock on by one packet.
-func (s *Sender) spend(now time.Time) {
+// spend moves the pacing clock on by k packets (a READ request's by the
+// responses it asks for: they come back at the pace the requests go).
+func (s *Sender) spend(now time.Time, k uint32) {
 	if s.srtt == 0 {
 		return
 	}
@@ -232,19 +254,31 @@ func (s *Sender) spend(now time.Time) {
 	if floor := now.Add(-paceBurst * gap); s.paceAt.Before(floor) {
 		s.paceAt = floor // idle time buys at most a burst
 	}
-	s.paceAt = s.paceAt.Add(gap)
+	s.paceAt = s.paceAt.Add(gap * time.Duration(max(k, 1)))
 }
 
-// minEarlySelective bounds the early retransmission timer from below. The
-// early timer runs only with selective repeat, where a spurious one costs
-// a packet; with go-back-N it would cost the window (and a slow peer,
-// such as an emulated rxe, would see it as a storm of duplicates), so
-// go-back-N keeps the IBTA local ACK timer alone, as rxe does.
-const minEarlySelective = time.Millisecond
+// minEarly bounds the early retransmission timer from below. With
+// selective repeat it resends what the peer lacks; with go-back-N it
+// sends one probe, the oldest unacknowledged packet, never the window: a
+// spurious probe costs one duplicate, which the peer acknowledges, so a
+// slow peer (an emulated rxe) sees no storm of duplicates, while a lost
+// tail or a lost retransmission is found in about a round trip instead
+// of the local ACK timeout.
+const minEarly = time.Millisecond
+
+// queueDelay is the least queueing delay, the rise of the round trip
+// above its minimum, that the congestion window reacts to (an eighth of
+// the minimum, if more): less is the noise of a host's scheduling.
+// delayBeta scales the cut: the window shrinks by delayBeta times the
+// excess delay's share of the round trip.
+const (
+	queueDelay = 100 * time.Microsecond
+	delayBeta  = 0.8
+)
 
 // initialWindow is the congestion window a sender starts with, in
 // packets (as TCP's initial window).
-const initialWindow = 10
+const initialWindow = 4
 
 // NewSender makes a sender whose first PSN is psn, holding its entries in
 // alloc (from Pool.Reserve; a zero Allocation admits nothing).
@@ -289,9 +323,12 @@ func (s *Sender) InFlight() int { return s.pkts }
 func (s *Sender) RTT() time.Duration { return s.srtt }
 
 // sample updates the round-trip estimate.
-func (s *Sender) sample(d time.Duration) {
+func (s *Sender) sample(d time.Duration, now time.Time) {
 	if d <= 0 {
 		return
+	}
+	if s.minRTT == 0 || d < s.minRTT {
+		s.minRTT = d
 	}
 	if s.srtt == 0 {
 		s.srtt, s.rttvar = d, d/2
@@ -303,6 +340,21 @@ func (s *Sender) sample(d time.Duration) {
 	}
 	s.rttvar = (3*s.rttvar + diff) / 4
 	s.srtt = (7*s.srtt + d) / 8
+	if target := s.minRTT + max(s.minRTT/8, queueDelay); d > target && s.params.DelayBased && !s.params.NoCongestionControl {
+		// The path's queue holds more than the target delay: the
+		// window shrinks in proportion to the excess, at most once a
+		// round trip (Swift's rule), before the queue overflows; a
+		// slow start ends there.
+		if s.cwnd < s.ssthresh {
+			s.stats.SlowStartExits++
+		}
+		if now.Sub(s.delayCut) >= s.srtt {
+			s.delayCut = now
+			s.cwnd = max(s.cwnd*max(1-delayBeta*float64(d-target)/float64(d), 0.5), 2)
+			s.stats.DelayCuts++
+		}
+		s.ssthresh = min(s.ssthresh, s.cwnd)
+	}
 }
 
 // cut reacts to a loss of the packet at psn: the window halves, once for
@@ -401,7 +453,7 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool {
 		return false
 	}
 	if s.n < len(s.ring) {
-		return s.pkts < s.Window() && !s.paced(now) // else the congestion window or pacing holds it
+		return s.params.NoCongestionControl || s.pkts < s.Window() && !s.paced(now) // else the congestion window or pacing holds it
 	}
 	if !s.stalled {
 		s.stalled, s.stallSince = true, now
@@ -433,7 +485,7 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	*s.entry(s.n) = e
 	s.n++
 	s.pkts += int(e.Span)
-	s.spend(now)
+	s.spend(now, e.Span)
 	if e.Kind != Data {
 		s.rdAtom++
 	}
@@ -450,12 +502,12 @@ func (s *Sender) arm(now time.Time) {
 	s.armEarly(now)
 }
 
-// armEarly sets the early retransmission timer (selective repeat only)
-// from the round-trip estimate, if it falls before the local ACK timeout.
+// armEarly sets the early retransmission timer from the round-trip
+// estimate, if it falls before the local ACK timeout.
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
-	if s.srtt > 0 && s.params.SelectiveRepeat {
-		if t := now.Add(max(s.srtt+4*s.rttvar, minEarlySelective) << s.earlyBackoff); t.Before(s.deadline) {
+	if s.srtt > 0 && !s.params.NoCongestionControl {
+		if t := now.Add(max(s.srtt+4*s.rttvar, minEarly) << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
 		}
 	}
@@ -497,7 +549,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	}
 	s.alloc.pool.use(-k)
 	s.grow(acked)
-	s.sample(rtt)
+	s.sample(rtt, now)
 	if s.srtt > 0 && now.Sub(s.alphaDecay) > s.srtt && now.Sub(s.cnpCut) > s.srtt {
 		s.alphaDecay = now
 		s.alpha *= 1 - dcqcnG
@@ -511,6 +563,12 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	if s.stalled {
 		s.stalled = false
 		s.stats.Stalled += now.Sub(s.stallSince)
+	}
+	if s.probing && s.probePSN.Before(s.Una()) { // the probe is answered
+		s.probing = false
+		if s.n > 0 && s.Una() == s.probePSN.Add(1) && s.entry(0).Kind == Data && s.resend < 0 {
+			s.goBack(s.Una()) // exactly the probe: the peer dropped what followed it
+		}
 	}
 	switch {
 	case s.n == 0:
@@ -528,6 +586,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 		if e := s.entry(i); e.contains(psn) {
 			s.resend, s.resendPSN = i, psn
 			s.selFrom = psn
+			s.probing = false
 			s.resendOne = false
 			s.stats.GoBacks++
 			s.cut(psn, e.Placeable)
@@ -811,7 +870,7 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 		}
 		s.resendPSN = s.entry(s.resend).PSN
 	}
-	if s.resend > 0 {
+	if s.resend > 0 && !s.params.NoCongestionControl {
 		// Entries before the cursor were sent again and are in flight:
 		// the rest go as ACKs make room in the window.
 		flight := 0
@@ -840,7 +899,11 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 
 // Resent moves past the entry Resend gave.
 func (s *Sender) Resent(now time.Time) {
-	s.spend(now)
+	if e := s.entry(s.resend); e.Kind == Read {
+		s.spend(now, e.Span-e.Got)
+	} else {
+		s.spend(now, 1)
+	}
 	s.stats.Retransmitted++
 	s.entry(s.resend).resent = true
 	if s.resendOne {
@@ -877,10 +940,15 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		s.stats.Early++
 		s.earlyBackoff = min(s.earlyBackoff+1, maxBackoff)
 		s.gapAsked = false
-		s.goBack(s.Una())
+		if s.params.SelectiveRepeat {
+			s.goBack(s.Una())
+		} else {
+			s.probe()
+		}
 		s.armEarly(now)
 		return Accepted
 	}
+	s.probing = false
 	s.stats.Timeouts++
 	if s.retries++; s.retries > int(s.params.RetryCnt) {
 		s.fail(StatusRetryExcErr)
@@ -891,6 +959,19 @@ func (s *Sender) Tick(now time.Time) Verdict {
 	s.goBack(s.Una())
 	s.arm(now)
 	return Accepted
+}
+
+// probe sets the oldest unacknowledged entry alone to be sent again
+// (go-back-N's early timer). If the peer lacked it, it acknowledges
+// exactly that packet, having dropped the ones after it, and retire goes
+// back from there; if the peer had it, its acknowledgement covers more,
+// and only the lost tail, if any, is left for the next probe.
+func (s *Sender) probe() {
+	e := s.entry(0)
+	s.resend, s.resendPSN, s.selFrom = 0, s.Una(), s.Una()
+	s.resendOne, s.readUntil = true, e.last().Add(1)
+	s.probing, s.probePSN = true, e.last()
+	s.stats.Probes++
 }
 
 // fail puts the sender in error: every entry is dropped (the caller

@@ -435,3 +435,135 @@ func TestSelectiveResend(t *testing.T) {
 		t.Errorf("resent %v, want [102 104]", got)
 	}
 }
+
+// admitN sends n data packets at now, as far as the gate allows, and
+// returns how many went.
+func admitN(s *reliability.Sender, n int, now time.Time) int {
+	k := 0
+	for k < n && s.CanSend(reliability.Data, now) {
+		s.Admit(reliability.Entry{WQE: uint32(k)}, now)
+		k++
+	}
+	return k
+}
+
+// resendAll sends every pending retransmission at now and returns their
+// first PSNs.
+func resendAll(s *reliability.Sender, now time.Time) []wire.PSN {
+	var psns []wire.PSN
+	for {
+		e, from, ok := s.Resend(now)
+		if !ok {
+			return psns
+		}
+		_ = e
+		psns = append(psns, from)
+		s.Resent(now)
+	}
+}
+
+// TestProbe: with go-back-N, the early timer sends one probe, the oldest
+// unacknowledged packet, never the window. A peer that lacked it
+// acknowledges exactly the probe, and the sender goes back from there; a
+// peer that had it acknowledges more, and nothing else is sent again.
+func TestProbe(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ackTo    wire.PSN // the probe's answer
+		wantBack []wire.PSN
+	}{
+		{"peer lacked the probe", 100, []wire.PSN{101, 102, 103}},
+		{"peer had it; the tail was lost", 102, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSender(t, 16, reliability.Params{Timeout: 20, RetryCnt: 3})
+			// One packet answered gives the round-trip estimate.
+			now := t0
+			if admitN(s, 1, now) != 1 || s.OnAck(100, now.Add(time.Millisecond)) != reliability.Accepted {
+				t.Fatal("first packet")
+			}
+			now = now.Add(time.Millisecond)
+			if k := admitN(s, 4, now); k != 4 {
+				t.Fatalf("admitted %d of 4", k)
+			}
+			// Nothing comes back: the early timer, long before the local
+			// ACK timeout (4.3 s), sends one probe.
+			d := s.Deadline()
+			if d.Sub(now) > 10*time.Millisecond {
+				t.Fatalf("early timer in %v", d.Sub(now))
+			}
+			if v := s.Tick(d); v != reliability.Accepted {
+				t.Fatalf("tick: %v", v)
+			}
+			if got := resendAll(s, d); len(got) != 1 || got[0] != 101 {
+				t.Fatalf("probe sent %v, want [101] alone", got)
+			}
+			ack := tc.ackTo + 1 // PSNs 101.. are the four packets
+			s.OnAck(ack, d.Add(time.Millisecond))
+			got := resendAll(s, d.Add(time.Millisecond))
+			want := tc.wantBack
+			for i := range want {
+				want[i]++
+			}
+			if len(got) != len(want) {
+				t.Fatalf("after the ACK of %d resent %v, want %v", ack, got, want)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("after the ACK of %d resent %v, want %v", ack, got, want)
+				}
+			}
+			if st := s.Stats(); st.Probes != 1 || st.Timeouts != 0 {
+				t.Errorf("probes %d, timeouts %d; want 1, 0", st.Probes, st.Timeouts)
+			}
+		})
+	}
+}
+
+// TestDelayWindow: a round trip above the path's minimum by more than the
+// target delay shrinks the congestion window (at most once a round trip)
+// before any loss; without congestion control the allocation alone gates.
+func TestDelayWindow(t *testing.T) {
+	for _, delay := range []bool{true, false} {
+		s, _ := newSender(t, 256, reliability.Params{Timeout: 20, RetryCnt: 3, DelayBased: delay})
+		cuts, open, w := delayRun(t, s)
+		if delay && (w >= open || w < open/2 || cuts != 1) {
+			t.Errorf("delay rule: window %d after a 2 ms round trip (minimum 1 ms), was %d, %d cuts: want one cut of at most half", w, open, cuts)
+		}
+		if !delay && (w < open || cuts != 0) {
+			t.Errorf("no delay rule: window %d after a 2 ms round trip, was %d, %d cuts: want no cut", w, open, cuts)
+		}
+		if st := s.Stats(); st.Cuts != 0 {
+			t.Errorf("loss cuts %d without a loss", st.Cuts)
+		}
+	}
+
+	u, _ := newSender(t, 64, reliability.Params{Timeout: 20, RetryCnt: 3, NoCongestionControl: true})
+	if k := admitN(u, 100, t0); k != 64 {
+		t.Errorf("without congestion control %d packets went, want the allocation's 64", k)
+	}
+}
+
+// delayRun opens s's window with five 1 ms round trips, then has one take
+// 2 ms; it returns the delay cuts, the window before and after.
+func delayRun(t *testing.T, s *reliability.Sender) (cuts uint64, open, after int) {
+	now := t0
+	psn := wire.PSN(100)
+	// Round trips of 1 ms open the window in slow start.
+	for range 5 {
+		k := admitN(s, 256, now)
+		now = now.Add(time.Millisecond)
+		psn = psn.Add(uint32(k))
+		s.OnAck(psn.Sub(1), now)
+	}
+	open = s.Window()
+	if open < 16 {
+		t.Fatalf("window %d after five clean round trips", open)
+	}
+	// Now the answers take 2 ms: a queue builds.
+	k := admitN(s, 256, now)
+	now = now.Add(2 * time.Millisecond)
+	psn = psn.Add(uint32(k))
+	s.OnAck(psn.Sub(1), now)
+	return s.Stats().DelayCuts, open, s.Window()
+}

@@ -237,27 +237,20 @@ func runBenchShallow(args []string, stdout io.Writer) error {
 	queue := fs.Int("queue", 64<<10, "the link's queue in bytes")
 	rtt := fs.Duration("rtt", time.Millisecond, "added round trip")
 	link := fs.Float64("link", 2, "link rate each way, Gbit/s")
-	mark := fs.Int("ecn", 0, "mark ECN Congestion Experienced above this many queued bytes (0: no ECN, and both runs below)")
+	mark := fs.Int("ecn", 0, "the ECN rows mark Congestion Experienced above this many queued bytes (0: half the queue)")
+	n := fs.Int("n", 200, "64 KiB WRITEs per QP (the READ stream is half as long)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	if *queue < 1 || *rtt <= 0 || *link <= 0 || *mark < 0 {
-		return badValue("-queue, -rtt and -link must be positive, -ecn at least 0")
+	if *queue < 1 || *rtt <= 0 || *link <= 0 || *mark < 0 || *n < 2 {
+		return badValue("-queue, -rtt and -link must be positive, -n at least 2, -ecn at least 0")
 	}
-	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark}
-	if _, err := relbench.ReportShallow(stdout, cfg); err != nil {
-		return err
-	}
-	if *mark == 0 { // the same path with an ECN switch, in the same run
-		cfg.MarkBytes = *queue / 2
-		fmt.Fprintln(stdout)
-		_, err := relbench.ReportShallow(stdout, cfg)
-		return err
-	}
-	return nil
+	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark, Messages: *n, Reads: *n / 2}
+	_, err := relbench.ReportShallow(stdout, cfg)
+	return err
 }
 
 // runBenchIsolation is `softrnic bench isolation`.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,12 @@ type Port struct {
 	stats  datapath.PortStats
 	waitMu sync.Mutex
 	timer  *time.Timer
+	// efd is an eventfd that Wait polls with a nanosecond timeout when the
+	// system has one (-1 otherwise: notify and timer): Go's timers wake a
+	// millisecond late on an idle host, which would add a millisecond to
+	// every Delay and Rate; sleeping is set while Wait may poll it.
+	efd      int
+	sleeping atomic.Bool
 	// Link counts the faults applied to frames this port sent.
 	Link LinkStats
 	rng  *rand.Rand // faults on frames this port sends; used by Send only
@@ -100,8 +107,23 @@ func newPort(cfg Config, seed uint64) *Port {
 		rxlen:  make([]int, 0, cfg.Buffers),
 		rxAt:   make([]int64, 0, cfg.Buffers),
 		held:   -1,
+		efd:    newEventFD(),
+	}
+	if p.efd >= 0 {
+		runtime.AddCleanup(p, closeEventFD, p.efd)
 	}
 	return p
+}
+
+// signal wakes a Wait.
+func (p *Port) signal() {
+	if p.efd >= 0 {
+		if p.sleeping.Load() {
+			wakeEventFD(p.efd)
+		}
+		return
+	}
+	p.signal()
 }
 
 var _ datapath.Port = (*Port)(nil)
@@ -303,30 +325,24 @@ func (p *Port) deliver(f []byte, corrupt int, holdBack bool, at int64) {
 		p.rxAt = append(p.rxAt, at)
 		p.held = -1
 	}
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
+	p.signal()
 }
 
 // Wait implements datapath.Port.
 func (p *Port) Wait(timeout time.Duration) error {
-	p.mu.Lock()
-	ready, closed := len(p.rxq) > 0, p.closed
-	if ready && p.rxAt[0] != 0 {
-		first := p.rxAt[0]
-		for _, at := range p.rxAt {
-			first = min(first, at)
-		}
-		if wait := time.Duration(first - time.Now().UnixNano()); wait > 0 {
-			ready, timeout = false, min(timeout, wait) // on the wire: sleep until the first lands
-		}
+	if p.efd >= 0 {
+		p.sleeping.Store(true) // before looking: a frame queued after the look signals
+		defer p.sleeping.Store(false)
 	}
-	p.mu.Unlock()
+	ready, closed, timeout := p.look(timeout)
 	if closed {
 		return datapath.ErrClosed
 	}
 	if ready {
+		return nil
+	}
+	if p.efd >= 0 {
+		pollEventFD(p.efd, timeout)
 		return nil
 	}
 	p.waitMu.Lock() // one timer, reused: Wait allocates nothing
@@ -344,12 +360,28 @@ func (p *Port) Wait(timeout time.Duration) error {
 	return nil
 }
 
+// look reports whether a frame can be received now and whether the port
+// is closed, and shortens timeout to when the first frame on the wire
+// lands.
+func (p *Port) look(timeout time.Duration) (ready, closed bool, wait time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ready, closed = len(p.rxq) > 0, p.closed
+	if ready && p.rxAt[0] != 0 {
+		first := p.rxAt[0]
+		for _, at := range p.rxAt {
+			first = min(first, at)
+		}
+		if w := time.Duration(first - time.Now().UnixNano()); w > 0 {
+			ready, timeout = false, min(timeout, w) // on the wire: sleep until the first lands
+		}
+	}
+	return ready, closed, timeout
+}
+
 // Wake implements datapath.Port.
 func (p *Port) Wake() {
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
+	p.signal()
 }
 
 // Flush implements datapath.Port: Send delivers at once, nothing waits.
@@ -369,10 +401,7 @@ func (p *Port) Close() error {
 		return datapath.ErrClosed
 	}
 	p.closed = true
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
+	p.signal()
 	return nil
 }
 

@@ -37,6 +37,12 @@ type DeviceConfig struct {
 	// it, as rdma_rxe's follows its netdev's.
 	MTU    int
 	MaxQPs int // QPs the device can create (default 256), numbered from datapath.FirstQPN
+	// NoCongestionControl: RC senders without congestion window, pacing
+	// or early probes (datapath.NICConfig's), for comparison runs.
+	NoCongestionControl bool
+	// DelayBasedCC: RC senders also shrink their window on a rising
+	// round trip (datapath.NICConfig's), for shallow paths without ECN.
+	DelayBasedCC bool
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
@@ -79,7 +85,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]*CQ, 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
-		Notify: d.notify,
+		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayBasedCC: cfg.DelayBasedCC,
 	})
 	if err != nil {
 		return nil, err

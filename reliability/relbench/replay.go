@@ -103,10 +103,10 @@ type end struct {
 	ah  verbs.AH
 }
 
-func open(p *porttest.Port, mac wire.MAC, ip string, size, alloc int) (*end, error) {
+func open(p *porttest.Port, mac wire.MAC, ip string, size, alloc int, cc CC) (*end, error) {
 	e := &end{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
 	var err error
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc == NoCC, DelayBasedCC: cc == DelayCC}); err != nil {
 		return nil, err
 	}
 	if e.pd, err = e.dev.AllocPD(); err != nil {
@@ -133,11 +133,25 @@ type link struct {
 // openLink opens a link on subnet 10.49.net.0/24; both QPs reserve alloc
 // replay entries (0: the default). Close releases everything.
 func openLink(cfg porttest.Config, net byte, size, alloc int) (*link, error) {
+	return openLinkCC(cfg, net, size, alloc, DefaultCC)
+}
+
+// CC is the congestion control a benchmark's NICs run.
+type CC uint8
+
+const (
+	DefaultCC CC = iota // loss-driven window, pacing, ECN (CNPs)
+	NoCC                // none: the replay allocation alone bounds what is in flight
+	DelayCC             // the default and the delay rule (reliability.Params.DelayBased)
+)
+
+// openLinkCC is openLink with the NICs' congestion control cc.
+func openLinkCC(cfg porttest.Config, net byte, size, alloc int, cc CC) (*link, error) {
 	l := &link{}
 	l.pa, l.pb = porttest.NewPair(cfg)
 	var err error
-	if l.a, err = open(l.pa, wire.MAC{2, 0, 0, 0, net, 1}, fmt.Sprintf("10.49.%d.1", net), size, alloc); err == nil {
-		l.b, err = open(l.pb, wire.MAC{2, 0, 0, 0, net, 2}, fmt.Sprintf("10.49.%d.2", net), size, alloc)
+	if l.a, err = open(l.pa, wire.MAC{2, 0, 0, 0, net, 1}, fmt.Sprintf("10.49.%d.1", net), size, alloc, cc); err == nil {
+		l.b, err = open(l.pb, wire.MAC{2, 0, 0, 0, net, 2}, fmt.Sprintf("10.49.%d.2", net), size, alloc, cc)
 	}
 	if err != nil {
 		l.Close()

@@ -25,6 +25,23 @@ type ShallowConfig struct {
 	QueueBytes int           // the link's queue (default 64 KiB: 16 frames of 4 KiB)
 	MarkBytes  int           // ECN: mark CE above this many queued bytes (0: no ECN, drops only)
 	MTU        int           // IB MTU enum (default 5)
+	Selective  bool          // the QPs use selective repeat, else go-back-N
+	CC         CC            // the NICs' congestion control
+}
+
+// Sender names the recovery and congestion control of a run.
+func (c ShallowConfig) Sender() string {
+	s := "go-back-N"
+	if c.Selective {
+		s = "selective repeat"
+	}
+	switch c.CC {
+	case NoCC:
+		s += ", no congestion control"
+	case DelayCC:
+		s += ", delay rule"
+	}
+	return s
 }
 
 func (c *ShallowConfig) defaults() {
@@ -63,7 +80,7 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	cfg.defaults()
 	const msg = 64 << 10
 	size := (cfg.WriteQPs + 1) * 16 * msg
-	l, err := openLink(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}, 1, size, 0)
+	l, err := openLinkCC(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}, 1, size, 0, cfg.CC)
 	if err != nil {
 		return ShallowResult{}, err
 	}
@@ -87,8 +104,12 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 		}
 		qas, qbs, cqs = append(qas, qa), append(qbs, qb), append(cqs, cq)
 	}
+	connect := verbs.ConnectRC
+	if cfg.Selective {
+		connect = verbs.ConnectRCSelective
+	}
 	for i := range qas {
-		if err := verbs.ConnectRC(qas[i], qbs[i], a.ah, b.ah, cfg.MTU, 14); err != nil {
+		if err := connect(qas[i], qbs[i], a.ah, b.ah, cfg.MTU, 14); err != nil {
 			return ShallowResult{}, err
 		}
 	}
@@ -157,23 +178,41 @@ func stream(ctx context.Context, qp *verbs.QP, cq *verbs.CQ, op verbs.WROpcode, 
 	return nil
 }
 
-// ReportShallow runs the scenario and prints it.
-func ReportShallow(w io.Writer, cfg ShallowConfig) (ShallowResult, error) {
+// ReportShallow runs the scenario once per sender (go-back-N without
+// congestion control; go-back-N and selective repeat, each with the
+// default congestion control and with the delay rule), each without and with
+// an ECN switch marking above half the queue (or above cfg.MarkBytes),
+// and prints one table.
+func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 	cfg.defaults()
-	ecn := "no ECN"
-	if cfg.MarkBytes > 0 {
-		ecn = fmt.Sprintf("ECN marks above %d KiB", cfg.MarkBytes>>10)
+	mark := cfg.MarkBytes
+	if mark == 0 {
+		mark = cfg.QueueBytes / 2
 	}
-	fmt.Fprintf(w, "%d QPs of 64 KiB WRITEs (%d each) and one of 64 KiB READs (%d), link %.1f Gbit/s, added RTT %v, queue %d KiB, %s\n",
-		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10, ecn)
-	r, err := Shallow(cfg)
-	if err != nil {
-		return r, err
-	}
+	fmt.Fprintf(w, "%d QPs of 64 KiB WRITEs (%d each) and one of 64 KiB READs (%d), link %.1f Gbit/s each way, added RTT %v, queue %d KiB; ECN marks above %d KiB\n",
+		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10, mark>>10)
+	fmt.Fprintln(w, "Gbit/s counts the payload of both directions; of link is the WRITEs' direction alone against the link rate")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "time\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\t")
-	fmt.Fprintf(tw, "%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t\n", r.Elapsed.Round(time.Millisecond), r.Gbits, r.Gbits/cfg.LinkGbits,
-		r.Sent, r.Retransmitted, 100*float64(r.Retransmitted)/float64(max(r.Sent, 1)), r.QueueDropped, r.Marked, r.CNPs, r.Timeouts)
+	fmt.Fprintln(tw, "sender\tECN\ttime\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\t")
+	var out []ShallowResult
+	for _, s := range []ShallowConfig{{CC: NoCC}, {}, {CC: DelayCC}, {Selective: true}, {Selective: true, CC: DelayCC}} {
+		for _, m := range []int{0, mark} {
+			c := cfg
+			c.CC, c.Selective, c.MarkBytes = s.CC, s.Selective, m
+			r, err := Shallow(c)
+			if err != nil {
+				return out, fmt.Errorf("%s: %w", c.Sender(), err)
+			}
+			out = append(out, r)
+			ecn := "no"
+			if m > 0 {
+				ecn = "yes"
+			}
+			writes := float64(cfg.WriteQPs*cfg.Messages*64<<10*8) / r.Elapsed.Seconds() / 1e9
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t\n", c.Sender(), ecn, r.Elapsed.Round(time.Millisecond), r.Gbits, writes/cfg.LinkGbits,
+				r.Sent, r.Retransmitted, 100*float64(r.Retransmitted)/float64(max(r.Sent, 1)), r.QueueDropped, r.Marked, r.CNPs, r.Timeouts)
+		}
+	}
 	tw.Flush()
-	return r, nil
+	return out, nil
 }
