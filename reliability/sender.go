@@ -257,14 +257,19 @@ func (s *Sender) spend(now time.Time, k uint32) {
 	s.paceAt = s.paceAt.Add(gap * time.Duration(max(k, 1)))
 }
 
-// minEarly bounds the early retransmission timer from below. With
-// selective repeat it resends what the peer lacks; with go-back-N it
-// sends one probe, the oldest unacknowledged packet, never the window: a
-// spurious probe costs one duplicate, which the peer acknowledges, so a
-// slow peer (an emulated rxe) sees no storm of duplicates, while a lost
-// tail or a lost retransmission is found in about a round trip instead
-// of the local ACK timeout.
-const minEarly = time.Millisecond
+// minEarly and minProbe bound the early retransmission timer from below.
+// With selective repeat, between softrnic peers, it resends what the
+// peer lacks after about a round trip (at least minEarly). With go-back-N
+// it sends one probe, the oldest unacknowledged packet, never the
+// window, after two round trips and at least minProbe (Linux's tail loss
+// probe): any peer may be on the other end, and a slow one (an emulated
+// rxe) must not see duplicates on a path that loses nothing, while a lost
+// tail or a lost retransmission is still found long before the local ACK
+// timeout.
+const (
+	minEarly = time.Millisecond
+	minProbe = 10 * time.Millisecond
+)
 
 // queueDelay is the least queueing delay, the rise of the round trip
 // above its minimum, that the congestion window reacts to (an eighth of
@@ -507,7 +512,11 @@ func (s *Sender) arm(now time.Time) {
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
 	if s.srtt > 0 && !s.params.NoCongestionControl {
-		if t := now.Add(max(s.srtt+4*s.rttvar, minEarly) << s.earlyBackoff); t.Before(s.deadline) {
+		wait := max(s.srtt+4*s.rttvar, minEarly)
+		if !s.params.SelectiveRepeat {
+			wait = max(2*s.srtt+4*s.rttvar, minProbe)
+		}
+		if t := now.Add(wait << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
 		}
 	}
