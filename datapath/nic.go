@@ -38,10 +38,10 @@ type NICConfig struct {
 	// pacing and early probes: a NIC as RoCE NICs were before congestion
 	// control, for comparison runs (bench shallow's baseline).
 	NoCongestionControl bool
-	// DelayBasedCC adds the delay rule to every RC sender's congestion
-	// window (reliability.Params.DelayBased), for paths without ECN
-	// whose queues are shallow.
-	DelayBasedCC bool
+	// DelayRule is when RC senders apply the delay rule
+	// (reliability.Params.Delay; default: on paths of at least
+	// reliability.DelayAutoRTT).
+	DelayRule reliability.DelayRule
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)

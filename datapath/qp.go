@@ -113,7 +113,7 @@ func (r *qpRun) startSender(q *host.QPCEntry, cfg *NICConfig) {
 		r.sndStarted = true
 		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
 			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&host.QPFlagSelectiveRepeat != 0,
-			NoCongestionControl: cfg.NoCongestionControl, DelayBased: cfg.DelayBasedCC})
+			NoCongestionControl: cfg.NoCongestionControl, Delay: cfg.DelayRule})
 		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
 }

@@ -71,14 +71,11 @@ type Params struct {
 	// pacing, no early probe; the replay allocation alone bounds what is
 	// in flight (a NIC without congestion control, for comparison runs).
 	NoCongestionControl bool
-	// DelayBased adds Swift's delay rule to the loss-driven window, for
-	// paths that mark no ECN and drop early (a shallow queue): a round
-	// trip above the path's minimum by more than the target delay
-	// shrinks the window before the queue overflows. Off by default: on
-	// a busy host the scheduling noise in the round trip is itself
-	// larger than a shallow queue's delay, and the rule then holds a
-	// sender below the link rate.
-	DelayBased bool
+	// Delay chooses Swift's delay rule on top of the loss-driven window:
+	// a round trip above the path's minimum by more than the target
+	// delay shrinks the window before a shallow queue overflows, on paths
+	// that mark no ECN.
+	Delay DelayRule
 	// MaxRdAtomic is how many READs and atomics may be outstanding
 	// (max_rd_atomic): the responder remembers the answers of no more.
 	// 0 means 1; it is at most MaxRdAtomic.
@@ -257,6 +254,35 @@ func (s *Sender) spend(now time.Time, k uint32) {
 	s.paceAt = s.paceAt.Add(gap * time.Duration(max(k, 1)))
 }
 
+// DelayRule says when a sender applies the delay rule.
+type DelayRule uint8
+
+const (
+	// DelayAuto applies it on paths whose minimum round trip is at
+	// least DelayAutoRTT: there queueing delay stands out of a host's
+	// scheduling noise (about 100 us on a busy 2-core host), while on a
+	// short path the noise alone would hold the sender below the link
+	// rate.
+	DelayAuto DelayRule = iota
+	DelayOff
+	DelayOn
+)
+
+// DelayAutoRTT is the least minimum round trip on which DelayAuto applies
+// the delay rule.
+const DelayAutoRTT = 500 * time.Microsecond
+
+// delayRule reports whether the delay rule applies now.
+func (s *Sender) delayRule() bool {
+	switch s.params.Delay {
+	case DelayOn:
+		return true
+	case DelayAuto:
+		return s.minRTT >= DelayAutoRTT
+	}
+	return false
+}
+
 // minEarly and minProbe bound the early retransmission timer from below.
 // With selective repeat, between softrnic peers, it resends what the
 // peer lacks after about a round trip (at least minEarly). With go-back-N
@@ -345,7 +371,7 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 	}
 	s.rttvar = (3*s.rttvar + diff) / 4
 	s.srtt = (7*s.srtt + d) / 8
-	if target := s.minRTT + max(s.minRTT/8, queueDelay); d > target && s.params.DelayBased && !s.params.NoCongestionControl {
+	if target := s.minRTT + max(s.minRTT/8, queueDelay); d > target && s.delayRule() && !s.params.NoCongestionControl {
 		// The path's queue holds more than the target delay: the
 		// window shrinks in proportion to the excess, at most once a
 		// round trip (Swift's rule), before the queue overflows; a

@@ -525,7 +525,7 @@ func TestProbe(t *testing.T) {
 // before any loss; without congestion control the allocation alone gates.
 func TestDelayWindow(t *testing.T) {
 	for _, delay := range []bool{true, false} {
-		s, _ := newSender(t, 256, reliability.Params{Timeout: 20, RetryCnt: 3, DelayBased: delay})
+		s, _ := newSender(t, 256, reliability.Params{Timeout: 20, RetryCnt: 3, Delay: map[bool]reliability.DelayRule{true: reliability.DelayOn, false: reliability.DelayOff}[delay]})
 		cuts, open, w := delayRun(t, s)
 		if delay && (w >= open || w < open/2 || cuts != 1) {
 			t.Errorf("delay rule: window %d after a 2 ms round trip (minimum 1 ms), was %d, %d cuts: want one cut of at most half", w, open, cuts)

@@ -11,6 +11,7 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/reliability"
 )
 
 // Sentinel errors of the control path.
@@ -40,9 +41,9 @@ type DeviceConfig struct {
 	// NoCongestionControl: RC senders without congestion window, pacing
 	// or early probes (datapath.NICConfig's), for comparison runs.
 	NoCongestionControl bool
-	// DelayBasedCC: RC senders also shrink their window on a rising
-	// round trip (datapath.NICConfig's), for shallow paths without ECN.
-	DelayBasedCC bool
+	// DelayRule: when RC senders also shrink their window on a rising
+	// round trip (datapath.NICConfig's; default: on long paths).
+	DelayRule reliability.DelayRule
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
@@ -85,7 +86,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]*CQ, 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
-		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayBasedCC: cfg.DelayBasedCC,
+		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
 	})
 	if err != nil {
 		return nil, err

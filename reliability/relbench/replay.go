@@ -25,6 +25,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/reliability"
 )
 
 // Config sets a run.
@@ -106,7 +107,7 @@ type end struct {
 func open(p *porttest.Port, mac wire.MAC, ip string, size, alloc int, cc CC) (*end, error) {
 	e := &end{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
 	var err error
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc == NoCC, DelayBasedCC: cc == DelayCC}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc == NoCC, DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc]}); err != nil {
 		return nil, err
 	}
 	if e.pd, err = e.dev.AllocPD(); err != nil {
@@ -140,9 +141,9 @@ func openLink(cfg porttest.Config, net byte, size, alloc int) (*link, error) {
 type CC uint8
 
 const (
-	DefaultCC CC = iota // loss-driven window, pacing, ECN (CNPs)
+	DefaultCC CC = iota // loss-driven window, pacing, ECN (CNPs), the delay rule on long paths
 	NoCC                // none: the replay allocation alone bounds what is in flight
-	DelayCC             // the default and the delay rule (reliability.Params.DelayBased)
+	LossCC              // the default without the delay rule
 )
 
 // openLinkCC is openLink with the NICs' congestion control cc.

@@ -38,8 +38,8 @@ func (c ShallowConfig) Sender() string {
 	switch c.CC {
 	case NoCC:
 		s += ", no congestion control"
-	case DelayCC:
-		s += ", delay rule"
+	case LossCC:
+		s += ", no delay rule"
 	}
 	return s
 }
@@ -195,7 +195,7 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sender\tECN\ttime\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\t")
 	var out []ShallowResult
-	for _, s := range []ShallowConfig{{CC: NoCC}, {}, {CC: DelayCC}, {Selective: true}, {Selective: true, CC: DelayCC}} {
+	for _, s := range []ShallowConfig{{CC: NoCC}, {CC: LossCC}, {}, {Selective: true, CC: LossCC}, {Selective: true}} {
 		for _, m := range []int{0, mark} {
 			c := cfg
 			c.CC, c.Selective, c.MarkBytes = s.CC, s.Selective, m
