@@ -371,7 +371,10 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 	}
 	s.rttvar = (3*s.rttvar + diff) / 4
 	s.srtt = (7*s.srtt + d) / 8
-	if target := s.minRTT + max(s.minRTT/8, queueDelay); d > target && s.delayRule() && !s.params.NoCongestionControl {
+	// The signal is the smoothed round trip, not the sample: a queue
+	// that stands raises it within a few samples, while a host's
+	// scheduling noise, which delays one answer in many, hardly moves it.
+	if target := s.minRTT + max(s.minRTT/8, queueDelay); s.srtt > target && s.delayRule() && !s.params.NoCongestionControl {
 		// The path's queue holds more than the target delay: the
 		// window shrinks in proportion to the excess, at most once a
 		// round trip (Swift's rule), before the queue overflows; a
@@ -381,7 +384,7 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 		}
 		if now.Sub(s.delayCut) >= s.srtt {
 			s.delayCut = now
-			s.cwnd = max(s.cwnd*max(1-delayBeta*float64(d-target)/float64(d), 0.5), 2)
+			s.cwnd = max(s.cwnd*max(1-delayBeta*float64(s.srtt-target)/float64(s.srtt), 0.5), 2)
 			s.stats.DelayCuts++
 		}
 		s.ssthresh = min(s.ssthresh, s.cwnd)
