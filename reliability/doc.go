@@ -15,6 +15,11 @@
 //     us x 2^timeout, doubled after each timeout in a row, failing after
 //     retry_cnt retries), RNR waits (rnr_retry 7 meaning forever), and
 //     the NAKs that fail the QP. Answers outside the window are ignored.
+//     Congestion control sits at the same gate: a loss-driven window
+//     (AIMD, in packets), pacing at that window per round trip, DCQCN's
+//     cut on CNPs, Swift's delay rule on long paths (Params.Delay), and,
+//     before the local ACK timeout, a tail loss probe (go-back-N: the
+//     oldest unacknowledged packet alone) or an early selective resend.
 //   - Receiver is a responder's half: the expected PSN, the class of each
 //     request's PSN (new, duplicate, out of sequence), one sequence NAK
 //     per gap and no more than one per SeqNAKInterval, the MSN, and the
@@ -32,8 +37,8 @@
 // that cannot be placed that way. READ responses that come ahead of order
 // are placed by the requester, and the missing ones asked for with a READ
 // request for just that range (a standard partial request, answered as a
-// duplicate), whose answer ends with a LAST before the READ's end. softrnic perf agrees it in the keys
-// exchange: bit 31 of the SRQN field (perftest.SelectiveRepeatFlag),
+// duplicate), whose answer ends with a LAST before the READ's end.
+// softrnic perf agrees it in the keys exchange: bit 31 of the SRQN field (perftest.SelectiveRepeatFlag),
 // which RC QPs otherwise leave 0. testdata/selective_write.txt is a
 // three-packet WRITE as it goes on the wire.
 //
