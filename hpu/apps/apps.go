@@ -1,0 +1,160 @@
+// Package apps holds sPIN applications built on package hpu, after PsPIN's
+// benchmarks: aggregation of vectors from many senders, reduction of a
+// message to a scalar, and filtering of messages on the NIC. Each installs
+// one execution context on an hpu.Engine and checks its own input.
+package apps
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+
+	"github.com/softrnic/softrnic/hpu"
+)
+
+var le = binary.LittleEndian
+
+// ErrShape: a message whose length or offsets do not fit the application.
+var ErrShape = errors.New("apps: message does not fit the application's layout")
+
+// Aggregate sums vectors that Senders peers WRITE to one receiver: the
+// payload handlers add each element into the sum kept in handler memory
+// at the element's index, and the completion handler of the last
+// sender's message DMAs the sum into host memory once and notifies.
+type Aggregate struct {
+	Elements int
+	Senders  int
+	Float    bool // float32 elements, else int32
+	In       *hpu.Installed
+}
+
+// NewAggregate installs the aggregation on e: the sum lands at offset 0 of
+// host (Elements x 4 bytes), then notify runs.
+func NewAggregate(e *hpu.Engine, host hpu.Region, elements, senders int, float bool, notify func()) (*Aggregate, error) {
+	if elements <= 0 || senders <= 0 || host.Len() < uint64(elements*4) {
+		return nil, ErrShape
+	}
+	a := &Aggregate{Elements: elements, Senders: senders, Float: float}
+	count := elements * 4 // the messages counted, after the sums
+	in, err := e.Install(hpu.Context{
+		Name:       "aggregate",
+		MemorySize: count + 4,
+		Host:       host,
+		Payload: func(t *hpu.Task) hpu.Action {
+			p := t.Packet.Payload
+			off := int(t.Packet.Offset)
+			if off%4 != 0 || len(p)%4 != 0 || off+len(p) > count {
+				panic(ErrShape) // the message is stopped, in error
+			}
+			for i := 0; i < len(p); i += 4 {
+				if float {
+					t.Mem.AddFloat32(off+i, math.Float32frombits(le.Uint32(p[i:])))
+				} else {
+					t.Mem.AddInt32(off+i, int32(le.Uint32(p[i:])))
+				}
+			}
+			return hpu.Success
+		},
+		Completion: func(t *hpu.Task) hpu.Action {
+			if int(t.Mem.AddInt32(count, 1)) == senders {
+				t.DMAToHost(0, t.Mem.Bytes(0, count))
+				if notify != nil {
+					notify()
+				}
+			}
+			return hpu.Success
+		},
+	})
+	a.In = in
+	return a, err
+}
+
+// ReduceOp is a reduction's operator.
+type ReduceOp uint8
+
+const (
+	Sum ReduceOp = iota // int64 sum of int32 elements
+	Min                 // int32 minimum
+	Max                 // int32 maximum
+)
+
+// NewReduce installs a reduction: each message of little-endian int32
+// elements is reduced to one scalar by its payload handlers, and only the
+// result reaches host memory: 8 bytes (little-endian int64) at
+// 8 x (MSN mod slots) of host. done, if set, runs after each.
+func NewReduce(e *hpu.Engine, host hpu.Region, op ReduceOp, slots int, done func(msg *hpu.Message, err error)) (*hpu.Installed, error) {
+	if slots <= 0 || host.Len() < uint64(slots*8) {
+		return nil, ErrShape
+	}
+	return e.Install(hpu.Context{
+		Name:       "reduce",
+		MemorySize: slots * 8,
+		Host:       host,
+		Done:       done,
+		Header: func(t *hpu.Task) hpu.Action {
+			at := int(t.Message.MSN%uint32(slots)) * 8
+			switch op {
+			case Sum:
+				t.Mem.Store64(at, 0)
+			case Min:
+				t.Mem.Store32(at, uint32(math.MaxInt32))
+			case Max:
+				t.Mem.Store32(at, 1<<31) // MinInt32
+			}
+			return hpu.Proceed
+		},
+		Payload: func(t *hpu.Task) hpu.Action {
+			p := t.Packet.Payload
+			if len(p)%4 != 0 {
+				panic(ErrShape)
+			}
+			at := int(t.Message.MSN%uint32(slots)) * 8
+			// The packet's part first, then one atomic step into the
+			// message's result.
+			var sum int64
+			lo, hi := int32(math.MaxInt32), int32(math.MinInt32)
+			for i := 0; i < len(p); i += 4 {
+				v := int32(le.Uint32(p[i:]))
+				sum += int64(v)
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			switch op {
+			case Sum:
+				t.Mem.AddInt64(at, sum)
+			case Min:
+				t.Mem.MinInt32(at, lo)
+			case Max:
+				t.Mem.MaxInt32(at, hi)
+			}
+			return hpu.Success
+		},
+		Completion: func(t *hpu.Task) hpu.Action {
+			at := int(t.Message.MSN%uint32(slots)) * 8
+			var out [8]byte
+			if op == Sum {
+				le.PutUint64(out[:], t.Mem.Load64(at))
+			} else {
+				le.PutUint64(out[:], uint64(int64(int32(t.Mem.Load32(at)))))
+			}
+			t.DMAToHost(uint64(at), out[:])
+			return hpu.Success
+		},
+	})
+}
+
+// NewFilter installs a filter: a message whose first packet matches drop
+// is dropped on the NIC, whole; the others land through place (the NIC's
+// default processing).
+func NewFilter(e *hpu.Engine, drop func(first []byte) bool, place hpu.Default, done func(msg *hpu.Message, err error)) (*hpu.Installed, error) {
+	return e.Install(hpu.Context{
+		Name: "filter",
+		Done: done,
+		Header: func(t *hpu.Task) hpu.Action {
+			if drop(t.Packet.Payload) {
+				return hpu.Drop
+			}
+			return hpu.Proceed
+		},
+		Default: place,
+	})
+}

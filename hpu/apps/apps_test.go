@@ -1,0 +1,214 @@
+package apps_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/hpu"
+	"github.com/softrnic/softrnic/hpu/apps"
+)
+
+var le = binary.LittleEndian
+
+// region is host memory for a context.
+type region struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (r *region) Len() uint64 { return uint64(len(r.b)) }
+func (r *region) WriteAt(p []byte, off uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	copy(r.b[off:], p)
+	return nil
+}
+func (r *region) ReadAt(p []byte, off uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	copy(p, r.b[off:])
+	return nil
+}
+func (r *region) bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.b...)
+}
+
+// send submits a message as packets of at most mtu bytes, retrying while
+// the buffers are full.
+func send(t *testing.T, e *hpu.Engine, in *hpu.Installed, msg hpu.Message, data []byte, mtu int) {
+	t.Helper()
+	msg.Length = uint32(len(data))
+	for i, off := 0, 0; off < len(data) || i == 0; i++ {
+		n := min(mtu, len(data)-off)
+		pkt := hpu.Packet{Payload: data[off : off+n], Offset: uint32(off), Index: i, First: i == 0, Last: off+n == len(data)}
+		for {
+			err := e.Submit(in, msg, pkt)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, hpu.ErrFull) {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		off += n
+	}
+}
+
+func wait(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+	}
+}
+
+// TestAggregate: four senders' int32 and float32 vectors summed on the
+// NIC; the host gets the sum, once, byte for byte what it computes itself.
+func TestAggregate(t *testing.T) {
+	const elems, senders = 3000, 4 // 12000 bytes: three packets of 4096 and one shorter
+	for _, float := range []bool{false, true} {
+		e := hpu.New(hpu.Config{Clusters: 2, HPUs: 2})
+		host := &region{b: make([]byte, elems*4)}
+		notified := make(chan struct{}, 2)
+		a, err := apps.NewAggregate(e, host, elems, senders, float, func() { notified <- struct{}{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, elems*4)
+		isum := make([]int32, elems)
+		fsum := make([]float32, elems)
+		for s := range senders {
+			v := make([]byte, elems*4)
+			for i := range elems {
+				if float {
+					x := float32(rand.IntN(2000)-1000) / 4 // exact in float32: sums do not depend on order
+					fsum[i] += x
+					le.PutUint32(v[i*4:], math.Float32bits(x))
+				} else {
+					x := rand.Int32() - math.MaxInt32/2
+					isum[i] += x
+					le.PutUint32(v[i*4:], uint32(x))
+				}
+			}
+			send(t, e, a.In, hpu.Message{QPN: 17 + uint32(s), MSN: 0, Flow: uint32(s)}, v, 4096)
+		}
+		wait(t, notified)
+		for i := range elems {
+			if float {
+				le.PutUint32(want[i*4:], math.Float32bits(fsum[i]))
+			} else {
+				le.PutUint32(want[i*4:], uint32(isum[i]))
+			}
+		}
+		if got := host.bytes(); !bytes.Equal(got, want) {
+			t.Errorf("float %v: the sum in host memory differs from the host's own", float)
+		}
+		e.Close()
+		if len(notified) != 0 {
+			t.Error("the host was notified more than once")
+		}
+	}
+}
+
+// TestReduce: messages reduced to a scalar on the NIC; only the 8-byte
+// result reaches host memory.
+func TestReduce(t *testing.T) {
+	for _, op := range []apps.ReduceOp{apps.Sum, apps.Min, apps.Max} {
+		e := hpu.New(hpu.Config{Clusters: 2, HPUs: 2})
+		const msgs = 8
+		host := &region{b: make([]byte, msgs*8)}
+		var wg sync.WaitGroup
+		wg.Add(msgs)
+		in, err := apps.NewReduce(e, host, op, msgs, func(_ *hpu.Message, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]int64, msgs)
+		for m := range msgs {
+			n := 1 + rand.IntN(5000)
+			v := make([]byte, n*4)
+			var sum int64
+			lo, hi := int32(math.MaxInt32), int32(math.MinInt32)
+			for i := range n {
+				x := rand.Int32() - math.MaxInt32/2
+				le.PutUint32(v[i*4:], uint32(x))
+				sum += int64(x)
+				lo, hi = min(lo, x), max(hi, x)
+			}
+			want[m] = map[apps.ReduceOp]int64{apps.Sum: sum, apps.Min: int64(lo), apps.Max: int64(hi)}[op]
+			send(t, e, in, hpu.Message{QPN: 17, MSN: uint32(m)}, v, 1024)
+		}
+		wg.Wait()
+		got := host.bytes()
+		for m := range msgs {
+			if r := int64(le.Uint64(got[m*8:])); r != want[m] {
+				t.Errorf("op %d message %d: %d, want %d", op, m, r, want[m])
+			}
+		}
+		if d := in.Stats.DMABytes.Load(); d != msgs*8 {
+			t.Errorf("op %d: %d bytes reached host memory, want %d", op, d, msgs*8)
+		}
+		e.Close()
+	}
+}
+
+// TestFilter: messages whose first byte is 0xff are dropped on the NIC;
+// the rest land byte for byte.
+func TestFilter(t *testing.T) {
+	e := hpu.New(hpu.Config{Clusters: 2, HPUs: 2})
+	defer e.Close()
+	const msgs, size = 20, 9000
+	host := make([]byte, msgs*size)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Add(msgs)
+	in, err := apps.NewFilter(e, func(first []byte) bool { return len(first) > 0 && first[0] == 0xff },
+		func(msg *hpu.Message, pkt *hpu.Packet) error {
+			mu.Lock()
+			copy(host[msg.VA+uint64(pkt.Offset):], pkt.Payload)
+			mu.Unlock()
+			return nil
+		}, func(*hpu.Message, error) { wg.Done() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, len(host))
+	kept := 0
+	for m := range msgs {
+		v := make([]byte, size)
+		for i := range v {
+			v[i] = byte(rand.IntN(255))
+		}
+		if m%3 == 0 {
+			v[0] = 0xff
+		} else {
+			copy(want[m*size:], v)
+			kept++
+		}
+		send(t, e, in, hpu.Message{QPN: 17, MSN: uint32(m), VA: uint64(m * size)}, v, 4096)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Equal(host, want) {
+		t.Error("host memory differs: a dropped message landed or a kept one did not")
+	}
+	if p := in.Stats.Proceeded.Load(); p != uint64(kept*3) {
+		t.Errorf("%d packets landed, want %d", p, kept*3)
+	}
+}
