@@ -177,10 +177,19 @@ func (e *Engine) Install(c Context) (*Installed, error) {
 	return &Installed{ctx: c, mem: NewMemory(c.MemorySize)}, nil
 }
 
-// Close stops the HPUs after the tasks queued have run.
+// Close stops the HPUs after the tasks accepted have run (Submit refuses
+// new ones from the start of Close).
 func (e *Engine) Close() {
-	if e.closed.Swap(true) {
+	e.mu.Lock()
+	was := e.closed.Swap(true)
+	e.mu.Unlock()
+	if was {
 		return
+	}
+	for c := range e.clusters { // every slot back: no task can queue another
+		for len(e.clusters[c].free) < len(e.clusters[c].slots) {
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 	for c := range e.clusters {
 		close(e.clusters[c].queue)
@@ -216,6 +225,12 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	}
 	e.mu.Lock()
 	mi, found := e.index[k]
+	if e.closed.Load() { // Close set it under e.mu: it waits for this slot, or we give it back
+		e.mu.Unlock()
+		cl.free <- s
+		cl.stats.InUse.Add(-1)
+		return errors.New("hpu: engine closed")
+	}
 	if !found {
 		if len(e.free) == 0 {
 			e.mu.Unlock()
@@ -332,27 +347,11 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 			m.fault = fault
 		}
 		skip = m.dropped || m.fault != nil
-		wait := m.waitHead
-		m.waitHead = -1
-		m.mu.Unlock()
-		for wait >= 0 { // the packets that waited for the header go on
-			c := &e.clusters[wait>>16]
-			w := wait & 0xffff
-			wait = c.slots[w].next
-			c.queue <- w
-		}
+		e.release(m)
 	} else if header {
 		m.mu.Lock()
 		m.headerDone = true
-		wait := m.waitHead
-		m.waitHead = -1
-		m.mu.Unlock()
-		for wait >= 0 {
-			c := &e.clusters[wait>>16]
-			w := wait & 0xffff
-			wait = c.slots[w].next
-			c.queue <- w
-		}
+		e.release(m)
 	}
 	if !skip {
 		act = Proceed
@@ -386,6 +385,21 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 	cl.stats.Tasks.Add(1)
 	cl.stats.BusyNs.Add(uint64(time.Since(start)))
 	e.finish(cl, s, m)
+}
+
+// release queues again the packets that waited for m's header handler;
+// m.mu is held and released here. The queues have room: a cluster's
+// queue holds at most its slots, and these hold slots already.
+func (e *Engine) release(m *msgState) {
+	wait := m.waitHead
+	m.waitHead = -1
+	m.mu.Unlock()
+	for wait >= 0 {
+		c := &e.clusters[wait>>16]
+		w := wait & 0xffff
+		wait = c.slots[w].next
+		c.queue <- w
+	}
 }
 
 // finish gives the slot back and, after the message's last packet, runs
