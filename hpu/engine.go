@@ -335,7 +335,7 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 	m.mu.Unlock()
 
 	var fault error
-	act := Proceed
+	var act Action
 	if header && !skip {
 		act, fault = e.call(in.ctx.Header, t)
 		m.mu.Lock()

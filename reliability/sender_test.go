@@ -452,11 +452,10 @@ func admitN(s *reliability.Sender, n int, now time.Time) int {
 func resendAll(s *reliability.Sender, now time.Time) []wire.PSN {
 	var psns []wire.PSN
 	for {
-		e, from, ok := s.Resend(now)
+		_, from, ok := s.Resend(now)
 		if !ok {
 			return psns
 		}
-		_ = e
 		psns = append(psns, from)
 		s.Resent(now)
 	}
