@@ -151,6 +151,7 @@ func (n *engine) local(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 // QP to the error state and flushes everything else.
 func (n *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 	r.errored = true
+	n.hpuReset(qpn, r)
 	r.snd.Fail(status)
 	for first := true; r.ifN > 0; first = false {
 		in := &r.inflight[r.ifHead]

@@ -29,8 +29,9 @@ type engine struct {
 	doorbells chan Doorbell // send queues
 	recvBells chan Doorbell // receive queues: the responder may drain them mid-batch
 	cmds      chan func()
-	inbox     chan handoff // frames for its QPs that came in on other queues
-	spare     chan []byte  // free buffers for inbox, fixed in number
+	inbox     chan handoff  // frames for its QPs that came in on other queues
+	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands, data to place
+	spare     chan []byte   // free buffers for inbox, fixed in number
 
 	words                [32]uint64
 	entry                [256]byte
@@ -53,7 +54,7 @@ type engine struct {
 
 func newEngine(n *NIC, id int, p Port) *engine {
 	e := &engine{NIC: n, id: id, port: p,
-		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16),
+		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}),
 		parkPool: NewPool(parkBuffers, 9216),
 		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps))}
@@ -101,6 +102,9 @@ func (e *engine) run() {
 		default:
 		}
 		busy := e.doorbellsDue()
+		if len(e.hpuEv) > 0 && e.hpuEventsDue() {
+			busy = true
+		}
 		if e.inbox != nil && e.handoffsDue() {
 			busy = true
 			e.unparkReady()
@@ -136,7 +140,7 @@ func (e *engine) run() {
 			// Sleep on the port until a frame, a doorbell or a handed-off
 			// frame (Wake) or the timers' next tick.
 			e.sleeping.Store(true)
-			if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 {
+			if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
 				e.port.Wait(time.Millisecond)
 			}
 			e.sleeping.Store(false)

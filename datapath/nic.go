@@ -10,6 +10,7 @@ import (
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -42,6 +43,10 @@ type NICConfig struct {
 	// (reliability.Params.Delay; default: on paths of at least
 	// reliability.DelayAutoRTT).
 	DelayRule reliability.DelayRule
+	// HPU sizes the handler stage (package hpu), started when the first
+	// execution context is attached (zero: hpu's defaults, PsPIN's 4
+	// clusters of 8 HPUs).
+	HPU hpu.Config
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)
@@ -87,6 +92,12 @@ type Counters struct {
 	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
 	NPCNPSent                  atomic.Uint64 // CNPs sent for them
 	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window
+	HPUPackets                 atomic.Uint64 // packets handed to execution contexts' handlers
+	HPURefused                 atomic.Uint64 // packets the handlers had no room for: not acknowledged, sent again by the peer
+	HPUFaults                  atomic.Uint64 // messages failed by a handler's fault (NAKed, the QP to error)
+	HPUAborted                 atomic.Uint64 // messages under way with handlers ended by a reset, an error or a UC loss
+	HPUCommands                atomic.Uint64 // packets handlers sent (Send, Put)
+	HPUCommandsRefused         atomic.Uint64 // handlers' packets refused: no buffer free, or the QP cannot send
 	replay                     *reliability.Pool
 }
 
@@ -110,6 +121,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
 		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits}, {"placed_ahead", &c.PlacedAhead},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
+		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
+		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -180,6 +193,8 @@ type NIC struct {
 	placedCh chan struct{} // wakes one of them
 	stopOnce sync.Once
 	stop     chan struct{}
+	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
+	hpuMu    sync.Mutex
 }
 
 // NewNIC builds the NIC's tables, caches and engines. Call Run to start it.
@@ -323,6 +338,7 @@ func (n *NIC) ResetQP(qpn uint32) {
 	if qpn < uint32(len(n.qps)) {
 		n.owner(qpn).command(func() {
 			n.replay.Release(n.qps[qpn].alloc)
+			n.owner(qpn).hpuReset(qpn, &n.qps[qpn])
 			n.qps[qpn] = qpRun{}
 		})
 	}
@@ -365,5 +381,8 @@ func (n *NIC) Close() {
 	})
 	for _, e := range n.engines {
 		<-e.done
+	}
+	if h := n.hpu.Load(); h != nil {
+		h.engine.Close()
 	}
 }

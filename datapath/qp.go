@@ -37,10 +37,11 @@ type qpRun struct {
 	sqProducer, sqConsumer uint32
 	inflight               [64]inflight // fetched, not yet completed, in order
 	ifHead, ifN            int
-	sendIdx, sendPkt       int  // next new packet: message (from ifHead) and packet
-	timed                  bool // on the engine's timer list
-	onLater                bool // on the engine's list of QPs to come back to next pass
-	sqWaiting              bool // the requester waits for a context (park.go)
+	ifSeq                  uint32 // the next in-flight entry's number
+	sendIdx, sendPkt       int    // next new packet: message (from ifHead) and packet
+	timed                  bool   // on the engine's timer list
+	onLater                bool   // on the engine's list of QPs to come back to next pass
+	sqWaiting              bool   // the requester waits for a context (park.go)
 	seen                   reliability.SenderStats
 
 	// packets waiting for the QP's context (see park.go)
@@ -62,7 +63,8 @@ type qpRun struct {
 	writeLeft              uint32
 	reads                  [maxRdAtomic]readState // READs being answered, in order
 	readHead, readN        int
-	readListed             bool // on the NIC's list of QPs answering READs
+	readListed             bool    // on the NIC's list of QPs answering READs
+	hpu                    hpuRecv // messages to its execution context, and its handlers' commands
 }
 
 // readState is a READ response in progress.
@@ -81,6 +83,8 @@ type readState struct {
 type inflight struct {
 	wqe      host.SendWQE
 	index    uint32 // the WQE's send queue index
+	seq      uint32 // its number in the in-flight list (its replay entries name it)
+	cmd      int32  // a handler's command (slot+1) instead of a WQE, or 0
 	firstPSN wire.PSN
 	lastPSN  wire.PSN
 	packets  int

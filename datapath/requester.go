@@ -50,7 +50,9 @@ func (n *engine) request(qpn uint32) {
 		return
 	}
 	for !r.errored {
-		if r.sendIdx == r.ifN { // everything fetched is sent: take the next WQE
+		if r.sendIdx == r.ifN && r.ifN < len(r.inflight) && n.takeCmd(r, mtu) {
+			// a handler's packet goes first: it answers a request already here
+		} else if r.sendIdx == r.ifN { // everything fetched is sent: take the next WQE
 			if r.sqConsumer == r.sqProducer || r.ifN == len(r.inflight) {
 				return
 			}
@@ -92,7 +94,7 @@ func (n *engine) request(qpn uint32) {
 			}
 			return // the gate: no replay entry free, the window, pacing, a READ/atomic limit, an RNR wait
 		}
-		if in.wqe.Opcode != host.WRRDMARead && !isAtomic(in.wqe.Opcode) &&
+		if in.wqe.Opcode != host.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
 			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
 			n.counters.SendWaits.Add(1)
@@ -161,13 +163,12 @@ func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int, now tim
 	return true
 }
 
-// inflightOf returns the in-flight work request with send queue index
-// idx, or nil.
+// inflightOf returns the in-flight work request numbered idx, or nil.
 func (r *qpRun) inflightOf(idx uint32) *inflight {
 	if r.ifN == 0 {
 		return nil
 	}
-	i := int(idx - r.inflight[r.ifHead].index)
+	i := int(idx - r.inflight[r.ifHead].seq)
 	if i < 0 || i >= r.ifN {
 		return nil
 	}
@@ -188,7 +189,7 @@ func kindOf(op uint8) reliability.Kind {
 // entryOf is the replay entry of packet k of an in-flight message: where
 // its payload comes from, never the payload.
 func entryOf(q *host.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
-	e := reliability.Entry{WQE: in.index, Kind: kindOf(in.wqe.Opcode), Span: 1}
+	e := reliability.Entry{WQE: in.seq, Kind: kindOf(in.wqe.Opcode), Span: 1}
 	switch e.Kind {
 	case reliability.Read:
 		e.Span, e.Length, e.Opcode = uint32(in.packets), in.length, wire.RCRDMAReadRequest
@@ -338,7 +339,9 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	op := packetOp(q, w.Opcode, k, in.packets)
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
 	payload := n.payload[:segmentLen(int(in.length), k, mtu)]
-	if !n.gather(q.PD, w, uint32(k*mtu), payload) {
+	if in.cmd != 0 {
+		copy(payload, n.cmdPayload(in.cmd)[k*mtu:])
+	} else if !n.gather(q.PD, w, uint32(k*mtu), payload) {
 		return false
 	}
 	f.Payload = payload
@@ -367,12 +370,22 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 
 // track records a message as in flight.
 func (n *engine) track(r *qpRun, in inflight) {
+	in.seq = r.ifSeq
+	r.ifSeq++
 	r.inflight[(r.ifHead+r.ifN)%len(r.inflight)] = in
 	r.ifN++
 }
 
 // finish completes a send work request (if signaled, or on error).
 func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
+	if in.cmd != 0 { // a handler's packet: no completion, its buffer back
+		n.releaseCmd(in.cmd)
+		in.cmd = 0
+		if status != host.WCSuccess && status != host.WCWRFlushErr {
+			n.counters.HPUCommandsRefused.Add(1)
+		}
+		return
+	}
 	if !in.signaled && status == host.WCSuccess {
 		return
 	}

@@ -81,8 +81,8 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 // be refused with a NAK when it comes in order), waits for its
 // retransmission.
 func (n *engine) placeAhead(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
-	if p.Opcode != wire.RCRDMAWriteOnly {
-		return false
+	if p.Opcode != wire.RCRDMAWriteOnly || n.binding(qpnOf(p)) != nil {
+		return false // a QP with handlers takes its messages in order
 	}
 	h, payload := p.RETH(), p.Payload()
 	if h.DMALen() != uint32(len(payload)) || len(payload) > pmtu(q) ||
@@ -202,9 +202,14 @@ func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 
 // ack sends an ACK or NAK for psn.
 func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+	psn, msn, ok := r.ackCap(psn, s)
+	if !ok {
+		n.counters.SeqNAKSuppressed.Add(1)
+		return
+	}
 	var f wire.FrameFields
 	n.frameTo(&f, q, wire.RCAcknowledge, psn)
-	f.AETH = wire.AETHFields{Syndrome: s, MSN: r.rcv.MSN()}
+	f.AETH = wire.AETHFields{Syndrome: s, MSN: msn}
 	n.send(&f)
 }
 
@@ -381,7 +386,17 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 		return false
 	}
+	if info.Flags&(wire.OpSend|wire.OpWrite) != 0 && (r.hpu.on || n.hpu.Load() != nil) {
+		if handled, accepted := n.toHandlers(qpnOf(p), q, r, n.binding(qpnOf(p)), p, psn, first, last); handled {
+			return accepted
+		}
+	}
 	switch {
+	case r.hpu.n > 0 && (p.Opcode == wire.RCRDMAReadRequest || info.Flags&wire.OpAtomic != 0):
+		// Its response would acknowledge the messages waiting for their
+		// handlers: the requester asks again.
+		n.counters.HPURefused.Add(1)
+		return false
 	case p.Opcode == wire.RCRDMAReadRequest:
 		n.readResponse(q, r, p, psn, 0, true)
 		return false
@@ -554,6 +569,9 @@ func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		if !first {
 			if psn != r.ucExp {
 				n.counters.OutOfSeqRequest.Add(1)
+			}
+			if r.hpu.on {
+				n.hpuAbort(qpnOf(p), r)
 			}
 			r.ucDrop = true
 			r.ucExp = psn.Next()

@@ -54,6 +54,7 @@ type Message struct {
 	Length uint32 // bytes, when known (a WRITE's RETH gives it); 0 if not
 	Flow   uint32 // a flow identifier (the source QPN, or the user's)
 	VA     uint64 // a WRITE's target address, if any
+	RKey   uint32 // a WRITE's R_Key, if any
 }
 
 // Handler is a header, payload or completion handler.
@@ -84,7 +85,7 @@ type Default func(msg *Message, pkt *Packet) error
 type Context struct {
 	Name       string
 	Header     Handler // runs once, on a message's first packet, before its payload handlers
-	Payload    Handler // runs on every packet; several may run at once
+	Payload    Handler // runs on every packet; several may run at once (nil: each packet goes as the header handler said, or proceeds)
 	Completion Handler // runs after every payload handler of the message finished
 	// MemorySize is the handler memory's size in bytes (sPIN's L2
 	// handler memory), shared by every message of the context.

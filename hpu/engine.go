@@ -47,6 +47,9 @@ type Stats struct {
 	Full     atomic.Uint64 // packets refused: no slot free anywhere, or no message entry
 	Spills   atomic.Uint64 // packets placed away from their home cluster
 	Messages atomic.Uint64 // messages completed (with or without a fault)
+	Faults   atomic.Uint64 // handlers stopped, over every context
+	Overlong atomic.Uint64 // handlers that ran longer than their budget, over every context
+	Aborted  atomic.Uint64 // messages ended by Abort before their last packet
 }
 
 // ContextStats count one context's work.
@@ -117,9 +120,10 @@ type msgState struct {
 	key        msgKey
 	msg        Message
 	home       int
-	headerDone bool  // the header handler finished (or the context has none)
-	dropped    bool  // the header handler dropped the message
-	fault      error // the first fault of one of its handlers
+	headerDone bool   // the header handler finished (or the context has none)
+	dropped    bool   // the header handler dropped the message
+	headerAct  Action // what the header handler returned: the action of packets without a payload handler
+	fault      error  // the first fault of one of its handlers
 	submitted  int
 	finished   int
 	lastSeen   bool
@@ -245,7 +249,7 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 		m := &e.msgs[mi]
 		m.mu.Lock()
 		m.key, m.msg, m.home = k, msg, home
-		m.headerDone, m.dropped, m.fault = in.ctx.Header == nil, false, nil
+		m.headerDone, m.dropped, m.fault, m.headerAct = in.ctx.Header == nil, false, nil, Proceed
 		m.submitted, m.finished, m.lastSeen, m.waitHead = 0, 0, false, -1
 		m.mu.Unlock()
 	}
@@ -332,6 +336,7 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 		return
 	}
 	skip := m.dropped || m.fault != nil
+	hact := m.headerAct
 	m.mu.Unlock()
 
 	var fault error
@@ -339,7 +344,7 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 	if header && !skip {
 		act, fault = e.call(in.ctx.Header, t)
 		m.mu.Lock()
-		m.headerDone = true
+		m.headerDone, m.headerAct, hact = true, act, act
 		if act == Drop {
 			m.dropped = true
 		}
@@ -354,7 +359,7 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 		e.release(m)
 	}
 	if !skip {
-		act = Proceed
+		act = hact // no payload handler: the packet goes as the header handler said
 		if in.ctx.Payload != nil {
 			act, fault = e.call(in.ctx.Payload, t)
 		}
@@ -405,9 +410,7 @@ func (e *Engine) release(m *msgState) {
 // finish gives the slot back and, after the message's last packet, runs
 // its completion handler and reports it done.
 func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
-	t := &cl.slots[s].task
-	in := t.ctx
-	*t = Task{}
+	cl.slots[s].task = Task{}
 	cl.stats.InUse.Add(-1)
 	cl.free <- s
 
@@ -415,11 +418,16 @@ func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
 	m.finished++
 	done := m.lastSeen && m.finished == m.submitted
 	m.mu.Unlock()
-	if !done {
-		return
+	if done {
+		e.complete(cl, m)
 	}
-	// Every packet of the message has been handled: no other HPU touches
-	// it now.
+}
+
+// complete runs a message's completion handler (unless a handler dropped
+// it or faulted), frees its entry and reports it done. Every packet of
+// the message has been handled: no other HPU touches it now.
+func (e *Engine) complete(cl *cluster, m *msgState) {
+	in := m.key.ctx
 	if m.fault == nil && !m.dropped && in.ctx.Completion != nil {
 		ct := Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
 		if _, err := e.call(in.ctx.Completion, &ct); err != nil {
@@ -439,6 +447,39 @@ func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
 	}
 }
 
+// Abort ends a message whose last packet will not come (its QP failed or
+// was reset, or an unreliable transport lost a packet): it completes with
+// err, as soon as the packets accepted so far have been handled, without
+// its completion handler. It reports whether the message was in flight.
+func (e *Engine) Abort(in *Installed, qpn, msn uint32, err error) bool {
+	k := msgKey{in, qpn, msn}
+	e.mu.Lock()
+	mi, found := e.index[k]
+	if !found {
+		e.mu.Unlock()
+		return false
+	}
+	m := &e.msgs[mi]
+	m.mu.Lock()
+	if m.lastSeen { // its last packet came: it completes on its own
+		m.mu.Unlock()
+		e.mu.Unlock()
+		return true
+	}
+	m.lastSeen = true
+	if m.fault == nil {
+		m.fault = err
+	}
+	done := m.finished == m.submitted
+	m.mu.Unlock()
+	e.mu.Unlock()
+	e.Stats.Aborted.Add(1)
+	if done {
+		e.complete(&e.clusters[m.home], m)
+	}
+	return true
+}
+
 // call runs a handler, turning a panic into its fault and timing it.
 func (e *Engine) call(h Handler, t *Task) (act Action, fault error) {
 	start := time.Now()
@@ -446,9 +487,11 @@ func (e *Engine) call(h Handler, t *Task) (act Action, fault error) {
 		if v := recover(); v != nil {
 			act, fault = Drop, faultError(v)
 			t.ctx.Stats.Faults.Add(1)
+			e.Stats.Faults.Add(1)
 		}
 		if time.Since(start) > t.ctx.ctx.Budget {
 			t.ctx.Stats.Overlong.Add(1)
+			e.Stats.Overlong.Add(1)
 		}
 	}()
 	return h(t), nil

@@ -11,6 +11,7 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -44,6 +45,10 @@ type DeviceConfig struct {
 	// DelayRule: when RC senders also shrink their window on a rising
 	// round trip (datapath.NICConfig's; default: on long paths).
 	DelayRule reliability.DelayRule
+	// HPU sizes the handler stage (datapath.NICConfig's; zero: PsPIN's 4
+	// clusters of 8 HPUs), started when the first execution context is
+	// attached (QP.AttachHandlers).
+	HPU hpu.Config
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
@@ -87,6 +92,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
+		HPU: cfg.HPU,
 	})
 	if err != nil {
 		return nil, err

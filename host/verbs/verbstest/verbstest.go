@@ -48,6 +48,12 @@ func NewEndQueues(t testing.TB, ports []datapath.Port, mac wire.MAC, ip netip.Ad
 	return newEnd(t, verbs.DeviceConfig{Ports: ports, MAC: mac, IP: ip}, size, skew)
 }
 
+// NewEndConfig is NewEnd on a device opened with cfg.
+func NewEndConfig(t testing.TB, cfg verbs.DeviceConfig, size int) *End {
+	t.Helper()
+	return newEnd(t, cfg, size, 0)
+}
+
 func newEnd(t testing.TB, cfg verbs.DeviceConfig, size, skew int) *End {
 	t.Helper()
 	e := &End{MAC: cfg.MAC, IP: cfg.IP}

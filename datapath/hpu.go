@@ -1,0 +1,602 @@
+package datapath
+
+// The receive path's handler stage: the packets of a QP with an execution
+// context (package hpu) go to the HPU scheduler instead of being placed,
+// and the responder acknowledges such a message only after its handlers,
+// and the commands they issued, have finished.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/hpu"
+)
+
+// Match selects the messages of a QP that go to its execution context;
+// the others are placed as on any QP. The zero Match takes every SEND and
+// WRITE.
+type Match struct {
+	// Ops are the kinds of message taken (MatchSend, MatchWrite; 0: both).
+	Ops MatchOps
+	// Tag, when not empty, must equal the first bytes of the message's
+	// first packet's payload.
+	Tag []byte
+	// WithImm takes only messages whose immediate data is Imm. The
+	// decision is made at a message's first packet, so it holds for
+	// single-packet messages (SEND_ONLY_WITH_IMMEDIATE,
+	// RDMA_WRITE_ONLY_WITH_IMMEDIATE), the ones carrying the immediate
+	// there.
+	WithImm bool
+	Imm     uint32
+}
+
+// MatchOps are kinds of message (a bit set).
+type MatchOps uint8
+
+const (
+	MatchSend  MatchOps = 1 << iota // SEND, with or without immediate or invalidate
+	MatchWrite                      // RDMA WRITE, with or without immediate
+)
+
+// matches reports whether the message whose first packet is p goes to the
+// context.
+func (m *Match) matches(p *wire.Packet) bool {
+	ops := m.Ops
+	if ops == 0 {
+		ops = MatchSend | MatchWrite
+	}
+	switch {
+	case p.Info.Flags&wire.OpSend != 0 && ops&MatchSend == 0,
+		p.Info.Flags&wire.OpWrite != 0 && ops&MatchWrite == 0:
+		return false
+	}
+	if len(m.Tag) > 0 && !bytes.HasPrefix(p.Payload(), m.Tag) {
+		return false
+	}
+	if m.WithImm {
+		h := p.ImmDt()
+		return h != nil && h.Imm() == m.Imm
+	}
+	return true
+}
+
+// hpuBinding is an execution context attached to a QP.
+type hpuBinding struct {
+	in    *hpu.Installed
+	match Match
+	tag   [64]byte // the match's tag, copied
+}
+
+type atomicBinding = atomic.Pointer[hpuBinding]
+
+// hpuPendingMax is how many messages of one QP may wait for their
+// handlers at once; a QP with that many takes no new message (it is not
+// acknowledged, and the peer sends it again).
+const hpuPendingMax = 32
+
+// hpuPending is a message handed to handlers, whose last packet has come,
+// waiting for its handlers to finish.
+type hpuPending struct {
+	msn         uint32
+	first, last wire.PSN
+	done        bool
+	err         error
+}
+
+// hpuRecv is a QP's responder state for messages going to handlers.
+type hpuRecv struct {
+	on        bool        // the message arriving goes to the QP's context
+	b         *hpuBinding // that context
+	msg       hpu.Message
+	first     wire.PSN
+	index     int
+	off       uint32
+	left      uint32 // a WRITE's bytes still to come
+	write     bool
+	pend      [hpuPendingMax]hpuPending
+	head, n   int
+	cmd, tail int32 // handler commands waiting for the requester: slot+1, a list through hpuCmd.next
+}
+
+// hpuEvent is what HPU goroutines tell an engine: a message's handlers
+// finished, a command to send, a packet's data to place.
+type hpuEvent struct {
+	kind  uint8
+	qpn   uint32
+	msn   uint32
+	err   error
+	cmd   int32
+	place *hpuPlace
+}
+
+const (
+	evDone uint8 = iota
+	evCommand
+	evPlace
+)
+
+// hpuCmd is a packet a handler sends (Task.Send, Task.Put): a NIC-owned
+// buffer the requester sends from, and keeps until the packet is
+// acknowledged.
+type hpuCmd struct {
+	qpn    uint32
+	opcode uint8
+	va     uint64
+	rkey   uint32
+	buf    []byte
+	n      int
+	next   int32 // slot+1 of the next command of the same QP, or 0
+}
+
+// hpuPlace asks an engine to place a packet's data as without a handler
+// (a handler's Proceed on a WRITE).
+type hpuPlace struct {
+	qpn  uint32
+	key  uint32
+	va   uint64
+	data []byte
+	done chan error
+}
+
+// hpuCommands is the number of handler command buffers of a NIC.
+const hpuCommands = 256
+
+// Errors of the handler stage.
+var (
+	ErrNoCommandSlot = errors.New("datapath: every handler command buffer is in use")
+	ErrCommandSize   = errors.New("datapath: a handler's packet is longer than a command buffer")
+	errHPUClosed     = errors.New("datapath: NIC closed")
+)
+
+// hpuState is the NIC's handler stage.
+type hpuState struct {
+	engine   *hpu.Engine
+	bind     []atomicBinding // by QPN
+	cmds     []hpuCmd
+	cmdFree  chan int32
+	places   chan *hpuPlace
+	cmdBytes int
+}
+
+// HPU returns the NIC's HPU engine (nil until a context is attached).
+func (n *NIC) HPU() *hpu.Engine {
+	if h := n.hpu.Load(); h != nil {
+		return h.engine
+	}
+	return nil
+}
+
+// hpuStage returns the handler stage, starting it at first use with the
+// sizes of NICConfig.HPU.
+func (n *NIC) hpuStage() *hpuState {
+	n.hpuMu.Lock()
+	defer n.hpuMu.Unlock()
+	if h := n.hpu.Load(); h != nil {
+		return h
+	}
+	cfg := n.cfg.HPU
+	e := hpu.New(cfg)
+	cfg = e.Config()
+	h := &hpuState{engine: e, bind: make([]atomicBinding, len(n.qps)), cmds: make([]hpuCmd, hpuCommands),
+		cmdFree: make(chan int32, hpuCommands), places: make(chan *hpuPlace, cfg.Clusters*cfg.HPUs), cmdBytes: cfg.SlotSize}
+	backing := make([]byte, hpuCommands*cfg.SlotSize)
+	for i := range h.cmds {
+		h.cmds[i].buf = backing[i*cfg.SlotSize : (i+1)*cfg.SlotSize : (i+1)*cfg.SlotSize]
+		h.cmdFree <- int32(i)
+	}
+	for range cfg.Clusters * cfg.HPUs {
+		h.places <- &hpuPlace{done: make(chan error, 1)}
+	}
+	n.hpu.Store(h)
+	return h
+}
+
+// AttachHPU installs an execution context on QP qpn: from now on the
+// messages of the QP that m selects go to the context's handlers instead
+// of being placed. The NIC fills what the context leaves empty: its
+// network operations (Net: a SEND back on the message's QP, an RDMA WRITE
+// to its peer) and its default processing (Default: a WRITE's data lands
+// where its RETH says, as without a handler; a SEND's in the context's
+// host region at its offset in the message). Context.Done is called for
+// every message, on an HPU goroutine, before the NIC acknowledges it.
+func (n *NIC) AttachHPU(qpn uint32, c hpu.Context, m Match) (*hpu.Installed, error) {
+	if qpn < FirstQPN || qpn >= uint32(len(n.qps)) {
+		return nil, fmt.Errorf("datapath: QP %d does not exist", qpn)
+	}
+	if len(m.Tag) > 64 {
+		return nil, fmt.Errorf("datapath: a match tag of %d bytes, at most 64", len(m.Tag))
+	}
+	h := n.hpuStage()
+	if c.Net == nil {
+		c.Net = nicNet{n}
+	}
+	if c.Default == nil {
+		c.Default = n.hpuDefault(&c)
+	}
+	user := c.Done
+	c.Done = func(msg *hpu.Message, err error) {
+		n.cfg.DMA.Quiesce() // what the handlers wrote is in host memory before anyone hears of it
+		if user != nil {
+			user(msg, err)
+		}
+		n.hpuEvent(msg.QPN, hpuEvent{kind: evDone, qpn: msg.QPN, msn: msg.MSN, err: err})
+	}
+	in, err := h.engine.Install(c)
+	if err != nil {
+		return nil, err
+	}
+	b := &hpuBinding{in: in, match: m}
+	b.match.Tag = b.tag[:copy(b.tag[:], m.Tag)]
+	h.bind[qpn].Store(b)
+	return in, nil
+}
+
+// DetachHPU removes QP qpn's execution context: messages that start from
+// now on are placed as on any QP (those under way finish with it).
+func (n *NIC) DetachHPU(qpn uint32) {
+	if h := n.hpu.Load(); h != nil && qpn < uint32(len(h.bind)) {
+		h.bind[qpn].Store(nil)
+	}
+}
+
+// binding returns QP qpn's execution context, or nil.
+func (n *NIC) binding(qpn uint32) *hpuBinding {
+	h := n.hpu.Load()
+	if h == nil || qpn >= uint32(len(h.bind)) {
+		return nil
+	}
+	return h.bind[qpn].Load()
+}
+
+// hpuEvent hands an event to the engine owning qpn and wakes it; it gives
+// up when the NIC closes.
+func (n *NIC) hpuEvent(qpn uint32, ev hpuEvent) bool {
+	e := n.owner(qpn)
+	select {
+	case e.hpuEv <- ev:
+		e.wake()
+		return true
+	case <-n.stop:
+		return false
+	}
+}
+
+// hpuDefault is a context's default processing: a WRITE's data lands at
+// its RETH's address (placed by the QP's engine, with the key the
+// message's first packet was checked with), a SEND's in the host region.
+func (n *NIC) hpuDefault(c *hpu.Context) hpu.Default {
+	region := c.Host
+	return func(msg *hpu.Message, pkt *hpu.Packet) error {
+		if pkt.Opcode&0x1f >= uint8(wire.RCRDMAWriteFirst) && pkt.Opcode&0x1f <= uint8(wire.RCRDMAWriteOnlyWithImmediate) {
+			h := n.hpu.Load()
+			pl := <-h.places
+			pl.qpn, pl.key, pl.va, pl.data = msg.QPN, msg.RKey, msg.VA+uint64(pkt.Offset), pkt.Payload
+			err := errHPUClosed
+			if n.hpuEvent(msg.QPN, hpuEvent{kind: evPlace, qpn: msg.QPN, place: pl}) {
+				select {
+				case err = <-pl.done:
+				case <-n.stop:
+				}
+			}
+			pl.data = nil
+			h.places <- pl
+			return err
+		}
+		if region == nil {
+			return errors.New("datapath: a SEND proceeded with no host region for its data")
+		}
+		if uint64(pkt.Offset)+uint64(len(pkt.Payload)) > region.Len() {
+			return hpu.ErrOutsideRegion
+		}
+		return region.WriteAt(pkt.Payload, uint64(pkt.Offset))
+	}
+}
+
+// nicNet are the network operations of a context on a live NIC: each
+// packet is queued as a command on the message's QP, sent by its
+// requester like a work request (and, on RC, kept until acknowledged).
+type nicNet struct{ n *NIC }
+
+func (t nicNet) Send(msg *hpu.Message, payload []byte) error {
+	return t.n.hpuCommand(msg.QPN, host.WRSend, 0, 0, payload)
+}
+
+func (t nicNet) Put(msg *hpu.Message, remoteVA uint64, rkey uint32, payload []byte) error {
+	return t.n.hpuCommand(msg.QPN, host.WRRDMAWrite, remoteVA, rkey, payload)
+}
+
+func (n *NIC) hpuCommand(qpn uint32, op uint8, va uint64, rkey uint32, payload []byte) error {
+	h := n.hpu.Load()
+	if len(payload) > h.cmdBytes {
+		return ErrCommandSize
+	}
+	var s int32
+	select {
+	case s = <-h.cmdFree:
+	default:
+		n.counters.HPUCommandsRefused.Add(1)
+		return ErrNoCommandSlot
+	}
+	c := &h.cmds[s]
+	c.qpn, c.opcode, c.va, c.rkey, c.next = qpn, op, va, rkey, 0
+	c.n = copy(c.buf, payload)
+	if !n.hpuEvent(qpn, hpuEvent{kind: evCommand, qpn: qpn, cmd: s}) {
+		h.cmdFree <- s
+		return errHPUClosed
+	}
+	return nil
+}
+
+// releaseCmd gives a command buffer back (slot+1).
+func (n *NIC) releaseCmd(c int32) {
+	h := n.hpu.Load()
+	h.cmdFree <- c - 1
+}
+
+// hpuEventsDue serves the events HPU goroutines sent so far.
+func (e *engine) hpuEventsDue() bool {
+	for served := false; ; served = true {
+		select {
+		case ev := <-e.hpuEv:
+			switch ev.kind {
+			case evDone:
+				e.hpuDone(ev.qpn, ev.msn, ev.err)
+			case evCommand:
+				e.hpuQueueCmd(ev.qpn, ev.cmd)
+			case evPlace:
+				var q host.QPCEntry
+				pl := ev.place
+				err := error(nil)
+				if !e.qpc(pl.qpn, &q) || !e.memory(pl.key, q.PD, pl.va, pl.data, host.AccessRemoteWrite, true) {
+					err = hpu.ErrOutsideRegion
+				}
+				pl.done <- err
+			}
+		default:
+			return served
+		}
+	}
+}
+
+// hpuQueueCmd puts a handler's packet on its QP's list of commands and
+// lets the requester send it.
+func (n *engine) hpuQueueCmd(qpn uint32, s int32) {
+	r := &n.qps[qpn]
+	var q host.QPCEntry
+	if !n.qpc(qpn, &q) || q.State != host.QPSRTS || r.errored || q.Type == host.QPTUD {
+		n.counters.HPUCommandsRefused.Add(1)
+		n.releaseCmd(s + 1)
+		return
+	}
+	h := n.hpu.Load()
+	if r.hpu.tail != 0 {
+		h.cmds[r.hpu.tail-1].next = s + 1
+	} else {
+		r.hpu.cmd = s + 1
+	}
+	r.hpu.tail = s + 1
+	n.counters.HPUCommands.Add(1)
+	n.request(qpn)
+}
+
+// takeCmd moves the QP's next handler command into the in-flight list.
+func (n *engine) takeCmd(r *qpRun, mtu int) bool {
+	if r.hpu.cmd == 0 {
+		return false
+	}
+	h := n.hpu.Load()
+	c := &h.cmds[r.hpu.cmd-1]
+	in := inflight{cmd: r.hpu.cmd, length: uint32(c.n)}
+	in.wqe = host.SendWQE{Opcode: c.opcode, RemoteAddr: c.va, RKey: c.rkey}
+	if r.hpu.cmd = c.next; r.hpu.cmd == 0 {
+		r.hpu.tail = 0
+	}
+	in.packets = max(1, (c.n+mtu-1)/mtu)
+	n.track(r, in)
+	return true
+}
+
+// cmdPayload is a handler command's data.
+func (n *engine) cmdPayload(c int32) []byte {
+	h := n.hpu.Load()
+	cmd := &h.cmds[c-1]
+	return cmd.buf[:cmd.n]
+}
+
+// dropCmds gives back the commands a failed QP had not sent.
+func (n *engine) dropCmds(r *qpRun) {
+	for r.hpu.cmd != 0 {
+		h := n.hpu.Load()
+		c := r.hpu.cmd
+		r.hpu.cmd = h.cmds[c-1].next
+		n.releaseCmd(c)
+	}
+	r.hpu.tail = 0
+}
+
+// toHandlers hands a SEND or WRITE packet of a QP with an execution
+// context to the HPU scheduler, if its message is one the context takes.
+// handled says whether it did (if not, the packet is placed as usual);
+// accepted whether the packet was taken (it advances the expected PSN).
+// A packet the scheduler has no room for is not taken: the peer sends it
+// again (an RNR NAK tells it when nothing is waiting for handlers; with
+// messages waiting, a NAK would acknowledge them, so it times out).
+func (n *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBinding, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
+	s := &r.hpu
+	payload := p.Payload()
+	if first {
+		n.hpuAbort(qpn, r) // a UC message that broke off
+		s.on = b != nil && b.match.matches(p)
+		if !s.on {
+			return false, false
+		}
+		s.b = b
+		msg := hpu.Message{QPN: qpn, MSN: r.rcv.MSN() + 1, Flow: q.DestQPN}
+		s.write = p.Info.Flags&wire.OpWrite != 0
+		if s.write {
+			h := p.RETH()
+			m := h.DMALen()
+			// As without a handler: a WRITE's length must fit its packets
+			// and its key must allow the whole range (else the usual path
+			// refuses it with its NAK).
+			if m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) ||
+				m > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(m), host.AccessRemoteWrite) {
+				s.on = false
+				return false, false
+			}
+			msg.Length, msg.VA, msg.RKey, s.left = m, h.VA(), h.RKey(), m
+		} else if last {
+			msg.Length = uint32(len(payload))
+		}
+		if s.n == hpuPendingMax {
+			n.counters.HPURefused.Add(1)
+			n.refuse(q, r, psn)
+			s.on = false
+			return true, false
+		}
+		s.msg, s.first, s.index, s.off = msg, psn, 0, 0
+	} else if !s.on {
+		return false, false
+	}
+	b = s.b
+	if s.write && (uint32(len(payload)) > s.left || last && uint32(len(payload)) != s.left) {
+		// More or less than the RETH announced: the message fails.
+		n.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, errors.New("datapath: WRITE longer or shorter than its RETH"))
+		s.on = false
+		n.counters.RcvdLengthErr.Add(1)
+		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return true, false
+	}
+	pkt := hpu.Packet{Payload: payload, Offset: s.off, Index: s.index, Opcode: uint8(p.Opcode), PSN: uint32(psn), First: first, Last: last}
+	if h := p.ImmDt(); h != nil {
+		pkt.Imm = h.Imm()
+	}
+	if err := n.hpu.Load().engine.Submit(b.in, s.msg, pkt); err != nil {
+		n.counters.HPURefused.Add(1)
+		if first {
+			s.on = false
+		}
+		if q.Type == host.QPTUC { // unreliable: the message is lost
+			n.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, err)
+			s.on, r.ucDrop = false, true
+			return true, false
+		}
+		n.refuse(q, r, psn)
+		return true, false
+	}
+	n.counters.HPUPackets.Add(1)
+	s.index++
+	s.off += uint32(len(payload))
+	s.left -= min(s.left, uint32(len(payload)))
+	if last {
+		s.on = false
+		if q.Type == host.QPTRC {
+			s.pend[(s.head+s.n)%hpuPendingMax] = hpuPending{msn: s.msg.MSN, first: s.first, last: psn}
+			s.n++
+		}
+	}
+	return true, true
+}
+
+// refuse answers a packet the handlers cannot take now: an RNR NAK when
+// no message waits for its handlers (a NAK acknowledges what came before
+// it), else nothing.
+func (n *engine) refuse(q *host.QPCEntry, r *qpRun, psn wire.PSN) {
+	if q.Type == host.QPTRC && r.hpu.n == 0 {
+		n.ack(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+	}
+}
+
+// hpuDone is a message's handlers having finished: the messages before it
+// that have finished too are acknowledged, in order; a fault fails the
+// message with a NAK (the requester completes it with an error) and moves
+// the QP to the error state.
+func (n *engine) hpuDone(qpn, msn uint32, err error) {
+	r := &n.qps[qpn]
+	s := &r.hpu
+	found := false
+	for i := range s.n {
+		p := &s.pend[(s.head+i)%hpuPendingMax]
+		if p.msn == msn && !p.done {
+			p.done, p.err, found = true, err, true
+			break
+		}
+	}
+	if !found {
+		return // a message of a QP reset since, or a UC one
+	}
+	var q host.QPCEntry
+	if !n.qpc(qpn, &q) {
+		return
+	}
+	for s.n > 0 && s.pend[s.head].done {
+		p := s.pend[s.head]
+		s.head = (s.head + 1) % hpuPendingMax
+		s.n--
+		if p.err != nil {
+			n.counters.HPUFaults.Add(1)
+			s.n = 0
+			syn := uint8(wire.NAKRemoteOperationalErr)
+			if errors.Is(p.err, hpu.ErrOutsideRegion) {
+				syn = wire.NAKRemoteAccessError
+			}
+			// At its last PSN: its earlier packets may have been
+			// acknowledged already (an ACK inside a message completes
+			// nothing).
+			n.ack(&q, r, p.last, wire.NAKSyndrome(syn))
+			n.fail(qpn, &q, r, host.WCWRFlushErr)
+			n.recvBellsDue()
+			n.flushRecv(qpn, &q, r)
+			return
+		}
+	}
+	n.acknowledge(&q, r)
+}
+
+// ackCap limits an acknowledgement while messages wait for their
+// handlers: nothing from the oldest one's last packet on is acknowledged.
+// It returns the PSN to acknowledge, the MSN to carry, and false for a NAK
+// that would acknowledge a waiting message (not sent).
+func (r *qpRun) ackCap(psn wire.PSN, s wire.Syndrome) (wire.PSN, uint32, bool) {
+	msn := r.rcv.MSN()
+	if r.hpu.n == 0 {
+		return psn, msn, true
+	}
+	limit := r.hpu.pend[r.hpu.head].last
+	if psn.Before(limit) {
+		return psn, msn - uint32(r.hpu.n), true
+	}
+	if !s.IsACK() {
+		return psn, msn, false
+	}
+	return limit.Sub(1), msn - uint32(r.hpu.n), true
+}
+
+// hpuAbort ends the message of a QP under way with its handlers, whose
+// last packet will not come.
+func (n *engine) hpuAbort(qpn uint32, r *qpRun) {
+	if r.hpu.on && r.hpu.b != nil {
+		n.hpu.Load().engine.Abort(r.hpu.b.in, qpn, r.hpu.msg.MSN, errMessageBroken)
+		n.counters.HPUAborted.Add(1)
+	}
+	r.hpu.on = false
+}
+
+var errMessageBroken = errors.New("datapath: the message broke off (its QP was reset or failed, or UC lost a packet)")
+
+// hpuReset ends what a QP had under way with its handlers (a reset, an
+// error): its message, its messages waiting, its commands.
+func (n *engine) hpuReset(qpn uint32, r *qpRun) {
+	if n.hpu.Load() == nil {
+		return
+	}
+	n.hpuAbort(qpn, r)
+	if r.hpu.cmd != 0 {
+		n.dropCmds(r)
+	}
+	r.hpu.n = 0
+}

@@ -1,0 +1,60 @@
+package verbs
+
+import (
+	"fmt"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/hpu"
+)
+
+// Match selects the messages of a QP that go to its execution context
+// (datapath.Match): by kind, by a tag in their first bytes, by immediate.
+type Match = datapath.Match
+
+// Kinds of message a Match takes.
+const (
+	MatchSend  = datapath.MatchSend
+	MatchWrite = datapath.MatchWrite
+)
+
+// AttachHandlers installs an execution context (package hpu) on the QP:
+// the messages m selects run through the context's handlers on the NIC
+// instead of landing in memory, and the QP acknowledges each only after
+// its handlers have finished. A handler's fault fails its message: the
+// requester's work request completes with a remote error, c.Done gets
+// the fault, and the QP moves to the error state. Attach before the peer
+// sends; the handler stage starts at the first attach, with the sizes of
+// DeviceConfig.HPU.
+func (qp *QP) AttachHandlers(c hpu.Context, m Match) (*hpu.Installed, error) {
+	if qp.Type == QPTUD {
+		return nil, fmt.Errorf("%w: handlers run on RC and UC QPs", ErrInvalid)
+	}
+	return qp.pd.dev.nic.AttachHPU(qp.Num, c, m)
+}
+
+// DetachHandlers removes the QP's execution context: messages that start
+// from now on land as usual.
+func (qp *QP) DetachHandlers() { qp.pd.dev.nic.DetachHPU(qp.Num) }
+
+// Region is the MR as an execution context's host region (hpu.Region):
+// handlers' DMAs reach it through the device's DMA engine (and its PCIe
+// model), at offsets from the region's start.
+func (mr *MR) Region() hpu.Region { return mrRegion{mr} }
+
+type mrRegion struct{ mr *MR }
+
+func (r mrRegion) Len() uint64 { return uint64(len(r.mr.Buf)) }
+
+func (r mrRegion) WriteAt(p []byte, off uint64) error {
+	if off > r.Len() || uint64(len(p)) > r.Len()-off {
+		return hpu.ErrOutsideRegion
+	}
+	return r.mr.pd.dev.dma.Write(r.mr.Addr+off, p)
+}
+
+func (r mrRegion) ReadAt(p []byte, off uint64) error {
+	if off > r.Len() || uint64(len(p)) > r.Len()-off {
+		return hpu.ErrOutsideRegion
+	}
+	return r.mr.pd.dev.dma.Read(r.mr.Addr+off, p)
+}
