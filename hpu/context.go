@@ -105,6 +105,13 @@ type Context struct {
 	Budget time.Duration
 }
 
+// Installer installs execution contexts: an Engine (the scheduler
+// alone), or a QP of a live NIC (verbs.QP.Handlers), whose matching
+// messages then run through the context.
+type Installer interface {
+	Install(c Context) (*Installed, error)
+}
+
 // Task is a handler's view of its work: the packet, the message, the
 // memories, and the operations it may issue.
 type Task struct {

@@ -32,6 +32,18 @@ func (qp *QP) AttachHandlers(c hpu.Context, m Match) (*hpu.Installed, error) {
 	return qp.pd.dev.nic.AttachHPU(qp.Num, c, m)
 }
 
+// Handlers is the QP as an hpu.Installer: a context installed through it
+// is attached to the QP with match m (how package apps installs on a live
+// NIC).
+func (qp *QP) Handlers(m Match) hpu.Installer { return qpInstaller{qp, m} }
+
+type qpInstaller struct {
+	qp *QP
+	m  Match
+}
+
+func (i qpInstaller) Install(c hpu.Context) (*hpu.Installed, error) { return i.qp.AttachHandlers(c, i.m) }
+
 // DetachHandlers removes the QP's execution context: messages that start
 // from now on land as usual.
 func (qp *QP) DetachHandlers() { qp.pd.dev.nic.DetachHPU(qp.Num) }

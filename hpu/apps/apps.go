@@ -30,7 +30,7 @@ type Aggregate struct {
 
 // NewAggregate installs the aggregation on e: the sum lands at offset 0 of
 // host (Elements x 4 bytes), then notify runs.
-func NewAggregate(e *hpu.Engine, host hpu.Region, elements, senders int, float bool, notify func()) (*Aggregate, error) {
+func NewAggregate(e hpu.Installer, host hpu.Region, elements, senders int, float bool, notify func()) (*Aggregate, error) {
 	if elements <= 0 || senders <= 0 || host.Len() < uint64(elements*4) {
 		return nil, ErrShape
 	}
@@ -82,7 +82,7 @@ const (
 // elements is reduced to one scalar by its payload handlers, and only the
 // result reaches host memory: 8 bytes (little-endian int64) at
 // 8 x (MSN mod slots) of host. done, if set, runs after each.
-func NewReduce(e *hpu.Engine, host hpu.Region, op ReduceOp, slots int, done func(msg *hpu.Message, err error)) (*hpu.Installed, error) {
+func NewReduce(e hpu.Installer, host hpu.Region, op ReduceOp, slots int, done func(msg *hpu.Message, err error)) (*hpu.Installed, error) {
 	if slots <= 0 || host.Len() < uint64(slots*8) {
 		return nil, ErrShape
 	}
@@ -145,7 +145,7 @@ func NewReduce(e *hpu.Engine, host hpu.Region, op ReduceOp, slots int, done func
 // NewFilter installs a filter: a message whose first packet matches drop
 // is dropped on the NIC, whole; the others land through place (the NIC's
 // default processing).
-func NewFilter(e *hpu.Engine, drop func(first []byte) bool, place hpu.Default, done func(msg *hpu.Message, err error)) (*hpu.Installed, error) {
+func NewFilter(e hpu.Installer, drop func(first []byte) bool, place hpu.Default, done func(msg *hpu.Message, err error)) (*hpu.Installed, error) {
 	return e.Install(hpu.Context{
 		Name: "filter",
 		Done: done,
