@@ -1,7 +1,8 @@
 // Package apps holds sPIN applications built on package hpu, after PsPIN's
 // benchmarks: aggregation of vectors from many senders, reduction of a
 // message to a scalar, and filtering of messages on the NIC. Each installs
-// one execution context on an hpu.Engine and checks its own input.
+// one execution context through an hpu.Installer (an hpu.Engine, or a QP
+// of a live NIC: verbs.QP.Handlers) and checks its own input.
 package apps
 
 import (
