@@ -1,8 +1,12 @@
 // Package apps holds sPIN applications built on package hpu, after PsPIN's
-// benchmarks: aggregation of vectors from many senders, reduction of a
-// message to a scalar, and filtering of messages on the NIC. Each installs
-// one execution context through an hpu.Installer (an hpu.Engine, or a QP
-// of a live NIC: verbs.QP.Handlers) and checks its own input.
+// benchmarks: aggregation of vectors from many senders (NewAggregate),
+// reduction of a message to a scalar (NewReduce), filtering of messages
+// (NewFilter), a key-value cache whose GET hits are answered on the NIC
+// (NewKV), a histogram of streams of values (NewHistogram), and the
+// scatter of messages into a strided layout in host memory, an MPI vector
+// datatype (NewScatter). Each installs one execution context through an
+// hpu.Installer (an hpu.Engine, or a QP of a live NIC: verbs.QP.Handlers)
+// and checks its own input; none allocates per packet.
 package apps
 
 import (
