@@ -101,7 +101,8 @@ type Context struct {
 	// NIC acknowledges the message only then.
 	Done func(msg *Message, err error)
 	// Budget is how long a handler may run before it is counted as
-	// running too long (default 100 us).
+	// running too long (default 100 us), checked on the tasks the engine
+	// times (Config.TimeEvery).
 	Budget time.Duration
 }
 

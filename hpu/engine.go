@@ -3,6 +3,7 @@ package hpu
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,10 @@ type Config struct {
 	SlotSize    int // bytes per slot: the largest payload (default 4096)
 	Messages    int // messages in flight at once, over every context (default 1024)
 	ScratchSize int // bytes of each cluster's scratchpad (default 64 KiB)
+	// TimeEvery times one task in TimeEvery (default 16; 1: every task):
+	// its queueing, its run time, and its handler against the budget. A
+	// clock read costs about as much as a short handler.
+	TimeEvery int
 }
 
 func (c *Config) defaults() {
@@ -30,13 +35,15 @@ func (c *Config) defaults() {
 	def(&c.SlotSize, 4096)
 	def(&c.Messages, 1024)
 	def(&c.ScratchSize, 64<<10)
+	def(&c.TimeEvery, 16)
 }
 
 // ClusterStats count one cluster's work.
 type ClusterStats struct {
 	Tasks    atomic.Uint64 // handler tasks run (a packet's header and payload handlers are one task)
-	QueuedNs atomic.Uint64 // time tasks waited for an HPU
-	BusyNs   atomic.Uint64 // time HPUs ran handlers
+	Timed    atomic.Uint64 // tasks timed (one in Config.TimeEvery)
+	QueuedNs atomic.Uint64 // time the timed tasks waited for an HPU
+	BusyNs   atomic.Uint64 // time HPUs ran the timed tasks
 	SpillsIn atomic.Uint64 // packets placed here because their home cluster was full
 	InUse    atomic.Int64  // slots holding a packet now
 }
@@ -81,22 +88,40 @@ type Engine struct {
 	clusters []cluster
 	Stats    Stats
 
-	mu    sync.Mutex // guards the message table
-	index map[msgKey]int32
-	msgs  []msgState
-	free  []int32
+	shards [msgShards]msgShard // the messages in flight, by (context, QPN, MSN)
+	msgs   []msgState
+	free   *ring // free message entries
 
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	wg          sync.WaitGroup
+	closed      atomic.Bool
+	submitting  atomic.Int32 // Submits under way (Close waits for them)
+	spinners    atomic.Int32 // idle HPUs looking for work before they sleep
+	maxSpinners int32
+	start       time.Time
+	stop        chan struct{} // closed when the HPUs are to return
+}
+
+// msgShards is the number of independently locked parts of the message
+// table: the NIC's engines look up their messages while HPUs complete
+// others.
+const msgShards = 64
+
+type msgShard struct {
+	mu    sync.Mutex
+	index map[msgKey]int32
+	_     [40]byte // its own cache line
 }
 
 type cluster struct {
-	id      int
-	slots   []slot
-	free    chan int32 // free slot numbers
-	queue   chan int32 // slots whose task is ready for an HPU
-	scratch Memory
-	stats   ClusterStats
+	id       int
+	slots    []slot
+	free     *ring         // free slot numbers
+	queue    *ring         // slots whose task is ready for an HPU
+	wake     chan struct{} // wakes sleeping HPUs
+	sleepers atomic.Int32  // HPUs asleep, or about to be
+	scratch  Memory
+	stats    ClusterStats
+	stamp    atomic.Uint32 // packets queued, to pick the ones timed
 }
 
 type slot struct {
@@ -104,7 +129,7 @@ type slot struct {
 	task   Task
 	msg    int32
 	n      int
-	queued time.Time
+	queued int64 // when it was queued (nanoseconds from the engine's start), if timed; else 0
 	next   int32 // the next slot waiting for the same message's header (cluster<<16|slot), or -1
 }
 
@@ -114,32 +139,57 @@ type msgKey struct {
 	msn uint32
 }
 
+func (k msgKey) shard() int { return int((k.qpn*0x9e3779b1 ^ k.msn) % msgShards) }
+
+// msgState is a message in flight. refs counts its packets accepted and
+// not yet handled, plus one until its last packet has come (the last
+// packet takes that reference over): it reaches 0 once, after every
+// packet has been handled, and whoever brings it there completes the
+// message.
 type msgState struct {
-	mu         sync.Mutex
-	id         int32 // its index in the table
+	mu         sync.Mutex // guards waitHead, fault, dropped, and the header's outcome
+	id         int32      // its index in the table
 	key        msgKey
 	msg        Message
 	home       int
-	headerDone bool   // the header handler finished (or the context has none)
-	dropped    bool   // the header handler dropped the message
-	headerAct  Action // what the header handler returned: the action of packets without a payload handler
+	indexed    bool // in the table (a message of more than one packet)
+	refs       atomic.Int32
+	lastSeen   atomic.Bool
+	headerDone atomic.Bool // the header handler finished (or the context has none)
+	skip       atomic.Bool // dropped by the header handler, or stopped by a fault: later packets skip their handlers
+	dropped    bool
+	headerAct  Action // what the header handler returned (set before headerDone): the action of packets without a payload handler
 	fault      error  // the first fault of one of its handlers
-	submitted  int
-	finished   int
-	lastSeen   bool
-	waitHead   int32 // slots waiting for the header handler (cluster<<16|slot), or -1
+	waitHead   int32  // slots waiting for the header handler (cluster<<16|slot), or -1
+}
+
+// setFault records a handler's fault (the first one counts); later
+// packets skip their handlers.
+func (m *msgState) setFault(err error) {
+	m.mu.Lock()
+	if m.fault == nil {
+		m.fault = err
+	}
+	m.skip.Store(true)
+	m.mu.Unlock()
 }
 
 // ErrTooLarge: a payload larger than a slot.
 var ErrTooLarge = errors.New("hpu: payload larger than a packet buffer slot")
 
+// ErrClosed: the engine is closed.
+var ErrClosed = errors.New("hpu: engine closed")
+
 // New starts an engine: Clusters x HPUs goroutines. Close stops them.
 func New(cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, index: make(map[msgKey]int32, cfg.Messages), msgs: make([]msgState, cfg.Messages),
-		free: make([]int32, 0, cfg.Messages)}
-	for i := cfg.Messages - 1; i >= 0; i-- {
-		e.free = append(e.free, int32(i))
+	e := &Engine{cfg: cfg, start: time.Now(), maxSpinners: int32(max(1, runtime.GOMAXPROCS(0)-1)),
+		msgs: make([]msgState, cfg.Messages), free: newRing(cfg.Messages), stop: make(chan struct{})}
+	for i := range e.shards {
+		e.shards[i].index = make(map[msgKey]int32, cfg.Messages/msgShards+1)
+	}
+	for i := range cfg.Messages {
+		e.free.push(int32(i))
 		e.msgs[i].id = int32(i)
 	}
 	e.clusters = make([]cluster, cfg.Clusters)
@@ -147,13 +197,14 @@ func New(cfg Config) *Engine {
 		cl := &e.clusters[c]
 		cl.id = c
 		cl.slots = make([]slot, cfg.Slots)
-		cl.free = make(chan int32, cfg.Slots)
-		cl.queue = make(chan int32, cfg.Slots)
+		cl.free = newRing(cfg.Slots)
+		cl.queue = newRing(cfg.Slots)
+		cl.wake = make(chan struct{}, cfg.HPUs)
 		cl.scratch = NewMemory(cfg.ScratchSize)
 		backing := make([]byte, cfg.Slots*cfg.SlotSize)
 		for s := range cl.slots {
 			cl.slots[s].buf = backing[s*cfg.SlotSize : (s+1)*cfg.SlotSize : (s+1)*cfg.SlotSize]
-			cl.free <- int32(s)
+			cl.free.push(int32(s))
 		}
 		for range cfg.HPUs {
 			e.wg.Add(1)
@@ -162,6 +213,9 @@ func New(cfg Config) *Engine {
 	}
 	return e
 }
+
+// now is the engine's clock: nanoseconds from its start, never 0.
+func (e *Engine) now() int64 { return int64(time.Since(e.start)) + 1 }
 
 // Config returns the engine's sizes.
 func (e *Engine) Config() Config { return e.cfg }
@@ -184,20 +238,18 @@ func (e *Engine) Install(c Context) (*Installed, error) {
 // Close stops the HPUs after the tasks accepted have run (Submit refuses
 // new ones from the start of Close).
 func (e *Engine) Close() {
-	e.mu.Lock()
-	was := e.closed.Swap(true)
-	e.mu.Unlock()
-	if was {
+	if e.closed.Swap(true) {
 		return
 	}
+	for e.submitting.Load() > 0 { // a Submit that saw the engine open queues its task first
+		time.Sleep(10 * time.Microsecond)
+	}
 	for c := range e.clusters { // every slot back: no task can queue another
-		for len(e.clusters[c].free) < len(e.clusters[c].slots) {
+		for e.clusters[c].free.len() < len(e.clusters[c].slots) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	for c := range e.clusters {
-		close(e.clusters[c].queue)
-	}
+	close(e.stop)
 	e.wg.Wait()
 }
 
@@ -210,99 +262,121 @@ func (e *Engine) home(k msgKey) int {
 // Submit hands a packet of a message to its context's handlers: it goes
 // to the message's home cluster, or, when that cluster's buffer is full,
 // to the least loaded one. Packets of a message come in order (the
-// transport's), its first with pkt.First and its last with pkt.Last. When
-// no slot is free anywhere Submit returns ErrFull and keeps nothing: the
-// NIC then does not acknowledge the packet, and the peer sends it again.
+// transport's), its first with pkt.First and its last with pkt.Last, from
+// one goroutine at a time. When no slot is free anywhere Submit returns
+// ErrFull and keeps nothing: the NIC then does not acknowledge the
+// packet, and the peer sends it again.
 func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	if len(pkt.Payload) > e.cfg.SlotSize {
 		return ErrTooLarge
 	}
+	e.submitting.Add(1)
+	defer e.submitting.Add(-1)
 	if e.closed.Load() {
-		return errors.New("hpu: engine closed")
+		return ErrClosed
 	}
 	k := msgKey{in, msg.QPN, msg.MSN}
-	home := e.home(k)
+	sh := &e.shards[k.shard()]
+	var mi int32
+	found := false
+	if !pkt.First { // a first packet starts its message: nothing to look up
+		sh.mu.Lock()
+		mi, found = sh.index[k]
+		sh.mu.Unlock()
+	}
+	var m *msgState
+	var home int
+	if found {
+		m = &e.msgs[mi]
+		home = m.home
+	} else if !pkt.First {
+		return fmt.Errorf("hpu: packet %d of message %d of QP %d, whose first packet was not accepted", pkt.Index, msg.MSN, msg.QPN)
+	} else {
+		home = e.home(k)
+	}
 	cl, s, ok := e.take(home)
 	if !ok {
 		e.Stats.Full.Add(1)
 		return ErrFull
 	}
-	e.mu.Lock()
-	mi, found := e.index[k]
-	if e.closed.Load() { // Close set it under e.mu: it waits for this slot, or we give it back
-		e.mu.Unlock()
-		cl.free <- s
-		cl.stats.InUse.Add(-1)
-		return errors.New("hpu: engine closed")
-	}
 	if !found {
-		if len(e.free) == 0 {
-			e.mu.Unlock()
-			cl.free <- s
+		if mi, ok = e.free.pop(); !ok {
 			cl.stats.InUse.Add(-1)
+			cl.free.push(s)
 			e.Stats.Full.Add(1)
 			return ErrFull
 		}
-		mi = e.free[len(e.free)-1]
-		e.free = e.free[:len(e.free)-1]
-		e.index[k] = mi
-		m := &e.msgs[mi]
-		m.mu.Lock()
+		m = &e.msgs[mi]
 		m.key, m.msg, m.home = k, msg, home
-		m.headerDone, m.dropped, m.fault, m.headerAct = in.ctx.Header == nil, false, nil, Proceed
-		m.submitted, m.finished, m.lastSeen, m.waitHead = 0, 0, false, -1
-		m.mu.Unlock()
-	}
-	m := &e.msgs[mi]
-	m.mu.Lock()
-	m.submitted++
-	if pkt.Last {
-		m.lastSeen = true
+		m.refs.Store(1)
+		m.lastSeen.Store(false)
+		m.skip.Store(false)
+		m.dropped, m.fault, m.headerAct, m.waitHead = false, nil, Proceed, -1
+		m.headerDone.Store(in.ctx.Header == nil)
+		if m.indexed = !pkt.Last; m.indexed { // later packets, or Abort, will look for it
+			sh.mu.Lock()
+			sh.index[k] = mi
+			sh.mu.Unlock()
+		}
 	}
 	if msg.Length != 0 {
 		m.msg.Length = msg.Length
 	}
-	m.mu.Unlock()
-	e.mu.Unlock()
+	if pkt.Last {
+		m.lastSeen.Store(true) // the packet takes over the message's own reference
+	} else {
+		m.refs.Add(1)
+	}
 
 	sl := &cl.slots[s]
 	sl.n = copy(sl.buf, pkt.Payload)
 	pkt.Payload = sl.buf[:sl.n:sl.n]
 	sl.task = Task{Packet: pkt, Message: msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
-	sl.msg, sl.queued, sl.next = mi, time.Now(), -1
+	sl.msg, sl.queued, sl.next = mi, 0, -1
+	if cl.stamp.Add(1)%uint32(e.cfg.TimeEvery) == 0 {
+		sl.queued = e.now()
+	}
 	e.Stats.Packets.Add(1)
 	in.Stats.Packets.Add(1)
-	cl.queue <- s // never blocks: the queue holds at most the cluster's slots
+	e.queue(cl, s)
 	return nil
+}
+
+// queue makes a slot's task ready for the cluster's HPUs, waking one if
+// they sleep. The queue has room: it holds at most the cluster's slots.
+func (e *Engine) queue(cl *cluster, s int32) {
+	cl.queue.push(s)
+	if cl.sleepers.Load() > 0 {
+		select {
+		case cl.wake <- struct{}{}:
+		default: // every sleeper has a wake-up coming
+		}
+	}
 }
 
 // take finds a free slot: in the home cluster, else in the least loaded.
 func (e *Engine) take(home int) (*cluster, int32, bool) {
 	cl := &e.clusters[home]
-	select {
-	case s := <-cl.free:
+	if s, ok := cl.free.pop(); ok {
 		cl.stats.InUse.Add(1)
 		return cl, s, true
-	default:
 	}
 	for range 2 { // a slot freed between the look and the take: look again
-		best := -1
+		best, most := -1, 0
 		for c := range e.clusters {
-			if c != home && len(e.clusters[c].free) > 0 && (best < 0 || len(e.clusters[c].free) > len(e.clusters[best].free)) {
-				best = c
+			if n := e.clusters[c].free.len(); c != home && n > most {
+				best, most = c, n
 			}
 		}
 		if best < 0 {
 			return nil, 0, false
 		}
-		select {
-		case s := <-e.clusters[best].free:
-			b := &e.clusters[best]
+		b := &e.clusters[best]
+		if s, ok := b.free.pop(); ok {
 			b.stats.InUse.Add(1)
 			b.stats.SpillsIn.Add(1)
 			e.Stats.Spills.Add(1)
 			return b, s, true
-		default:
 		}
 	}
 	return nil, 0, false
@@ -311,9 +385,49 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 // hpu is one HPU: it runs the tasks of its cluster.
 func (e *Engine) hpu(cl *cluster) {
 	defer e.wg.Done()
-	for s := range cl.queue {
+	for {
+		s, ok := cl.queue.pop()
+		if !ok {
+			s, ok = e.spin(cl)
+		}
+		for !ok { // sleep: announce it, look once more, then wait to be woken
+			cl.sleepers.Add(1)
+			if s, ok = cl.queue.pop(); !ok {
+				select {
+				case <-cl.wake:
+				case <-e.stop:
+					cl.sleepers.Add(-1)
+					return // every slot is free: no task is left
+				}
+				s, ok = cl.queue.pop()
+			}
+			cl.sleepers.Add(-1)
+		}
 		e.runTask(cl, s)
 	}
+}
+
+// spinRounds is how many times an idle HPU looks at its queue before it
+// sleeps (each look yields the processor: about 20-50 us in all).
+const spinRounds = 256
+
+// spin looks for a task for a while before the HPU sleeps: waking a
+// sleeping goroutine costs more than a short handler, so under a steady
+// stream a few HPUs (one fewer than the processors, at least one) keep
+// looking. It reports false if none came (or the queue closed).
+func (e *Engine) spin(cl *cluster) (int32, bool) {
+	n := e.spinners.Add(1)
+	defer e.spinners.Add(-1)
+	if n > e.maxSpinners {
+		return 0, false
+	}
+	for range spinRounds {
+		if s, ok := cl.queue.pop(); ok {
+			return s, true
+		}
+		runtime.Gosched()
+	}
+	return 0, false
 }
 
 // runTask runs one packet's handlers, or parks it until its message's
@@ -323,64 +437,67 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 	m := &e.msgs[sl.msg]
 	t := &sl.task
 	in := t.ctx
-	start := time.Now()
-	cl.stats.QueuedNs.Add(uint64(start.Sub(sl.queued)))
-
-	m.mu.Lock()
-	header := t.Packet.First && !m.headerDone
-	if !header && !m.headerDone {
-		// A payload packet ahead of its header handler: it waits, holding
-		// its slot, and the header's HPU queues it again.
-		sl.next, m.waitHead = m.waitHead, int32(cl.id)<<16|s
-		m.mu.Unlock()
-		return
+	timed := sl.queued != 0
+	var start int64
+	if timed {
+		start = e.now()
+		cl.stats.Timed.Add(1)
+		cl.stats.QueuedNs.Add(uint64(start - sl.queued))
 	}
-	skip := m.dropped || m.fault != nil
-	hact := m.headerAct
-	m.mu.Unlock()
+
+	header := false
+	if !m.headerDone.Load() {
+		m.mu.Lock()
+		switch {
+		case m.headerDone.Load(): // it finished meanwhile
+		case t.Packet.First:
+			header = true
+		default:
+			// A payload packet ahead of its header handler: it waits,
+			// holding its slot, and the header's HPU queues it again.
+			sl.next, m.waitHead = m.waitHead, int32(cl.id)<<16|s
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+	}
 
 	var fault error
-	var act Action
-	if header && !skip {
-		act, fault = e.call(in.ctx.Header, t)
+	act := Proceed
+	if header {
+		if !m.skip.Load() {
+			act, fault = e.call(in.ctx.Header, t, timed)
+		}
 		m.mu.Lock()
-		m.headerDone, m.headerAct, hact = true, act, act
+		m.headerAct = act
 		if act == Drop {
 			m.dropped = true
+			m.skip.Store(true)
 		}
-		if fault != nil && m.fault == nil {
-			m.fault = fault
-		}
-		skip = m.dropped || m.fault != nil
-		e.release(m)
-	} else if header {
-		m.mu.Lock()
-		m.headerDone = true
-		e.release(m)
-	}
-	if !skip {
-		act = hact // no payload handler: the packet goes as the header handler said
-		if in.ctx.Payload != nil {
-			act, fault = e.call(in.ctx.Payload, t)
-		}
-		switch {
-		case fault != nil:
-			m.mu.Lock()
+		if fault != nil {
 			if m.fault == nil {
 				m.fault = fault
 			}
-			m.mu.Unlock()
+			m.skip.Store(true)
+		}
+		m.headerDone.Store(true)
+		e.release(m)
+	}
+	if !m.skip.Load() {
+		act = m.headerAct // no payload handler: the packet goes as the header handler said
+		if in.ctx.Payload != nil {
+			act, fault = e.call(in.ctx.Payload, t, timed)
+		}
+		switch {
+		case fault != nil:
+			m.setFault(fault)
 		case act == Drop:
 			in.Stats.Dropped.Add(1)
 		case act == Proceed:
 			in.Stats.Proceeded.Add(1)
 			if in.ctx.Default != nil {
 				if err := in.ctx.Default(&t.Message, &t.Packet); err != nil {
-					m.mu.Lock()
-					if m.fault == nil {
-						m.fault = err
-					}
-					m.mu.Unlock()
+					m.setFault(err)
 				}
 			}
 		}
@@ -388,7 +505,9 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 		in.Stats.Dropped.Add(1)
 	}
 	cl.stats.Tasks.Add(1)
-	cl.stats.BusyNs.Add(uint64(time.Since(start)))
+	if timed {
+		cl.stats.BusyNs.Add(uint64(e.now() - start))
+	}
 	e.finish(cl, s, m)
 }
 
@@ -403,7 +522,7 @@ func (e *Engine) release(m *msgState) {
 		c := &e.clusters[wait>>16]
 		w := wait & 0xffff
 		wait = c.slots[w].next
-		c.queue <- w
+		e.queue(c, w)
 	}
 }
 
@@ -412,13 +531,8 @@ func (e *Engine) release(m *msgState) {
 func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
 	cl.slots[s].task = Task{}
 	cl.stats.InUse.Add(-1)
-	cl.free <- s
-
-	m.mu.Lock()
-	m.finished++
-	done := m.lastSeen && m.finished == m.submitted
-	m.mu.Unlock()
-	if done {
+	cl.free.push(s)
+	if m.refs.Add(-1) == 0 {
 		e.complete(cl, m)
 	}
 }
@@ -430,16 +544,19 @@ func (e *Engine) complete(cl *cluster, m *msgState) {
 	in := m.key.ctx
 	if m.fault == nil && !m.dropped && in.ctx.Completion != nil {
 		ct := Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
-		if _, err := e.call(in.ctx.Completion, &ct); err != nil {
+		if _, err := e.call(in.ctx.Completion, &ct, true); err != nil {
 			m.fault = err
 		}
 	}
 	final, err := m.msg, m.fault
-	e.mu.Lock()
-	delete(e.index, m.key)
-	e.free = append(e.free, m.id)
+	if m.indexed {
+		sh := &e.shards[m.key.shard()]
+		sh.mu.Lock()
+		delete(sh.index, m.key)
+		sh.mu.Unlock()
+	}
 	m.key = msgKey{}
-	e.mu.Unlock()
+	e.free.push(m.id)
 	in.Stats.Messages.Add(1)
 	e.Stats.Messages.Add(1)
 	if in.ctx.Done != nil {
@@ -450,46 +567,43 @@ func (e *Engine) complete(cl *cluster, m *msgState) {
 // Abort ends a message whose last packet will not come (its QP failed or
 // was reset, or an unreliable transport lost a packet): it completes with
 // err, as soon as the packets accepted so far have been handled, without
-// its completion handler. It reports whether the message was in flight.
+// its completion handler. The caller submits no more of its packets. It
+// reports whether the message was in flight.
 func (e *Engine) Abort(in *Installed, qpn, msn uint32, err error) bool {
 	k := msgKey{in, qpn, msn}
-	e.mu.Lock()
-	mi, found := e.index[k]
+	sh := &e.shards[k.shard()]
+	sh.mu.Lock()
+	mi, found := sh.index[k]
+	sh.mu.Unlock()
 	if !found {
-		e.mu.Unlock()
 		return false
 	}
 	m := &e.msgs[mi]
-	m.mu.Lock()
-	if m.lastSeen { // its last packet came: it completes on its own
-		m.mu.Unlock()
-		e.mu.Unlock()
+	if m.lastSeen.Swap(true) { // its last packet came: it completes on its own
 		return true
 	}
-	m.lastSeen = true
-	if m.fault == nil {
-		m.fault = err
-	}
-	done := m.finished == m.submitted
-	m.mu.Unlock()
-	e.mu.Unlock()
+	m.setFault(err)
 	e.Stats.Aborted.Add(1)
-	if done {
+	if m.refs.Add(-1) == 0 {
 		e.complete(&e.clusters[m.home], m)
 	}
 	return true
 }
 
-// call runs a handler, turning a panic into its fault and timing it.
-func (e *Engine) call(h Handler, t *Task) (act Action, fault error) {
-	start := time.Now()
+// call runs a handler, turning a panic into its fault, and if timed,
+// checks it against its budget.
+func (e *Engine) call(h Handler, t *Task, timed bool) (act Action, fault error) {
+	var start int64
+	if timed {
+		start = e.now()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			act, fault = Drop, faultError(v)
 			t.ctx.Stats.Faults.Add(1)
 			e.Stats.Faults.Add(1)
 		}
-		if time.Since(start) > t.ctx.ctx.Budget {
+		if timed && time.Duration(e.now()-start) > t.ctx.ctx.Budget {
 			t.ctx.Stats.Overlong.Add(1)
 			e.Stats.Overlong.Add(1)
 		}

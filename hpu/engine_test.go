@@ -256,6 +256,31 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// TestOverlong: a handler that runs past its budget is counted (every
+// task timed here), and its message still completes.
+func TestOverlong(t *testing.T) {
+	checkLeaks(t)
+	e := hpu.New(hpu.Config{Clusters: 1, HPUs: 2, TimeEvery: 1})
+	defer e.Close()
+	done := make(chan error, 4)
+	slow, _ := e.Install(hpu.Context{Budget: time.Millisecond, Payload: func(t *hpu.Task) hpu.Action {
+		if t.Packet.Index == 1 {
+			time.Sleep(3 * time.Millisecond)
+		}
+		return hpu.Success
+	}, Done: func(_ *hpu.Message, err error) { done <- err }})
+	submitAll(t, e, slow, hpu.Message{QPN: 17, MSN: 1}, [][]byte{{1}, {2}, {3}})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := slow.Stats.Overlong.Load(); n != 1 {
+		t.Fatalf("overlong %d, want 1", n)
+	}
+	if n := e.Stats.Overlong.Load(); n != 1 {
+		t.Fatalf("engine overlong %d, want 1", n)
+	}
+}
+
 // TestBackpressure: handlers slower than the packets: Submit refuses
 // while every buffer is full, the sender tries again, and every message
 // is delivered exactly once.

@@ -1,0 +1,77 @@
+package hpu
+
+import "sync/atomic"
+
+// ring is a bounded lock-free queue of int32 for many producers and many
+// consumers (D. Vyukov's): each cell carries a sequence number that says
+// whether it is free for the producer of a given turn or full for its
+// consumer, so a push and a pop each cost one compare-and-swap and touch
+// no lock. The scheduler's queues and free lists are rings: channels
+// serialize their senders and receivers on one lock, which at millions
+// of packets a second is most of the scheduler's time.
+type ring struct {
+	cells []ringCell
+	mask  uint32
+	_     [48]byte
+	tail  atomic.Uint32 // next push
+	_     [60]byte
+	head  atomic.Uint32 // next pop
+	_     [60]byte
+}
+
+type ringCell struct {
+	seq atomic.Uint32
+	val int32
+}
+
+// newRing returns an empty ring holding at least n values.
+func newRing(n int) *ring {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	r := &ring{cells: make([]ringCell, size), mask: uint32(size - 1)}
+	for i := range r.cells {
+		r.cells[i].seq.Store(uint32(i))
+	}
+	return r
+}
+
+// push adds v; it reports false if the ring is full.
+func (r *ring) push(v int32) bool {
+	for {
+		pos := r.tail.Load()
+		c := &r.cells[pos&r.mask]
+		switch d := int32(c.seq.Load() - pos); {
+		case d == 0:
+			if r.tail.CompareAndSwap(pos, pos+1) {
+				c.val = v
+				c.seq.Store(pos + 1)
+				return true
+			}
+		case d < 0:
+			return false
+		}
+	}
+}
+
+// pop takes the oldest value; it reports false if the ring is empty.
+func (r *ring) pop() (int32, bool) {
+	for {
+		pos := r.head.Load()
+		c := &r.cells[pos&r.mask]
+		switch d := int32(c.seq.Load() - (pos + 1)); {
+		case d == 0:
+			if r.head.CompareAndSwap(pos, pos+1) {
+				v := c.val
+				c.seq.Store(pos + r.mask + 1)
+				return v, true
+			}
+		case d < 0:
+			return 0, false
+		}
+	}
+}
+
+// len is the number of values in the ring (a snapshot).
+func (r *ring) len() int { return int(int32(r.tail.Load() - r.head.Load())) }

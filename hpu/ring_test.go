@@ -1,0 +1,86 @@
+package hpu
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestRingModel drives a ring and a slice (the model) with the same
+// pushes and pops: they agree on every value, on full and on empty.
+func TestRingModel(t *testing.T) {
+	r := newRing(5) // 8 cells
+	var model []int32
+	next := int32(0)
+	for step := range 10000 {
+		if (step*7919)%13 < 7 {
+			ok := r.push(next)
+			if want := len(model) < 8; ok != want {
+				t.Fatalf("step %d: push %v, model has %d", step, ok, len(model))
+			}
+			if ok {
+				model = append(model, next)
+				next++
+			}
+		} else {
+			v, ok := r.pop()
+			if want := len(model) > 0; ok != want {
+				t.Fatalf("step %d: pop %v, model has %d", step, ok, len(model))
+			}
+			if ok {
+				if v != model[0] {
+					t.Fatalf("step %d: popped %d, want %d", step, v, model[0])
+				}
+				model = model[1:]
+			}
+		}
+		if r.len() != len(model) {
+			t.Fatalf("step %d: len %d, model %d", step, r.len(), len(model))
+		}
+	}
+}
+
+// TestRingConcurrent: values pushed by several goroutines and popped by
+// several others arrive once each.
+func TestRingConcurrent(t *testing.T) {
+	r := newRing(64)
+	const producers, per = 4, 20000
+	seen := make([]int32, producers*per)
+	var wg sync.WaitGroup
+	var got sync.WaitGroup
+	got.Add(producers * per)
+	stop := make(chan struct{})
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if v, ok := r.pop(); ok {
+					seen[v]++
+					got.Done()
+					continue
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	for p := range producers {
+		go func() {
+			for i := range per {
+				for !r.push(int32(p*per + i)) {
+				}
+			}
+		}()
+	}
+	got.Wait()
+	close(stop)
+	wg.Wait()
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("value %d popped %d times", v, n)
+		}
+	}
+}
