@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -160,6 +161,8 @@ type hpuState struct {
 	cmdFree  chan int32
 	places   chan *hpuPlace
 	cmdBytes int
+	mu       sync.Mutex
+	contexts map[*hpu.Installed]bool // attached on this NIC
 }
 
 // HPU returns the NIC's HPU engine (nil until a context is attached).
@@ -182,7 +185,7 @@ func (n *NIC) hpuStage() *hpuState {
 	e := hpu.New(cfg)
 	cfg = e.Config()
 	h := &hpuState{engine: e, bind: make([]atomicBinding, len(n.qps)), cmds: make([]hpuCmd, hpuCommands),
-		cmdFree: make(chan int32, hpuCommands), places: make(chan *hpuPlace, cfg.Clusters*cfg.HPUs), cmdBytes: cfg.SlotSize}
+		cmdFree: make(chan int32, hpuCommands), places: make(chan *hpuPlace, cfg.Clusters*cfg.HPUs), cmdBytes: cfg.SlotSize, contexts: map[*hpu.Installed]bool{}}
 	backing := make([]byte, hpuCommands*cfg.SlotSize)
 	for i := range h.cmds {
 		h.cmds[i].buf = backing[i*cfg.SlotSize : (i+1)*cfg.SlotSize : (i+1)*cfg.SlotSize]
@@ -231,8 +234,40 @@ func (n *NIC) AttachHPU(qpn uint32, c hpu.Context, m Match) (*hpu.Installed, err
 	}
 	b := &hpuBinding{in: in, match: m}
 	b.match.Tag = b.tag[:copy(b.tag[:], m.Tag)]
+	h.mu.Lock()
+	h.contexts[in] = true
+	h.mu.Unlock()
 	h.bind[qpn].Store(b)
 	return in, nil
+}
+
+// ShareHPU attaches a context already installed (by AttachHPU on another
+// QP of this NIC) to QP qpn as well: the QPs' messages share its handler
+// memory, as the flows of one sPIN execution context do (an aggregation
+// over several senders, say).
+func (n *NIC) ShareHPU(qpn uint32, in *hpu.Installed, m Match) error {
+	if qpn < FirstQPN || qpn >= uint32(len(n.qps)) {
+		return fmt.Errorf("datapath: QP %d does not exist", qpn)
+	}
+	if len(m.Tag) > 64 {
+		return fmt.Errorf("datapath: a match tag of %d bytes, at most 64", len(m.Tag))
+	}
+	h := n.hpu.Load()
+	if h == nil || in == nil || !h.installed(in) {
+		return errors.New("datapath: the context was not attached on this NIC")
+	}
+	b := &hpuBinding{in: in, match: m}
+	b.match.Tag = b.tag[:copy(b.tag[:], m.Tag)]
+	h.bind[qpn].Store(b)
+	return nil
+}
+
+// installed reports whether in was attached on this NIC.
+func (h *hpuState) installed(in *hpu.Installed) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.contexts[in]
+	return ok
 }
 
 // DetachHPU removes QP qpn's execution context: messages that start from

@@ -134,6 +134,10 @@ func (d *Device) ActiveMTU() int { return wire.MTUEnum(wire.IBMTU(d.cfg.MTU)) }
 // NIC returns the device's engine, for its counters.
 func (d *Device) NIC() *datapath.NIC { return d.nic }
 
+// DMA returns the counters of the device's DMA engine: the transfers and
+// bytes between the NIC and host memory.
+func (d *Device) DMA() *host.DMAStats { return d.dma.Stats() }
+
 // Close stops the device.
 func (d *Device) Close() error {
 	d.nic.Close()

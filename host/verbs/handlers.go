@@ -32,6 +32,16 @@ func (qp *QP) AttachHandlers(c hpu.Context, m Match) (*hpu.Installed, error) {
 	return qp.pd.dev.nic.AttachHPU(qp.Num, c, m)
 }
 
+// ShareHandlers attaches a context attached to another QP of the device
+// to this QP too: both QPs' messages run through it and share its handler
+// memory (an aggregation over several senders, one QP each).
+func (qp *QP) ShareHandlers(in *hpu.Installed, m Match) error {
+	if qp.Type == QPTUD {
+		return fmt.Errorf("%w: handlers run on RC and UC QPs", ErrInvalid)
+	}
+	return qp.pd.dev.nic.ShareHPU(qp.Num, in, m)
+}
+
 // Handlers is the QP as an hpu.Installer: a context installed through it
 // is attached to the QP with match m (how package apps installs on a live
 // NIC).
