@@ -32,6 +32,7 @@ var benchmarks = []struct {
 	{"loss", "WRITE and READ goodput under random loss, as a fraction of lossless (go-back-N)", runBenchLoss},
 	{"shallow", "4 WRITE QPs and a READ stream through a queue shallower than their windows", runBenchShallow},
 	{"isolation", "a QP stalled at the replay gate beside one that keeps sending, on one engine", runBenchIsolation},
+	{"hpu", "sPIN handlers: scheduler latency and rate, handlers on a veth pair, the applications against the host", runBenchHPU},
 }
 
 func benchUsage(w io.Writer) {
