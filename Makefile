@@ -67,8 +67,9 @@ generate: ## regenerate generated code: the XDP program's bpf2go output (install
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev >/dev/null; }
 	$(GO) generate ./...
 
-demo: build ## the main job: SEND/RECV, WRITE, WRITE_WITH_IMM, READ, CMP_AND_SWAP, FETCH_AND_ADD verified between two NICs over a veth pair (root)
+demo: build ## the main job: SEND/RECV, WRITE, WRITE_WITH_IMM, READ, CMP_AND_SWAP, FETCH_AND_ADD verified between two NICs over a veth pair, then sPIN handlers (aggregation, key-value cache) (root)
 	./bin/softrnic demo
+	./bin/softrnic demo -hpu
 
 interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
 	bash tests/interop/interop.sh

@@ -31,6 +31,7 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	size := fs.Int("s", 64<<10, "message size for SEND, WRITE and READ")
 	iters := fs.Int("n", 200, "iterations per operation")
 	frames := fs.Bool("frames", false, "instead, send one frame of every opcode across the pair")
+	hpuDemo := fs.Bool("hpu", false, "instead, run sPIN handlers on b's NIC: an aggregation of vectors from 4 senders and a key-value cache")
 	mtu := fs.Int("mtu", 1500, "MTU of the veth pair")
 	payload := fs.Int("payload", 256, "with -frames: payload bytes in frames that carry one")
 	if err := parseFlags(fs, args); err != nil {
@@ -50,6 +51,9 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	}
 	if *frames {
 		return runFramesDemo(mtu, payload, stdout)
+	}
+	if *hpuDemo {
+		return runHPUDemo(*portKind, *mtu, stdout)
 	}
 	spec := topo.PairSpec(*mtu, 1)
 	tp, err := topo.Build(spec)
@@ -117,6 +121,7 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 // demoEnd is one NIC of the demo.
 type demoEnd struct {
 	dev    *verbs.Device
+	pd     *verbs.PD
 	cq     *verbs.CQ
 	qp     *verbs.QP
 	mr     *verbs.MR
@@ -164,6 +169,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 		return nil, err
 	}
 	pd, _ := e.dev.AllocPD()
+	e.pd = pd
 	if e.cq, err = e.dev.CreateCQ(1024); err == nil {
 		e.qp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: e.cq, RecvCQ: e.cq,
 			Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
