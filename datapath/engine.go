@@ -31,6 +31,7 @@ type engine struct {
 	cmds      chan func()
 	inbox     chan handoff  // frames for its QPs that came in on other queues
 	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands, data to place
+	hpuAcks   []uint32      // QPs whose messages' handlers finished in this batch: to acknowledge
 	spare     chan []byte   // free buffers for inbox, fixed in number
 
 	words                [32]uint64
@@ -57,7 +58,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}),
 		parkPool: NewPool(parkBuffers, 9216),
-		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps))}
+		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
 	if pids == 0 {
 		pids = 256

@@ -77,7 +77,7 @@ type atomicBinding = atomic.Pointer[hpuBinding]
 // hpuPendingMax is how many messages of one QP may wait for their
 // handlers at once; a QP with that many takes no new message (it is not
 // acknowledged, and the peer sends it again).
-const hpuPendingMax = 32
+const hpuPendingMax = 256
 
 // hpuPending is a message handed to handlers, whose last packet has come,
 // waiting for its handlers to finish.
@@ -101,6 +101,7 @@ type hpuRecv struct {
 	pend      [hpuPendingMax]hpuPending
 	head, n   int
 	cmd, tail int32 // handler commands waiting for the requester: slot+1, a list through hpuCmd.next
+	ackDue    bool  // on the engine's list of QPs to acknowledge after this batch of events
 }
 
 // hpuEvent is what HPU goroutines tell an engine: a message's handlers
@@ -392,6 +393,9 @@ func (e *engine) hpuEventsDue() bool {
 				pl.done <- err
 			}
 		default:
+			if len(e.hpuAcks) > 0 {
+				e.hpuAcknowledge()
+			}
 			return served
 		}
 	}
@@ -568,7 +572,9 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 	if !n.qpc(qpn, &q) {
 		return
 	}
+	popped := false
 	for s.n > 0 && s.pend[s.head].done {
+		popped = true
 		p := s.pend[s.head]
 		s.head = (s.head + 1) % hpuPendingMax
 		s.n--
@@ -589,7 +595,27 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 			return
 		}
 	}
-	n.acknowledge(&q, r)
+	if popped && !s.ackDue { // one ACK for every message done in this batch of events
+		s.ackDue = true
+		n.hpuAcks = append(n.hpuAcks, qpn)
+	}
+}
+
+// hpuAcknowledge sends the ACKs the messages done in a batch of events
+// made due.
+func (n *engine) hpuAcknowledge() {
+	for _, qpn := range n.hpuAcks {
+		r := &n.qps[qpn]
+		if !r.hpu.ackDue {
+			continue // reset meanwhile
+		}
+		r.hpu.ackDue = false
+		var q host.QPCEntry
+		if n.qpc(qpn, &q) && !r.errored {
+			n.acknowledge(&q, r)
+		}
+	}
+	n.hpuAcks = n.hpuAcks[:0]
 }
 
 // ackCap limits an acknowledgement while messages wait for their

@@ -103,7 +103,13 @@ func vethHPU(w io.Writer, msgs int) error {
 	fmt.Fprintln(tw, "receiver\tpackets/s\tratio\t")
 	fmt.Fprintf(tw, "no context (placed in memory)\t%.0f\t1.00\t\n", float64(msgs)/plain.Seconds())
 	fmt.Fprintf(tw, "empty payload handler\t%.0f\t%.2f\t\n", float64(msgs)/handled.Seconds(), plain.Seconds()/handled.Seconds())
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	c := b.dev.NIC().Counters()
+	fmt.Fprintf(w, "receiver: hpu_packets %d, hpu_refused %d (not acknowledged: sent again), sender: retransmitted_pkts %d\n",
+		c.HPUPackets.Load(), c.HPURefused.Load(), a.dev.NIC().Counters().RetransmittedPkts.Load())
+	return nil
 }
 
 // writeStream posts n WRITEs of size bytes from a to b, 64 in flight, and
