@@ -25,10 +25,39 @@
 // overruns its handler memory or DMAs outside its region is stopped: its
 // message completes with the error (Context.Done), the other messages and
 // contexts go on. Handlers that run longer than Context.Budget are
-// counted. Every pool is sized at New and Install; nothing is allocated
-// per packet.
+// counted (on the tasks the engine times: one in Config.TimeEvery). Every
+// pool is sized at New and Install; nothing is allocated per packet.
 //
-// A sum of int32 vectors, kept on the NIC:
+// On a live NIC a context is attached to a queue pair (package
+// host/verbs): the QP's messages that a Match selects (by kind, by a tag
+// in their first bytes, by immediate) go to the handlers instead of
+// landing, and the QP acknowledges each only after its handlers, and the
+// packets they sent, are done. Context.Net then sends on the message's QP
+// (Task.Send, a SEND back to the peer; Task.Put, an RDMA WRITE to it),
+// and Context.Default lands a packet as without a handler (a WRITE where
+// its RETH says; a SEND in the host region). A handler's fault fails its
+// message on both sides: the requester's work request completes with a
+// remote error, Done gets the fault, and the QP goes to the error state.
+// When the handlers have no room, the NIC does not acknowledge the packet
+// and the peer sends it again (counter hpu_refused).
+//
+//	region, _ := pd.RegMR(make([]byte, 4096), verbs.AccessLocalWrite)
+//	in, err := qp.AttachHandlers(hpu.Context{
+//		MemorySize: 8,
+//		Host:       region.Region(),
+//		Payload: func(t *hpu.Task) hpu.Action {
+//			t.Mem.AddInt64(0, int64(len(t.Packet.Payload))) // count the bytes
+//			return hpu.Success                              // and keep them off the host
+//		},
+//		Completion: func(t *hpu.Task) hpu.Action {
+//			var b [8]byte
+//			binary.LittleEndian.PutUint64(b[:], t.Mem.Load64(0))
+//			t.DMAToHost(0, b[:]) // the count, in host memory
+//			return hpu.Success
+//		},
+//	}, verbs.Match{Ops: verbs.MatchWrite})
+//
+// The scheduler alone, without a NIC: a sum of int32 vectors
 //
 //	e := hpu.New(hpu.Config{Clusters: 4, HPUs: 8})
 //	defer e.Close()
@@ -45,5 +74,8 @@
 //	})
 //	err := e.Submit(in, hpu.Message{QPN: 17, MSN: 0}, hpu.Packet{Payload: data, First: true, Last: true})
 //
-// Package hpu/apps holds PsPIN's applications built this way.
+// Package hpu/apps holds PsPIN's applications built this way (aggregation,
+// reduction, filtering, a key-value cache, a histogram, strided scatter);
+// softrnic demo -hpu runs two of them between two NICs over a veth pair,
+// and softrnic bench hpu measures the scheduler and every application.
 package hpu
