@@ -65,6 +65,11 @@ func (m *Match) matches(p *wire.Packet) bool {
 	return true
 }
 
+// takesSends reports whether the match may take SENDs: the QP's
+// receive queue then does not bound what the peer may send, and its ACKs
+// carry no credit count.
+func (m *Match) takesSends() bool { return m.Ops == 0 || m.Ops&MatchSend != 0 }
+
 // hpuBinding is an execution context attached to a QP.
 type hpuBinding struct {
 	in    *hpu.Installed
@@ -102,6 +107,7 @@ type hpuRecv struct {
 	head, n   int
 	cmd, tail int32 // handler commands waiting for the requester: slot+1, a list through hpuCmd.next
 	ackDue    bool  // on the engine's list of QPs to acknowledge after this batch of events
+	qpn       uint32
 }
 
 // hpuEvent is what HPU goroutines tell an engine: a message's handlers

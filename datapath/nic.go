@@ -99,6 +99,7 @@ type Counters struct {
 	HPUCommands                atomic.Uint64 // packets handlers sent (Send, Put)
 	HPUCommandsRefused         atomic.Uint64 // handlers' packets refused: no buffer free, or the QP cannot send
 	replay                     *reliability.Pool
+	hpu                        *atomic.Pointer[hpuState]
 }
 
 // Each calls fn with every counter's name (rxe's where rxe has one) and
@@ -133,6 +134,17 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		fn("replay_entries_in_use", uint64(st.InUse))
 		fn("replay_entries_high", uint64(st.HighWater))
 		fn("replay_reserve_refused", st.Refused)
+	}
+	if c.hpu != nil {
+		if h := c.hpu.Load(); h != nil { // the handler stage's scheduler
+			st := &h.engine.Stats
+			fn("hpu_scheduled", st.Packets.Load())
+			fn("hpu_buffers_full", st.Full.Load())
+			fn("hpu_spills", st.Spills.Load())
+			fn("hpu_messages", st.Messages.Load())
+			fn("hpu_handler_faults", st.Faults.Load())
+			fn("hpu_overlong", st.Overlong.Load())
+		}
 	}
 }
 
@@ -222,7 +234,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.ReplayEntries, 32768)
 	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
-	n.counters.replay = n.replay
+	n.counters.replay, n.counters.hpu = n.replay, &n.hpu
 	counts := [host.NumContextTypes]int{host.QPC: qpTable, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])

@@ -16,6 +16,7 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		return
 	}
 	r := &n.qps[qpn]
+	r.hpu.qpn = qpn
 	r.startReceiver(q)
 	if r.errored {
 		return // a QP in the error state takes no requests
@@ -226,6 +227,9 @@ func (n *engine) acknowledge(q *host.QPCEntry, r *qpRun) {
 func (n *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
 	if q.SRQ != 0 || q.Type != host.QPTRC {
 		return wire.CreditsInvalid
+	}
+	if b := n.binding(r.hpu.qpn); b != nil && b.match.takesSends() {
+		return wire.CreditsInvalid // handlers take SENDs without receive WQEs
 	}
 	return wire.CreditCode(r.rqProducer - r.rqConsumer)
 }
