@@ -38,14 +38,20 @@ func (c *Config) defaults() {
 	def(&c.TimeEvery, 16)
 }
 
-// ClusterStats count one cluster's work.
+// The counters are grouped by who writes them, the submitting side or
+// the HPUs, each group on its own cache lines: a counter both sides
+// wrote would move between the processors at every packet.
+
+// ClusterStats count one cluster's work (Engine.InUse says how many of
+// its slots hold a packet now).
 type ClusterStats struct {
+	SpillsIn atomic.Uint64 // packets placed here because their home cluster was full
+	_        [56]byte
 	Tasks    atomic.Uint64 // handler tasks run (a packet's header and payload handlers are one task)
 	Timed    atomic.Uint64 // tasks timed (one in Config.TimeEvery)
 	QueuedNs atomic.Uint64 // time the timed tasks waited for an HPU
 	BusyNs   atomic.Uint64 // time HPUs ran the timed tasks
-	SpillsIn atomic.Uint64 // packets placed here because their home cluster was full
-	InUse    atomic.Int64  // slots holding a packet now
+	_        [32]byte
 }
 
 // Stats count an Engine's work.
@@ -53,22 +59,26 @@ type Stats struct {
 	Packets  atomic.Uint64 // packets accepted
 	Full     atomic.Uint64 // packets refused: no slot free anywhere, or no message entry
 	Spills   atomic.Uint64 // packets placed away from their home cluster
+	_        [40]byte
 	Messages atomic.Uint64 // messages completed (with or without a fault)
 	Faults   atomic.Uint64 // handlers stopped, over every context
 	Overlong atomic.Uint64 // handlers that ran longer than their budget, over every context
 	Aborted  atomic.Uint64 // messages ended by Abort before their last packet
+	_        [32]byte
 }
 
 // ContextStats count one context's work.
 type ContextStats struct {
-	Messages  atomic.Uint64 // completed
 	Packets   atomic.Uint64
+	_         [56]byte
+	Messages  atomic.Uint64 // completed
 	Dropped   atomic.Uint64 // packets dropped by a handler's Drop, or skipped after one
 	Proceeded atomic.Uint64 // packets given to default processing
 	Faults    atomic.Uint64 // handlers stopped: panic, memory overrun, DMA outside the region
 	Overlong  atomic.Uint64 // handlers that ran longer than the budget
 	DMABytes  atomic.Uint64 // bytes handlers wrote to host memory
 	Sends     atomic.Uint64 // packets and puts handlers sent
+	_         [8]byte
 }
 
 // Installed is a context installed on an Engine.
@@ -121,7 +131,6 @@ type cluster struct {
 	sleepers atomic.Int32  // HPUs asleep, or about to be
 	scratch  Memory
 	stats    ClusterStats
-	stamp    atomic.Uint32 // packets queued, to pick the ones timed
 }
 
 type slot struct {
@@ -220,6 +229,9 @@ func (e *Engine) now() int64 { return int64(time.Since(e.start)) + 1 }
 // Config returns the engine's sizes.
 func (e *Engine) Config() Config { return e.cfg }
 
+// InUse is the number of cluster c's slots holding a packet now.
+func (e *Engine) InUse(c int) int { return len(e.clusters[c].slots) - e.clusters[c].free.len() }
+
 // Cluster returns cluster c's counters.
 func (e *Engine) Cluster(c int) *ClusterStats { return &e.clusters[c].stats }
 
@@ -301,7 +313,6 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	}
 	if !found {
 		if mi, ok = e.free.pop(); !ok {
-			cl.stats.InUse.Add(-1)
 			cl.free.push(s)
 			e.Stats.Full.Add(1)
 			return ErrFull
@@ -333,10 +344,9 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	pkt.Payload = sl.buf[:sl.n:sl.n]
 	sl.task = Task{Packet: pkt, Message: msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
 	sl.msg, sl.queued, sl.next = mi, 0, -1
-	if cl.stamp.Add(1)%uint32(e.cfg.TimeEvery) == 0 {
+	if e.Stats.Packets.Add(1)%uint64(e.cfg.TimeEvery) == 0 {
 		sl.queued = e.now()
 	}
-	e.Stats.Packets.Add(1)
 	in.Stats.Packets.Add(1)
 	e.queue(cl, s)
 	return nil
@@ -358,7 +368,6 @@ func (e *Engine) queue(cl *cluster, s int32) {
 func (e *Engine) take(home int) (*cluster, int32, bool) {
 	cl := &e.clusters[home]
 	if s, ok := cl.free.pop(); ok {
-		cl.stats.InUse.Add(1)
 		return cl, s, true
 	}
 	for range 2 { // a slot freed between the look and the take: look again
@@ -373,7 +382,6 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 		}
 		b := &e.clusters[best]
 		if s, ok := b.free.pop(); ok {
-			b.stats.InUse.Add(1)
 			b.stats.SpillsIn.Add(1)
 			e.Stats.Spills.Add(1)
 			return b, s, true
@@ -530,7 +538,6 @@ func (e *Engine) release(m *msgState) {
 // its completion handler and reports it done.
 func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
 	cl.slots[s].task = Task{}
-	cl.stats.InUse.Add(-1)
 	cl.free.push(s)
 	if m.refs.Add(-1) == 0 {
 		e.complete(cl, m)
