@@ -170,6 +170,7 @@ type msgState struct {
 	headerAct  Action // what the header handler returned (set before headerDone): the action of packets without a payload handler
 	fault      error  // the first fault of one of its handlers
 	waitHead   int32  // slots waiting for the header handler (cluster<<16|slot), or -1
+	task       Task   // the completion handler's
 }
 
 // setFault records a handler's fault (the first one counts); later
@@ -550,25 +551,25 @@ func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
 func (e *Engine) complete(cl *cluster, m *msgState) {
 	in := m.key.ctx
 	if m.fault == nil && !m.dropped && in.ctx.Completion != nil {
-		ct := Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
-		if _, err := e.call(in.ctx.Completion, &ct, true); err != nil {
+		m.task = Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
+		if _, err := e.call(in.ctx.Completion, &m.task, true); err != nil {
 			m.fault = err
 		}
+		m.task = Task{}
 	}
-	final, err := m.msg, m.fault
+	in.Stats.Messages.Add(1)
+	e.Stats.Messages.Add(1)
+	if in.ctx.Done != nil {
+		in.ctx.Done(&m.msg, m.fault) // the entry is still the message's: nothing is allocated
+	}
 	if m.indexed {
 		sh := &e.shards[m.key.shard()]
 		sh.mu.Lock()
 		delete(sh.index, m.key)
 		sh.mu.Unlock()
 	}
-	m.key = msgKey{}
+	m.key, m.fault = msgKey{}, nil
 	e.free.push(m.id)
-	in.Stats.Messages.Add(1)
-	e.Stats.Messages.Add(1)
-	if in.ctx.Done != nil {
-		in.ctx.Done(&final, err)
-	}
 }
 
 // Abort ends a message whose last packet will not come (its QP failed or
