@@ -169,7 +169,7 @@ type hpuState struct {
 	places   chan *hpuPlace
 	cmdBytes int
 	mu       sync.Mutex
-	contexts map[*hpu.Installed]bool // attached on this NIC
+	contexts map[*hpu.Installed]int // attached on this NIC: the QPs bound to each
 }
 
 // HPU returns the NIC's HPU engine (nil until a context is attached).
@@ -192,7 +192,7 @@ func (n *NIC) hpuStage() *hpuState {
 	e := hpu.New(cfg)
 	cfg = e.Config()
 	h := &hpuState{engine: e, bind: make([]atomicBinding, len(n.qps)), cmds: make([]hpuCmd, hpuCommands),
-		cmdFree: make(chan int32, hpuCommands), places: make(chan *hpuPlace, cfg.Clusters*cfg.HPUs), cmdBytes: cfg.SlotSize, contexts: map[*hpu.Installed]bool{}}
+		cmdFree: make(chan int32, hpuCommands), places: make(chan *hpuPlace, cfg.Clusters*cfg.HPUs), cmdBytes: cfg.SlotSize, contexts: map[*hpu.Installed]int{}}
 	backing := make([]byte, hpuCommands*cfg.SlotSize)
 	for i := range h.cmds {
 		h.cmds[i].buf = backing[i*cfg.SlotSize : (i+1)*cfg.SlotSize : (i+1)*cfg.SlotSize]
@@ -239,13 +239,28 @@ func (n *NIC) AttachHPU(qpn uint32, c hpu.Context, m Match) (*hpu.Installed, err
 	if err != nil {
 		return nil, err
 	}
-	b := &hpuBinding{in: in, match: m}
-	b.match.Tag = b.tag[:copy(b.tag[:], m.Tag)]
-	h.mu.Lock()
-	h.contexts[in] = true
-	h.mu.Unlock()
-	h.bind[qpn].Store(b)
+	h.rebind(qpn, in, m)
 	return in, nil
+}
+
+// rebind binds QP qpn to in (nil: to none), and forgets a context no QP
+// is bound to any more.
+func (h *hpuState) rebind(qpn uint32, in *hpu.Installed, m Match) {
+	var b *hpuBinding
+	if in != nil {
+		b = &hpuBinding{in: in, match: m}
+		b.match.Tag = b.tag[:copy(b.tag[:], m.Tag)]
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if in != nil {
+		h.contexts[in]++
+	}
+	if old := h.bind[qpn].Swap(b); old != nil {
+		if h.contexts[old.in]--; h.contexts[old.in] <= 0 {
+			delete(h.contexts, old.in)
+		}
+	}
 }
 
 // ShareHPU attaches a context already installed (by AttachHPU on another
@@ -260,28 +275,25 @@ func (n *NIC) ShareHPU(qpn uint32, in *hpu.Installed, m Match) error {
 		return fmt.Errorf("datapath: a match tag of %d bytes, at most 64", len(m.Tag))
 	}
 	h := n.hpu.Load()
-	if h == nil || in == nil || !h.installed(in) {
-		return errors.New("datapath: the context was not attached on this NIC")
+	if h == nil || in == nil || !h.bound(in) {
+		return errors.New("datapath: the context is not attached to a QP of this NIC")
 	}
-	b := &hpuBinding{in: in, match: m}
-	b.match.Tag = b.tag[:copy(b.tag[:], m.Tag)]
-	h.bind[qpn].Store(b)
+	h.rebind(qpn, in, m)
 	return nil
 }
 
-// installed reports whether in was attached on this NIC.
-func (h *hpuState) installed(in *hpu.Installed) bool {
+// bound reports whether in is attached to a QP of this NIC.
+func (h *hpuState) bound(in *hpu.Installed) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ok := h.contexts[in]
-	return ok
+	return h.contexts[in] > 0
 }
 
 // DetachHPU removes QP qpn's execution context: messages that start from
 // now on are placed as on any QP (those under way finish with it).
 func (n *NIC) DetachHPU(qpn uint32) {
 	if h := n.hpu.Load(); h != nil && qpn < uint32(len(h.bind)) {
-		h.bind[qpn].Store(nil)
+		h.rebind(qpn, nil, Match{})
 	}
 }
 
