@@ -52,7 +52,9 @@ type qpInstaller struct {
 	m  Match
 }
 
-func (i qpInstaller) Install(c hpu.Context) (*hpu.Installed, error) { return i.qp.AttachHandlers(c, i.m) }
+func (i qpInstaller) Install(c hpu.Context) (*hpu.Installed, error) {
+	return i.qp.AttachHandlers(c, i.m)
+}
 
 // DetachHandlers removes the QP's execution context: messages that start
 // from now on land as usual.
