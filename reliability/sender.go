@@ -294,7 +294,7 @@ func (s *Sender) delayRule() bool {
 // timeout.
 const (
 	minEarly = time.Millisecond
-	minProbe = 10 * time.Millisecond
+	minProbe = 20 * time.Millisecond
 )
 
 // queueDelay is the least queueing delay, the rise of the round trip
