@@ -3,9 +3,11 @@ package datapath
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -43,6 +45,12 @@ type NICConfig struct {
 	// (reliability.Params.Delay; default: on paths of at least
 	// reliability.DelayAutoRTT).
 	DelayRule reliability.DelayRule
+	// Poll is what an idle engine does (default PollAdaptive): poll its
+	// port and queues for PollBudget (default 50 us) before it sleeps,
+	// poll for ever (PollSpin: a core per engine), or sleep at once
+	// (PollSleep).
+	Poll       PollMode
+	PollBudget time.Duration
 	// HPU sizes the handler stage (package hpu), started when the first
 	// execution context is attached (zero: hpu's defaults, PsPIN's 4
 	// clusters of 8 HPUs).
@@ -50,6 +58,36 @@ type NICConfig struct {
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)
+}
+
+// PollMode is what an idle engine does.
+type PollMode uint8
+
+const (
+	PollAdaptive PollMode = iota // poll for NICConfig.PollBudget, then sleep
+	PollSpin                     // poll for ever
+	PollSleep                    // sleep at once: woken by a frame, a doorbell or a timer
+)
+
+// String names the mode as the -poll flags do.
+func (m PollMode) String() string {
+	switch m {
+	case PollSpin:
+		return "spin"
+	case PollSleep:
+		return "sleep"
+	}
+	return "adaptive"
+}
+
+// ParsePollMode reads a -poll flag's value.
+func ParsePollMode(s string) (PollMode, error) {
+	for _, m := range []PollMode{PollAdaptive, PollSpin, PollSleep} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("datapath: poll mode %q: want adaptive, spin or sleep", s)
 }
 
 // FirstQPN is the first QP number the NIC hands out, as rdma_rxe's first
@@ -232,6 +270,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	cfg.Cache.Pipelines = len(cfg.Ports)
 	qpTable := FirstQPN + cfg.MaxQPs // QPNs below FirstQPN stay invalid
 	def(&cfg.ReplayEntries, 32768)
+	if cfg.PollBudget <= 0 {
+		cfg.PollBudget = 50 * time.Microsecond
+	}
 	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
 	n.counters.replay, n.counters.hpu = n.replay, &n.hpu

@@ -46,6 +46,8 @@ type perfFlags struct {
 	jsonOut      *bool
 	showCounters *bool
 	portKind     *string
+	poll         *string
+	pollMode     datapath.PollMode
 }
 
 func newPerfFlags() *perfFlags {
@@ -71,6 +73,7 @@ func newPerfFlags() *perfFlags {
 	fs.Bool("F", false, "accepted for perftest compatibility (CPU frequency checks do not apply)")
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
+	p.poll = fs.String("poll", "adaptive", "what the NIC's idle engines do: adaptive (poll 50 us, then sleep), spin (poll for ever: a core each) or sleep")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	return p
 }
@@ -123,6 +126,11 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 	if *p.portKind != "xsk" && *p.portKind != "udp" {
 		return "", badValue("-io %q: want xsk or udp", *p.portKind)
 	}
+	mode, err := datapath.ParsePollMode(*p.poll)
+	if err != nil {
+		return "", badValue("-poll %q: want adaptive, spin or sleep", *p.poll)
+	}
+	p.pollMode = mode
 	return addr, nil
 }
 
@@ -153,7 +161,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closePorts()
-	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU})
+	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU, Poll: pf.pollMode})
 	if err != nil {
 		return err
 	}

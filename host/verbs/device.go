@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -45,6 +46,10 @@ type DeviceConfig struct {
 	// DelayRule: when RC senders also shrink their window on a rising
 	// round trip (datapath.NICConfig's; default: on long paths).
 	DelayRule reliability.DelayRule
+	// Poll and PollBudget: what the NIC's idle engines do
+	// (datapath.NICConfig's; default: poll for 50 us, then sleep).
+	Poll       datapath.PollMode
+	PollBudget time.Duration
 	// HPU sizes the handler stage (datapath.NICConfig's; zero: PsPIN's 4
 	// clusters of 8 HPUs), started when the first execution context is
 	// attached (QP.AttachHandlers).
@@ -92,7 +97,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
-		HPU: cfg.HPU,
+		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget,
 	})
 	if err != nil {
 		return nil, err
