@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,12 +55,16 @@ type engine struct {
 
 	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done     chan struct{}
+	mu       sync.Mutex // held for a turn: by the engine's goroutine, or an application's (NIC.Progress)
+	frames   []Frame
+	driven   atomic.Int64  // when an application last drove the engine (PollApp), in nanotime
+	nudge    chan struct{} // wakes the goroutine of an engine an application drives, for a command
 }
 
 func newEngine(n *NIC, id int, p Port) *engine {
 	e := &engine{NIC: n, id: id, port: p,
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
-		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}),
+		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32), nudge: make(chan struct{}, 1),
 		parkPool: NewPool(parkBuffers, 9216),
 		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
@@ -84,7 +89,18 @@ func (e *engine) wake() {
 	if e.sleeping.Load() {
 		e.port.Wake()
 	}
+	if e.cfg.Poll == PollApp {
+		select {
+		case e.nudge <- struct{}{}:
+		default:
+		}
+	}
 }
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(clockBase)) }
+
+var clockBase = time.Now()
 
 // command runs fn on the engine's goroutine and waits for it.
 func (e *engine) command(fn func()) {
@@ -98,7 +114,6 @@ func (e *engine) command(fn func()) {
 func (e *engine) run() {
 	runtime.LockOSThread()
 	defer close(e.done)
-	frames := make([]Frame, 32)
 	idle := 0 // turns since the engine last had work
 	for {
 		select {
@@ -106,42 +121,43 @@ func (e *engine) run() {
 			return
 		default:
 		}
-		busy := e.doorbellsDue()
-		if len(e.hpuEv) > 0 && e.hpuEventsDue() {
-			busy = true
+		if e.cfg.Poll == PollApp {
+			// The application's polling drives the engine (NIC.Progress);
+			// this goroutine only keeps the timers and the control path
+			// going when it does not.
+			if e.mu.TryLock() {
+				_, err := e.turn()
+				e.mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+			if time.Duration(nanotime()-e.driven.Load()) < 2*time.Millisecond {
+				// The application polls: stay out of its way (on a machine
+				// with few cores a second thread per NIC costs it more
+				// than it helps), but come back for commands.
+				select {
+				case <-e.stop:
+					return
+				case <-e.nudge:
+				case <-time.After(time.Millisecond):
+				}
+				continue
+			}
+			e.sleeping.Store(true)
+			if len(e.cmds) == 0 && len(e.hpuEv) == 0 {
+				e.port.Wait(time.Millisecond)
+			}
+			e.sleeping.Store(false)
+			continue
 		}
-		if e.inbox != nil && e.handoffsDue() {
-			busy = true
-			e.unparkReady()
-		}
-		k, err := e.port.Recv(frames)
+		e.mu.Lock()
+		busy, err := e.turn()
+		e.mu.Unlock()
 		if err != nil {
 			return
 		}
-		e.stats.RxFrames.Add(uint64(k))
-		for i := range frames[:k] {
-			e.receive(&frames[i])
-		}
-		e.port.Release(frames[:k])
-		e.unparkReady()
-		if len(e.readers) > 0 {
-			e.pumpReads()
-			busy = true
-		}
-		if len(e.laterQPs) > 0 {
-			e.pumpLater()
-			busy = true
-		}
-		e.flushTX()
-		e.port.Flush()
-		if len(e.timers) > 0 {
-			if now := time.Now(); now.Sub(e.lastTick) > 200*time.Microsecond {
-				e.lastTick = now
-				e.tick(now)
-				e.flushTX()
-			}
-		}
-		if busy || k > 0 {
+		if busy {
 			idle = 0
 			continue
 		}
@@ -154,17 +170,59 @@ func (e *engine) run() {
 			continue
 		}
 		idle = 0
-		{
-			// Sleep on the port until a frame, a doorbell or a handed-off
-			// frame (Wake) or the timers' next tick.
-			e.stats.Sleeps.Add(1)
-			e.sleeping.Store(true)
-			if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
-				e.port.Wait(time.Millisecond)
-			}
-			e.sleeping.Store(false)
+		// Sleep on the port until a frame, a doorbell or a handed-off
+		// frame (Wake) or the timers' next tick.
+		e.stats.Sleeps.Add(1)
+		e.sleeping.Store(true)
+		if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
+			e.port.Wait(time.Millisecond)
+		}
+		e.sleeping.Store(false)
+	}
+}
+
+// turn is one pass of the engine: doorbells and commands, events from
+// the HPUs, frames handed over and received, READ responses and resends
+// due, transmission, and the timers. It reports whether there was work.
+// e.mu is held: the engine's goroutine and NIC.Progress take turns.
+func (e *engine) turn() (bool, error) {
+	busy := e.doorbellsDue()
+	if len(e.hpuEv) > 0 && e.hpuEventsDue() {
+		busy = true
+	}
+	if e.inbox != nil && e.handoffsDue() {
+		busy = true
+		e.unparkReady()
+	}
+	frames := e.frames
+	k, err := e.port.Recv(frames)
+	if err != nil {
+		return false, err
+	}
+	e.stats.RxFrames.Add(uint64(k))
+	for i := range frames[:k] {
+		e.receive(&frames[i])
+	}
+	e.port.Release(frames[:k])
+	e.unparkReady()
+	if len(e.readers) > 0 {
+		e.pumpReads()
+		busy = true
+	}
+	if len(e.laterQPs) > 0 {
+		e.pumpLater()
+		busy = true
+	}
+	e.flushTX()
+	e.port.Flush()
+	if len(e.timers) > 0 {
+		if now := time.Now(); now.Sub(e.lastTick) > 200*time.Microsecond {
+			e.lastTick = now
+			e.tick(now)
+			e.flushTX()
 		}
 	}
+	return busy || k > 0, nil
 }
 
 // idleFor reports whether, idle for turns turns, the engine is still

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,10 +46,12 @@ type NICConfig struct {
 	// (reliability.Params.Delay; default: on paths of at least
 	// reliability.DelayAutoRTT).
 	DelayRule reliability.DelayRule
-	// Poll is what an idle engine does (default PollAdaptive): poll its
-	// port and queues for PollBudget (default 50 us) before it sleeps,
-	// poll for ever (PollSpin: a core per engine), or sleep at once
-	// (PollSleep).
+	// Poll is what an idle engine does: sleep at once (PollSleep, the
+	// default: on a machine with few cores, shared by both ends of a
+	// link, a polling engine takes the time its peer needs), poll its
+	// port and queues for PollBudget (default 50 us) before it sleeps
+	// (PollAdaptive), poll for ever (PollSpin: a core per engine), or
+	// leave the polling to the application (PollApp).
 	Poll       PollMode
 	PollBudget time.Duration
 	// HPU sizes the handler stage (package hpu), started when the first
@@ -64,9 +67,15 @@ type NICConfig struct {
 type PollMode uint8
 
 const (
-	PollAdaptive PollMode = iota // poll for NICConfig.PollBudget, then sleep
+	PollSleep    PollMode = iota // sleep at once: woken by a frame, a doorbell or a timer
+	PollAdaptive                 // poll for NICConfig.PollBudget, then sleep
 	PollSpin                     // poll for ever
-	PollSleep                    // sleep at once: woken by a frame, a doorbell or a timer
+	// PollApp: the application's polling drives the engines (NIC.Progress,
+	// which verbs' CQ.Poll and CQ.Wait call), in its own thread, as a
+	// poll-mode driver does: no wake-up between the application and the
+	// NIC. The engines' goroutines only keep the timers and the control
+	// path going, once a millisecond, when the application does not poll.
+	PollApp
 )
 
 // String names the mode as the -poll flags do.
@@ -74,20 +83,22 @@ func (m PollMode) String() string {
 	switch m {
 	case PollSpin:
 		return "spin"
-	case PollSleep:
-		return "sleep"
+	case PollAdaptive:
+		return "adaptive"
+	case PollApp:
+		return "app"
 	}
-	return "adaptive"
+	return "sleep"
 }
 
 // ParsePollMode reads a -poll flag's value.
 func ParsePollMode(s string) (PollMode, error) {
-	for _, m := range []PollMode{PollAdaptive, PollSpin, PollSleep} {
+	for _, m := range []PollMode{PollSleep, PollAdaptive, PollSpin, PollApp} {
 		if s == m.String() {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("datapath: poll mode %q: want adaptive, spin or sleep", s)
+	return 0, fmt.Errorf("datapath: poll mode %q: want adaptive, spin, sleep or app", s)
 }
 
 // FirstQPN is the first QP number the NIC hands out, as rdma_rxe's first
@@ -312,6 +323,17 @@ func (n *NIC) WritesPlaced() uint64 { return n.placed.Load() }
 // WaitWritesPlaced blocks until WritesPlaced differs from seen, or ctx
 // ends, and returns it: the sleeping form of watching the count.
 func (n *NIC) WaitWritesPlaced(ctx context.Context, seen uint64) (uint64, error) {
+	for i := 0; n.AppDriven(); i++ { // the caller's polling drives the NIC
+		if cur := n.placed.Load(); cur != seen {
+			return cur, nil
+		}
+		if !n.Progress() && i%64 == 63 {
+			if err := ctx.Err(); err != nil {
+				return seen, err
+			}
+			runtime.Gosched()
+		}
+	}
 	for {
 		if cur := n.placed.Load(); cur != seen {
 			return cur, nil
@@ -367,13 +389,44 @@ func (n *NIC) Ring(d Doorbell) {
 	case d.Recv:
 		e := n.owner(d.QPN)
 		e.recvBells <- d
-		e.wake()
+		n.bell(e)
 	default:
 		e := n.owner(d.QPN)
 		e.doorbells <- d
+		n.bell(e)
+	}
+}
+
+// bell wakes an engine for a doorbell, unless the application's polling
+// drives it (PollApp).
+func (n *NIC) bell(e *engine) {
+	if n.cfg.Poll != PollApp {
 		e.wake()
 	}
 }
+
+// Progress runs one turn of every engine no other goroutine is running,
+// in the caller's goroutine, and reports whether any had work. With
+// PollApp the application's polling is what drives the NIC; with the
+// other modes it only helps the engines' goroutines.
+func (n *NIC) Progress() bool {
+	busy := false
+	for _, e := range n.engines {
+		if e.mu.TryLock() {
+			b, _ := e.turn()
+			e.mu.Unlock()
+			busy = busy || b
+		}
+		if n.cfg.Poll == PollApp {
+			e.driven.Store(nanotime())
+		}
+	}
+	return busy
+}
+
+// AppDriven reports whether the application's polling drives the NIC
+// (PollApp).
+func (n *NIC) AppDriven() bool { return n.cfg.Poll == PollApp }
 
 // QPErrored reports whether the NIC has moved a QP to the error state
 // (after an error completion).

@@ -42,7 +42,9 @@ type Port interface {
 	// Free returns transmit buffers that were not sent.
 	Free(frames []Frame)
 	// Wait blocks until frames may be received, the timeout passes, Wake
-	// is called or the port is closed.
+	// is called or the port is closed. It may run while another goroutine
+	// receives and sends (an application driving the NIC, PollApp): it
+	// reads only what the kernel or the peer shares.
 	Wait(timeout time.Duration) error
 	// Wake makes a Wait in progress, or the next one, return at once. It
 	// may be called from any goroutine: it is how a doorbell reaches an

@@ -73,7 +73,7 @@ func newPerfFlags() *perfFlags {
 	fs.Bool("F", false, "accepted for perftest compatibility (CPU frequency checks do not apply)")
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
-	p.poll = fs.String("poll", "adaptive", "what the NIC's idle engines do: adaptive (poll 50 us, then sleep), spin (poll for ever: a core each) or sleep")
+	p.poll = fs.String("poll", "app", "how the NIC is driven: app (the test's own polling runs the NIC, as perftest busy-polls), sleep (engines sleep when idle), adaptive (poll 50 us, then sleep) or spin (a core each)")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	return p
 }
@@ -128,7 +128,7 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 	}
 	mode, err := datapath.ParsePollMode(*p.poll)
 	if err != nil {
-		return "", badValue("-poll %q: want adaptive, spin or sleep", *p.poll)
+		return "", badValue("-poll %q: want app, sleep, adaptive or spin", *p.poll)
 	}
 	p.pollMode = mode
 	return addr, nil

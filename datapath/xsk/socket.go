@@ -481,7 +481,7 @@ func (s *Socket) Wait(timeout time.Duration) error {
 	if s.closed {
 		return datapath.ErrClosed
 	}
-	if s.rx.avail(1) > 0 {
+	if s.rx.pending() > 0 { // the shared indices only: Recv may run in another goroutine (NIC.Progress)
 		return nil
 	}
 	ts := unix.NsecToTimespec(int64(timeout)) // ppoll: microsecond timeouts, unlike poll

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +48,10 @@ type DeviceConfig struct {
 	// round trip (datapath.NICConfig's; default: on long paths).
 	DelayRule reliability.DelayRule
 	// Poll and PollBudget: what the NIC's idle engines do
-	// (datapath.NICConfig's; default: poll for 50 us, then sleep).
+	// (datapath.NICConfig's; default: sleep at once). With
+	// datapath.PollApp the application's CQ.Poll and CQ.Wait drive the
+	// NIC, as a poll-mode driver: the lowest latency, a core per polling
+	// application.
 	Poll       datapath.PollMode
 	PollBudget time.Duration
 	// HPU sizes the handler stage (datapath.NICConfig's; zero: PsPIN's 4
@@ -301,7 +305,18 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 func (cq *CQ) Num() uint32 { return cq.num }
 
 // Poll fills wc with completions and returns how many; it never blocks.
+// On a device whose NIC the application's polling drives
+// (datapath.PollApp), a Poll that finds none runs the NIC's engines for a
+// turn and looks again.
 func (cq *CQ) Poll(wc []WC) int {
+	if n := cq.poll(wc); n > 0 || !cq.dev.nic.AppDriven() {
+		return n
+	}
+	cq.dev.nic.Progress()
+	return cq.poll(wc)
+}
+
+func (cq *CQ) poll(wc []WC) int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	written := cq.written.Load()
@@ -326,8 +341,23 @@ func (cq *CQ) Poll(wc []WC) int {
 	return n
 }
 
-// Wait blocks until the CQ has a completion or ctx ends.
+// Wait blocks until the CQ has a completion or ctx ends. On a device
+// whose NIC the application's polling drives (datapath.PollApp), it
+// polls: it runs the NIC's engines until a completion comes.
 func (cq *CQ) Wait(ctx context.Context) error {
+	if cq.dev.nic.AppDriven() {
+		for i := 0; ; i++ {
+			if cq.written.Load() > cq.consumedNow() {
+				return nil
+			}
+			if !cq.dev.nic.Progress() && i%64 == 63 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				runtime.Gosched()
+			}
+		}
+	}
 	for {
 		if cq.written.Load() > cq.consumedNow() {
 			return nil
