@@ -11,7 +11,8 @@
 # completer_retry_err, retry_exceeded_err, rcvd_seq_err) moved.
 #
 # Environment: RXEVM (the rxe-vm.sh script), SOFTRNIC (the binary),
-# ITERS (iterations per cell, default 100), INTEROP_QUICK=1 (one cell per
+# ITERS (iterations per cell, default 100), POLL (softrnic perf -poll,
+# default sleep), INTEROP_QUICK=1 (one cell per
 # MTU), INTEROP_ONLY (an extended regular expression: run only the cells
 # whose name, e.g. "write-bw udp mtu1500 65536", matches it; REPEAT times
 # each, default 1), INTEROP_LOG (directory for every side's output).
@@ -20,6 +21,11 @@ cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 ITERS=${ITERS:-100}
+# The emulated rxe runs in a VM on the same cores: softrnic's engines sleep
+# when idle (POLL, softrnic perf -poll; default sleep), so that a polling
+# tool does not take the time the VM needs (rxe's ACKs would come late and
+# softrnic would probe).
+POLL=${POLL:-sleep}
 # Latency cells run fewer iterations. rxe (kernel 6.1) arms its
 # retransmission timer when it sends and none is pending, and re-arms it on
 # an ACK only while more is outstanding; in a ping-pong nothing is
@@ -115,7 +121,7 @@ cell() {
 		before=$(counters)
 		local t0=$SECONDS
 		if [ $dir = softrnic-server ]; then
-			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" $sz -n "$n" $extra >"$slog" 2>&1 &
+			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz -n "$n" $extra >"$slog" 2>&1 &
 			local spid=$!
 			for _ in $(seq 50); do
 				ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
@@ -128,7 +134,7 @@ cell() {
 		else
 			local id
 			id=$("$T" bg "timeout 100 $pt -d rxe0 -x 1 -F $sz -n $n $extra")
-			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" $sz -n "$n" $extra $GUESTIP >"$slog" 2>&1
+			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz -n "$n" $extra $GUESTIP >"$slog" 2>&1
 			src=$?
 			"$T" wait "$id" >"$plog" 2>&1
 			prc=$?
