@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth clean
+.PHONY: help build test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -73,6 +73,9 @@ demo: build ## the main job: SEND/RECV, WRITE, WRITE_WITH_IMM, READ, CMP_AND_SWA
 
 interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
 	bash tests/interop/interop.sh
+
+bench-compare: build ## softrnic perf beside sockperf, iperf3 and the raw xsk frame rate on one veth pair, interleaved rounds, #13's goals as ratios (root)
+	bash tests/bench/compare.sh
 
 perf-veth: build ## softrnic perf write-bw and write-lat between two softrnic NICs over a veth pair (root)
 	bash tests/interop/perf-veth.sh

@@ -48,6 +48,7 @@ type perfFlags struct {
 	portKind     *string
 	poll         *string
 	pollMode     datapath.PollMode
+	cpu          *bool
 }
 
 func newPerfFlags() *perfFlags {
@@ -74,6 +75,7 @@ func newPerfFlags() *perfFlags {
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
 	p.poll = fs.String("poll", "app", "how the NIC is driven: app (the test's own polling runs the NIC, as perftest busy-polls), sleep (engines sleep when idle), adaptive (poll 50 us, then sleep) or spin (a core each)")
+	p.cpu = fs.Bool("cpu", false, "print the process's CPU time per iteration (user and system, every thread: the test's and the NIC's) after the results")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	return p
 }
@@ -212,7 +214,24 @@ func runPerf(args []string, stdout io.Writer) error {
 	if *jsonOut {
 		out = nil
 	}
+	var ru0 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	res, err := perftest.Run(ctx, env, conn, cfg, out)
+	if *pf.cpu && err == nil {
+		var ru1 unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+		iters := 0
+		for _, r := range res {
+			iters += r.Iters
+		}
+		user := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano())
+		sys := time.Duration(ru1.Stime.Nano() - ru0.Stime.Nano())
+		if iters > 0 {
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(iters) }
+			fmt.Fprintf(stdout, " CPU time: %.2f usec per iteration (user %.2f, sys %.2f; %d iterations, -poll %v)\n",
+				per(user+sys), per(user), per(sys), iters, pf.pollMode)
+		}
+	}
 	if *jsonOut && len(res) > 0 {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# make bench-compare: softrnic beside the kernel on one veth pair, in
+# interleaved rounds, medians, and each goal of #13 as a ratio.
+#
+# Two network namespaces joined by a veth pair (MTU 9000, IB MTU 4096).
+# Each round runs, one after the other: sockperf UDP ping-pong (14 bytes,
+# the kernel's latency), iperf3 TCP, the xsk port's raw frame rate at
+# 4096-byte payloads (softrnic bench frames, its own veth pair), and
+# softrnic perf write-lat, send-lat and read-lat (2 bytes) and write-bw,
+# read-bw and send-bw (64 KiB) between two softrnic NICs. The latency
+# tests run with -poll app (the tool's polling drives its NIC, as
+# perftest busy-polls) and report the CPU time per iteration, both
+# processes' sum of user and system time, so the cost of polling shows.
+# Needs root, sockperf and iperf3.
+#
+# Environment: SOFTRNIC (the binary), ROUNDS (default 3), LATN (latency
+# iterations, 5000), BWN (bandwidth iterations, 3000), SECS (seconds per
+# sockperf, iperf3 and frames run, 2).
+set -eu
+cd "$(dirname "$0")/../.."
+BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
+ROUNDS=${ROUNDS:-3}
+LATN=${LATN:-5000}
+BWN=${BWN:-3000}
+SECS=${SECS:-2}
+MTU=9000
+[ "$(id -u)" = 0 ] || { echo "bench-compare: needs root (network namespaces)" >&2; exit 2; }
+for t in sockperf iperf3; do
+	command -v $t >/dev/null || { echo "bench-compare: needs $t (apt-get install $t)" >&2; exit 2; }
+done
+A=srncmp-a-$$ B=srncmp-b-$$
+OUT=$(mktemp -d /tmp/bench-compare.XXXXXX)
+pids=()
+cleanup() {
+	set +e
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	ip netns del $A 2>/dev/null
+	ip netns del $B 2>/dev/null
+	rm -rf "$OUT"
+}
+trap cleanup EXIT
+ip netns add $A
+ip netns add $B
+ip link add veth0 netns $A type veth peer name veth0 netns $B
+for ns in $A $B; do
+	ip -n $ns link set lo up
+	ip -n $ns link set veth0 mtu $MTU up
+done
+ip -n $A addr add 10.50.0.1/24 dev veth0
+ip -n $B addr add 10.50.0.2/24 dev veth0
+sleep 0.5
+
+# wait_port NS PORT: until something listens on TCP PORT in NS.
+wait_port() {
+	for _ in $(seq 100); do ip netns exec "$1" ss -ltnu | grep -q ":$2 " && return 0; sleep 0.05; done
+	return 1
+}
+
+# record NAME VALUE: one round's figure.
+record() { echo "$2" >>"$OUT/$1"; }
+
+# median NAME: the median of the rounds' figures.
+median() { sort -g "$OUT/$1" | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+
+# perf TEST ARGS...: softrnic perf TEST, server in A, client in B; the
+# client's output on stdout.
+perf() {
+	local t=$1
+	shift
+	ip netns exec $A "$BIN" perf "$t" -d veth0 "$@" >"$OUT/server.log" 2>&1 &
+	local spid=$!
+	pids+=($spid)
+	wait_port $A 18515 || { echo "bench-compare: softrnic perf $t server did not listen" >&2; cat "$OUT/server.log" >&2; exit 1; }
+	ip netns exec $B "$BIN" perf "$t" -d veth0 "$@" 10.50.0.1 >"$OUT/client.log" 2>&1 || { cat "$OUT/client.log" >&2; exit 1; }
+	wait $spid || { cat "$OUT/server.log" >&2; exit 1; }
+	pids=()
+}
+
+for r in $(seq "$ROUNDS"); do
+	echo "== round $r of $ROUNDS" >&2
+	# The kernel's UDP ping-pong (half round trip, as perftest's latency).
+	ip netns exec $A sockperf server -i 10.50.0.1 -p 11111 >/dev/null 2>&1 &
+	pids+=($!)
+	sleep 0.3
+	ip netns exec $B sockperf ping-pong -i 10.50.0.1 -p 11111 -t "$SECS" -m 14 >"$OUT/sockperf.log" 2>&1
+	kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
+	pids=()
+	record udp_p50 "$(awk '/percentile 50.000/ {print $NF}' "$OUT/sockperf.log")"
+	record udp_p99 "$(awk '/percentile 99.000/ {print $NF}' "$OUT/sockperf.log")"
+
+	# TCP.
+	ip netns exec $A iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	pids+=($!)
+	wait_port $A 5201
+	ip netns exec $B iperf3 -c 10.50.0.1 -p 5201 -t "$SECS" -f g >"$OUT/iperf3.log" 2>&1
+	wait "${pids[@]}" 2>/dev/null || true
+	pids=()
+	record tcp_gbps "$(awk '/receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}' "$OUT/iperf3.log")"
+
+	# The xsk port's raw frame rate at 4096-byte payloads.
+	"$BIN" bench frames -s 4096 -m xsk -d "${SECS}s" >"$OUT/frames.log" 2>&1
+	record raw_gbps "$(awk '$1=="4096" && $2=="xsk" {print $5}' "$OUT/frames.log")"
+
+	# softrnic's latency tests: t_typical, 99 %, CPU per iteration.
+	for t in write-lat send-lat read-lat; do
+		perf $t -n "$LATN" -poll app --cpu
+		line=$(awk '$1=="2" && NF>=9 {print; exit}' "$OUT/client.log")
+		record "${t}_p50" "$(echo "$line" | awk '{print $5}')"
+		record "${t}_p99" "$(echo "$line" | awk '{print $8}')"
+		c=$(awk '/CPU time:/ {print $3}' "$OUT/client.log")
+		s=$(awk '/CPU time:/ {print $3}' "$OUT/server.log")
+		record "${t}_cpu" "$(awk -v c="$c" -v s="$s" 'BEGIN {print c+s}')"
+	done
+	# softrnic's bandwidth tests: BW average, Gbit/s.
+	for t in write-bw read-bw send-bw; do
+		perf $t -n "$BWN" --report_gbits
+		record "${t}_gbps" "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
+	done
+done
+
+# ratio A B: A/B to two places.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "%.2f", a/b}'; }
+# holds R OP GOAL: "yes" if R OP GOAL.
+holds() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN {ok = (op=="<=") ? (r<=g) : (r>=g); print (r=="nan") ? "-" : (ok ? "yes" : "no")}'; }
+
+echo
+echo "softrnic beside the kernel, one veth pair (MTU $MTU), medians of $ROUNDS interleaved rounds"
+echo "references: sockperf UDP ping-pong p50 $(median udp_p50) us, p99 $(median udp_p99) us; iperf3 TCP $(median tcp_gbps) Gbit/s; xsk raw frames (4096 B payloads) $(median raw_gbps) Gbit/s"
+echo
+printf '%-34s %10s %12s %8s %8s %6s %14s\n' "goal" "softrnic" "reference" "ratio" "goal" "holds" "CPU us/iter"
+for t in write-lat send-lat read-lat; do
+	p50=$(median ${t}_p50) p99=$(median ${t}_p99) cpu=$(median ${t}_cpu)
+	r=$(ratio "$p50" "$(median udp_p50)")
+	printf '%-34s %10s %12s %8s %8s %6s %14s\n' "$t 2 B typical (us) / UDP p50" "$p50" "$(median udp_p50)" "$r" "<=1.0" "$(holds "$r" "<=" 1.0)" "$cpu"
+	r=$(ratio "$p99" "$(median udp_p99)")
+	printf '%-34s %10s %12s %8s %8s %6s %14s\n' "$t 2 B p99 (us) / UDP p99" "$p99" "$(median udp_p99)" "$r" "<=2.0" "$(holds "$r" "<=" 2.0)" ""
+done
+for t in write-bw read-bw send-bw; do
+	g=0.8
+	[ $t = write-bw ] && g=0.9
+	bw=$(median ${t}_gbps)
+	r=$(ratio "$bw" "$(median raw_gbps)")
+	printf '%-34s %10s %12s %8s %8s %6s %14s\n' "$t 64 KiB (Gbit/s) / raw frames" "$bw" "$(median raw_gbps)" "$r" ">=$g" "$(holds "$r" ">=" $g)" ""
+done
+bw=$(median write-bw_gbps)
+printf '%-34s %10s %12s %8s %8s %6s %14s\n' "write-bw 64 KiB (Gbit/s) / TCP" "$bw" "$(median tcp_gbps)" "$(ratio "$bw" "$(median tcp_gbps)")" "-" "-" ""
+echo
+echo "sockperf waits in the kernel for each datagram; softrnic perf -poll app polls (the CPU column is both processes' time per iteration)."
