@@ -163,7 +163,14 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closePorts()
-	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU, Poll: pf.pollMode})
+	poll := pf.pollMode
+	if poll == datapath.PollApp && addr == "" && passiveServer(cfg.Test) {
+		// This side's test polls nothing while the peer works (perftest's
+		// server of a WRITE, READ or atomic test waits on its socket):
+		// with -poll app its NIC polls on its own instead.
+		poll = datapath.PollSpin
+	}
+	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU, Poll: poll})
 	if err != nil {
 		return err
 	}
@@ -240,6 +247,16 @@ func runPerf(args []string, stdout io.Writer) error {
 		}
 	}
 	return err
+}
+
+// passiveServer reports whether a test's server side waits without
+// polling while the client runs.
+func passiveServer(t perftest.Test) bool {
+	switch t {
+	case perftest.WriteBW, perftest.ReadBW, perftest.AtomicBW, perftest.ReadLat, perftest.AtomicLat:
+		return true
+	}
+	return false
 }
 
 // pickGID takes GID index x, or with -1 the first IPv4-mapped GID (else
