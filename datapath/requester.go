@@ -338,10 +338,21 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	}
 	op := packetOp(q, w.Opcode, k, in.packets)
 	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
-	payload := n.payload[:segmentLen(int(in.length), k, mtu)]
+	// The payload is gathered straight into the transmit buffer: no
+	// staging copy.
+	buf := n.txBuffer()
+	off := wire.PayloadOffset(&f)
+	plen := segmentLen(int(in.length), k, mtu)
+	if off+plen > len(buf) {
+		n.releaseTX()
+		n.counters.SendErr.Add(1)
+		return true // a path MTU larger than the port's frames: the packet is lost, and sent again
+	}
+	payload := buf[off : off+plen]
 	if in.cmd != 0 {
 		copy(payload, n.cmdPayload(in.cmd)[k*mtu:])
 	} else if !n.gather(q.PD, w, uint32(k*mtu), payload) {
+		n.releaseTX()
 		return false
 	}
 	f.Payload = payload
@@ -361,7 +372,7 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	// RC asks for an ACK where its sender says: at a message's end and
 	// often enough to keep replay entries coming free.
 	f.BTH.AckReq = q.Type != host.QPTUC && ackReq
-	n.send(&f)
+	n.commit(buf, &f)
 	if info.Flags&wire.OpSend != 0 {
 		n.counters.RdmaSends.Add(1)
 	}

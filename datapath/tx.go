@@ -34,6 +34,14 @@ func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, 
 // send encodes one frame into a transmit buffer and queues it; frames go
 // out in batches (flushTX), one system call for many.
 func (n *engine) send(f *wire.FrameFields) {
+	n.commit(n.txBuffer(), f)
+}
+
+// txBuffer takes the next transmit buffer (flushing the batch if it is
+// full); commit encodes a frame into it and queues it. Between the two
+// the requester may gather a packet's payload straight into the buffer,
+// at wire.PayloadOffset (sendPacket).
+func (n *engine) txBuffer() []byte {
 	if n.txN == len(n.tx) {
 		n.flushTX()
 	}
@@ -42,14 +50,26 @@ func (n *engine) send(f *wire.FrameFields) {
 		n.flushTX()
 		n.port.Flush()
 	}
-	k, err := wire.Encode(fr[0].Data, f)
+	return fr[0].Data
+}
+
+// commit encodes f into the buffer txBuffer took and queues it; a buffer
+// it cannot encode goes back to the port.
+func (n *engine) commit(buf []byte, f *wire.FrameFields) {
+	fr := n.tx[n.txN : n.txN+1]
+	k, err := wire.Encode(buf, f)
 	if err != nil {
 		n.port.Free(fr)
 		n.counters.SendErr.Add(1)
 		return
 	}
-	fr[0].Data = fr[0].Data[:k]
+	fr[0].Data = buf[:k]
 	n.txN++
+}
+
+// release gives back a buffer txBuffer took that will not be sent.
+func (n *engine) releaseTX() {
+	n.port.Free(n.tx[n.txN : n.txN+1])
 }
 
 // flushTX sends the queued frames, waiting while the port's ring is full.

@@ -54,6 +54,18 @@ func (f *FrameFields) FrameLen() (int, error) {
 
 func padFor(n int) int { return -n & 3 }
 
+// PayloadOffset is where Encode puts the payload in the frame of f: a
+// sender may write the payload there first (gathering it straight into
+// the transmit buffer) and set f.Payload to that very slice, which Encode
+// then leaves in place.
+func PayloadOffset(f *FrameFields) int {
+	ipLen := IPv4MinLen
+	if f.IPv6 {
+		ipLen = IPv6Len
+	}
+	return f.Ethernet.Len() + ipLen + UDPLen + f.BTH.Opcode.Info().HeaderLen
+}
+
 // Encode writes the frame f describes, Ethernet header to ICRC, at the start
 // of buf and returns its length. It does not allocate.
 func Encode(buf []byte, f *FrameFields) (int, error) {
@@ -87,7 +99,9 @@ func Encode(buf []byte, f *FrameFields) (int, error) {
 	pad := padFor(len(f.Payload))
 	EncodeTransport(frame[bthOff:], f, pad)
 	payloadOff := bthOff + info.HeaderLen
-	copy(frame[payloadOff:], f.Payload)
+	if len(f.Payload) > 0 && &frame[payloadOff] != &f.Payload[0] { // not already in place (PayloadOffset)
+		copy(frame[payloadOff:], f.Payload)
+	}
 	icrcOff := n - ICRCLen
 	clear(frame[payloadOff+len(f.Payload) : icrcOff])
 	binary.LittleEndian.PutUint32(frame[icrcOff:], computeICRC(frame, ipOff, udpOff-ipOff, icrcOff, f.IPv6))
