@@ -231,6 +231,9 @@ func runPerf(args []string, stdout io.Writer) error {
 		for _, r := range res {
 			iters += r.Iters
 		}
+		if c, cerr := cfg.WithDefaults(); iters == 0 && cerr == nil {
+			iters = c.Iters // a server that reports nothing (perftest's READ and atomic servers)
+		}
 		user := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano())
 		sys := time.Duration(ru1.Stime.Nano() - ru0.Stime.Nano())
 		if iters > 0 {
