@@ -1,6 +1,7 @@
 package ctxcache
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/softrnic/softrnic/host"
@@ -35,12 +36,14 @@ type Baseline struct {
 }
 
 type breq struct {
-	pid  uint32
-	pipe uint16
-	idx  uint64
-	done bool
-	err  bool
-	hit  bool
+	pid   uint32
+	pipe  uint16
+	idx   uint64
+	done  bool
+	err   bool
+	hit   bool
+	stale bool // the host changed its line while it was fetched: answer, do not install
+	fresh bool // the host wrote its entry since: Data holds it already
 }
 
 var _ Cache = (*Baseline)(nil)
@@ -156,8 +159,12 @@ func (b *Baseline) DMADone(tag uint64, err error) {
 		r.err = true
 	} else {
 		wordsFromBytes(b.lineBuf, b.pidBuf[pid])
-		copy(b.Data(pid), b.lineBuf[off:])
-		b.install(line, b.lineBuf)
+		if !r.fresh {
+			copy(b.Data(pid), b.lineBuf[off:])
+		}
+		if !r.stale {
+			b.install(line, b.lineBuf)
+		}
 	}
 	r.done = true
 	for b.n > 0 && b.fifo[b.head].done {
@@ -217,6 +224,65 @@ func (b *Baseline) Release(pid uint32) {
 	b.mu.Lock()
 	b.pidFree = append(b.pidFree, pid)
 	b.mu.Unlock()
+}
+
+// HostWrite is the command through which the host changes an entry, as
+// GCCache's: host memory and any cached copy change together; a request
+// whose fetch of the line is under way gets the new entry and does not
+// install the line it fetched.
+func (b *Baseline) HostWrite(idx uint64, src []uint64) error {
+	if idx >= uint64(b.ad.Table.Count) {
+		return fmt.Errorf("ctxcache: %w", host.ErrIndex)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	addr, _ := b.ad.Table.Addr(idx)
+	buf := make([]byte, b.ad.Table.EntrySize) // the control path
+	bytesFromWords(buf, src[:b.entryWords])
+	if err := b.dma.Write(addr, buf); err != nil {
+		return err
+	}
+	line, off := b.ad.line(idx)
+	if w := b.find(line); w >= 0 {
+		copy(b.data[w*b.lineWords+off:w*b.lineWords+off+b.entryWords], src)
+	}
+	b.forget(line, idx, src)
+	return nil
+}
+
+// Invalidate drops an entry's line from the cache (the baseline holds
+// nothing dirty); a fetch of it under way is answered but not installed.
+func (b *Baseline) Invalidate(idx uint64) {
+	if idx >= uint64(b.ad.Table.Count) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	line, _ := b.ad.line(idx)
+	if w := b.find(line); w >= 0 {
+		b.tags[w] = 0
+	}
+	b.forget(line, idx, nil)
+}
+
+// forget marks the requests waiting for a fetch of line stale; those for
+// entry idx get src (if given).
+//
+// Preconditions: b.mu is held.
+func (b *Baseline) forget(line, idx uint64, src []uint64) {
+	for i := range b.n {
+		r := &b.fifo[(b.head+i)%len(b.fifo)]
+		if l, _ := b.ad.line(r.idx); l != line {
+			continue
+		}
+		if !r.done {
+			r.stale = true
+		}
+		if src != nil && r.idx == idx {
+			copy(b.Data(r.pid), src[:b.entryWords])
+			r.fresh = true
+		}
+	}
 }
 
 // Stats implements Cache.

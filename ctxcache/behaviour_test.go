@@ -235,3 +235,64 @@ func TestEveryContextType(t *testing.T) {
 		})
 	}
 }
+
+// TestHostCommands: both caches take the host's commands (HostWrite,
+// Invalidate) with a lookup of the entry cached, and with one whose fetch
+// is under way: every later answer is the host's new entry, never the
+// line fetched before the write.
+func TestHostCommands(t *testing.T) {
+	type hostCache interface {
+		ctxcache.Cache
+		HostWrite(idx uint64, src []uint64) error
+		Invalidate(idx uint64)
+	}
+	for _, name := range []string{"GCCache", "baseline"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, host.QPC, 64, host.PCIe{Latency: 2 * time.Millisecond})
+			for i := range uint64(64) {
+				f.setHost(i, value(i, 1, 16))
+			}
+			cfg := ctxcache.Config{Sets: 16, Ways: 4}
+			var c hostCache
+			if name == "GCCache" {
+				c, _ = ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, cfg)
+			} else {
+				c, _ = ctxcache.NewBaseline(ctxcache.NewAdapter(f.table), f.dma, cfg)
+			}
+			dst := make([]uint64, 16)
+			get(t, c, 0, 3, dst) // cached
+			if err := c.HostWrite(3, value(3, 2, 16)); err != nil {
+				t.Fatal(err)
+			}
+			get(t, c, 0, 3, dst)
+			if v := checkValue(t, dst, 3); v != 2 {
+				t.Fatalf("after a host write to a cached entry: version %d, want 2", v)
+			}
+			// A write while the entry's fetch is under way.
+			st, _ := c.Lookup(0, 40, dst)
+			if st != ctxcache.Miss {
+				t.Fatalf("entry 40: %v, want a miss", st)
+			}
+			if err := c.HostWrite(40, value(40, 5, 16)); err != nil {
+				t.Fatal(err)
+			}
+			r := waitResponses(t, c, 0, 1)
+			copy(dst, c.Data(r[0].PID))
+			c.Release(r[0].PID)
+			if v := checkValue(t, dst, 40); v != 5 {
+				t.Fatalf("the answer to a fetch overtaken by a host write: version %d, want 5", v)
+			}
+			get(t, c, 0, 40, dst)
+			if v := checkValue(t, dst, 40); v != 5 {
+				t.Fatalf("after the write: version %d, want 5", v)
+			}
+			// Invalidate: the next lookup fetches host memory again.
+			f.setHost(3, value(3, 9, 16)) // behind the cache's back
+			c.Invalidate(3)
+			get(t, c, 0, 3, dst)
+			if v := checkValue(t, dst, 3); v != 9 {
+				t.Fatalf("after Invalidate: version %d, want 9", v)
+			}
+		})
+	}
+}

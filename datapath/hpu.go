@@ -82,7 +82,7 @@ type atomicBinding = atomic.Pointer[hpuBinding]
 // hpuPendingMax is how many messages of one QP may wait for their
 // handlers at once; a QP with that many takes no new message (it is not
 // acknowledged, and the peer sends it again).
-const hpuPendingMax = 256
+const hpuPendingMax = 64
 
 // hpuPending is a message handed to handlers, whose last packet has come,
 // waiting for its handlers to finish.
@@ -90,7 +90,7 @@ type hpuPending struct {
 	msn         uint32
 	first, last wire.PSN
 	done        bool
-	err         error
+	nak         uint8 // a handler's fault: the NAK code that fails the message (0: none)
 }
 
 // hpuRecv is a QP's responder state for messages going to handlers.
@@ -579,7 +579,13 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 	for i := range s.n {
 		p := &s.pend[(s.head+i)%hpuPendingMax]
 		if p.msn == msn && !p.done {
-			p.done, p.err, found = true, err, true
+			p.done, found = true, true
+			if err != nil {
+				p.nak = wire.NAKRemoteOperationalErr
+				if errors.Is(err, hpu.ErrOutsideRegion) {
+					p.nak = wire.NAKRemoteAccessError
+				}
+			}
 			break
 		}
 	}
@@ -596,13 +602,10 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 		p := s.pend[s.head]
 		s.head = (s.head + 1) % hpuPendingMax
 		s.n--
-		if p.err != nil {
+		if p.nak != 0 {
 			n.counters.HPUFaults.Add(1)
 			s.n = 0
-			syn := uint8(wire.NAKRemoteOperationalErr)
-			if errors.Is(p.err, hpu.ErrOutsideRegion) {
-				syn = wire.NAKRemoteAccessError
-			}
+			syn := p.nak
 			// At its last PSN: its earlier packets may have been
 			// acknowledged already (an ACK inside a message completes
 			// nothing).
