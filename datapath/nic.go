@@ -54,6 +54,11 @@ type NICConfig struct {
 	// leave the polling to the application (PollApp).
 	Poll       PollMode
 	PollBudget time.Duration
+	// BaselineQPC puts the blocking baseline (ctxcache.Baseline) in front
+	// of the QP contexts instead of GCCache, to measure GCCache's effect
+	// on the whole NIC (softrnic bench scale); the other contexts keep
+	// GCCache.
+	BaselineQPC bool
 	// HPU sizes the handler stage (package hpu), started when the first
 	// execution context is attached (zero: hpu's defaults, PsPIN's 4
 	// clusters of 8 HPUs).
@@ -241,7 +246,9 @@ type Doorbell struct {
 type NIC struct {
 	cfg      NICConfig
 	tables   [host.NumContextTypes]*host.Table
-	caches   [host.NumContextTypes]*ctxcache.GCCache
+	caches   [host.NumContextTypes]ContextCache
+	cqCache  *ctxcache.GCCache // the CQC's, for the engines' write-back of producer indices
+	mttLine  int               // MTT entries per cache line
 	counters Counters
 	engines  []*engine
 	qps      []qpRun  // running state of each QP, as an RNIC keeps it on chip; each owned by one engine
@@ -290,11 +297,26 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	counts := [host.NumContextTypes]int{host.QPC: qpTable, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
 	for t := range host.NumContextTypes {
 		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
-		c, err := ctxcache.New(ctxcache.NewAdapter(n.tables[t]), cfg.DMA, cfg.Cache)
+		ad := ctxcache.NewAdapter(n.tables[t])
+		if t == host.QPC && cfg.BaselineQPC {
+			b, err := ctxcache.NewBaseline(ad, cfg.DMA, cfg.Cache)
+			if err != nil {
+				return nil, err
+			}
+			n.caches[t] = b
+			continue
+		}
+		c, err := ctxcache.New(ad, cfg.DMA, cfg.Cache)
 		if err != nil {
 			return nil, err
 		}
 		n.caches[t] = c
+		switch t {
+		case host.CQC:
+			n.cqCache = c
+		case host.MTT:
+			n.mttLine = c.EntriesPerLine()
+		}
 	}
 	for i, p := range cfg.Ports {
 		n.engines = append(n.engines, newEngine(n, i, p))
@@ -305,9 +327,18 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 // Table returns the host-memory table of a context type.
 func (n *NIC) Table(t host.ContextType) *host.Table { return n.tables[t] }
 
+// ContextCache is what the NIC needs of a context cache: lookups for its
+// engines' pipelines, and the host's commands. GCCache is one; the
+// blocking baseline is another (NICConfig.BaselineQPC).
+type ContextCache interface {
+	ctxcache.Cache
+	HostWrite(idx uint64, src []uint64) error
+	Invalidate(idx uint64)
+}
+
 // Cache returns the context cache of a type, for host commands (HostWrite,
 // Invalidate) and counters.
-func (n *NIC) Cache(t host.ContextType) *ctxcache.GCCache { return n.caches[t] }
+func (n *NIC) Cache(t host.ContextType) ContextCache { return n.caches[t] }
 
 // Counters returns the NIC's counters.
 func (n *NIC) Counters() *Counters { return &n.counters }

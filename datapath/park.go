@@ -164,7 +164,7 @@ func (n *engine) regionMiss(key uint32, va, size uint64, tag uint32) bool {
 		return true
 	}
 	last := m.FirstMTT + (min(va-m.VA+max(size, 1)-1, m.Length-1))>>m.PageShift
-	line := uint64(n.caches[host.MTT].EntriesPerLine())
+	line := uint64(n.mttLine)
 	return last/line != first/line && n.probe(host.MTT, last, tag)
 }
 

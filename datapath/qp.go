@@ -153,5 +153,5 @@ func (n *engine) complete(cqn uint32, c *host.CQE) {
 	for i := range words {
 		words[i] = le.Uint64(n.entry[8*i:])
 	}
-	n.caches[host.CQC].Update(uint64(cqn), words)
+	n.cqCache.Update(uint64(cqn), words)
 }

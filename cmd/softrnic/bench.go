@@ -32,6 +32,7 @@ var benchmarks = []struct {
 	{"loss", "WRITE and READ goodput under random loss, as a fraction of lossless (go-back-N)", runBenchLoss},
 	{"shallow", "4 WRITE QPs and a READ stream through a queue shallower than their windows", runBenchShallow},
 	{"isolation", "a QP stalled at the replay gate beside one that keeps sending, on one engine", runBenchIsolation},
+	{"scale", "aggregate WRITE throughput over 1 to 16K QPs on two live NICs, the QP contexts behind GCCache and behind the baseline", runBenchScale},
 	{"hpu", "sPIN handlers: scheduler latency and rate, handlers on a veth pair, the applications against the host", runBenchHPU},
 }
 
@@ -89,6 +90,28 @@ func runBenchCache(args []string, stdout io.Writer) error {
 		return errors.New("a claim did not hold in this run")
 	}
 	return nil
+}
+
+func runBenchScale(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench scale", "bench scale [flags]",
+		"Two live NICs over the in-memory port; 4 KiB WRITEs spread round-robin over\n1, 16, 256, 4K and 16K QPs; the QP contexts behind GCCache, then behind the\nblocking baseline; DMA latency 1 us. Prints each point against one QP.\n")
+	dur := fs.Duration("d", time.Second, "time per point")
+	qps := fs.String("q", "1,16,256,4096,16384", "QP counts, comma-separated")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	var counts []int
+	for _, f := range strings.Split(*qps, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 65536 {
+			return badValue("-q %q: want QP counts from 1 to 65536", *qps)
+		}
+		counts = append(counts, n)
+	}
+	return cachebench.ReportScale(stdout, cachebench.ScaleConfig{QPs: counts, Duration: *dur})
 }
 
 func runBenchFrames(args []string, stdout io.Writer) error {

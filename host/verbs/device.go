@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
@@ -54,6 +55,12 @@ type DeviceConfig struct {
 	// application.
 	Poll       datapath.PollMode
 	PollBudget time.Duration
+	// BaselineQPC: the NIC's QP contexts behind the blocking baseline
+	// cache instead of GCCache (datapath.NICConfig's), for comparison runs.
+	BaselineQPC bool
+	// Cache sizes the NIC's context caches (datapath.NICConfig's; zero:
+	// 512 sets of 4 ways).
+	Cache ctxcache.Config
 	// HPU sizes the handler stage (datapath.NICConfig's; zero: PsPIN's 4
 	// clusters of 8 HPUs), started when the first execution context is
 	// attached (QP.AttachHandlers).
@@ -101,7 +108,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
-		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget,
+		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, Cache: cfg.Cache,
 	})
 	if err != nil {
 		return nil, err

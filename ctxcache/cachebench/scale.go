@@ -1,0 +1,239 @@
+package cachebench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"text/tabwriter"
+	"time"
+
+	"github.com/softrnic/softrnic/ctxcache"
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// ScaleConfig sets up the QP-scaling run: two live NICs over the
+// in-memory port, WRITEs spread round-robin over more and more QPs, with
+// the QP contexts behind GCCache and behind the blocking baseline.
+type ScaleConfig struct {
+	QPs      []int         // QP counts (default 1, 16, 256, 4096, 16384)
+	Duration time.Duration // per point (default 1 s)
+	Size     int           // bytes per WRITE (default 4096)
+	Depth    int           // WRITEs in flight over all the QPs (default 64)
+	PCIe     time.Duration // host-memory latency of the DMA model (default 1 us)
+	Sets     int           // QPC cache sets (default 512)
+	Ways     int           // QPC cache ways (default 4)
+}
+
+func (c *ScaleConfig) defaults() {
+	if len(c.QPs) == 0 {
+		c.QPs = []int{1, 16, 256, 4096, 16384}
+	}
+	if c.Duration <= 0 {
+		c.Duration = time.Second
+	}
+	if c.Size <= 0 {
+		c.Size = 4096
+	}
+	if c.Depth <= 0 {
+		c.Depth = 64
+	}
+	if c.PCIe <= 0 {
+		c.PCIe = time.Microsecond
+	}
+	if c.Sets <= 0 {
+		c.Sets = 512
+	}
+	if c.Ways <= 0 {
+		c.Ways = 4
+	}
+}
+
+// ScaleRow is one point: a cache and a QP count.
+type ScaleRow struct {
+	Cache       string // "GCCache" or "baseline"
+	QPs         int
+	WRs         int
+	Elapsed     time.Duration
+	Lookups     uint64 // the sender's QPC lookups during the run
+	Misses      uint64
+	HostFetches uint64
+}
+
+// Gbps is the aggregate WRITE throughput.
+func (r ScaleRow) Gbps(size int) float64 {
+	return float64(r.WRs) * float64(size) * 8 / r.Elapsed.Seconds() / 1e9
+}
+
+// Scale runs every point, GCCache first, then the baseline.
+func Scale(cfg ScaleConfig) ([]ScaleRow, error) {
+	cfg.defaults()
+	var rows []ScaleRow
+	for _, baseline := range []bool{false, true} {
+		for _, n := range cfg.QPs {
+			r, err := scalePoint(cfg, n, baseline)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+// scaleEnd is one NIC of the run.
+type scaleEnd struct {
+	dev *verbs.Device
+	cq  *verbs.CQ
+	mr  *verbs.MR
+	qps []*verbs.QP
+	ah  verbs.AH
+}
+
+func openScaleEnd(p datapath.Port, last byte, n int, cfg ScaleConfig, baseline bool) (*scaleEnd, error) {
+	e := &scaleEnd{ah: verbs.AH{DestMAC: wire.MAC{2, 0, 0, 0, 9, last}, DestGID: netip.AddrFrom4([4]byte{10, 53, 0, last})}}
+	var err error
+	e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
+		PCIe: host.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline,
+		Cache: ctxConfig(cfg)})
+	if err != nil {
+		return nil, err
+	}
+	pd, err := e.dev.AllocPD()
+	if err == nil {
+		e.cq, err = e.dev.CreateCQ(4 * cfg.Depth)
+	}
+	if err == nil {
+		e.mr, err = pd.RegMR(make([]byte, cfg.Depth*cfg.Size), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	}
+	for i := 0; err == nil && i < n; i++ {
+		var qp *verbs.QP
+		// Each QP may hold its share of what is in flight (all of it, for
+		// one QP), within the NIC's replay buffer (32768 entries).
+		qp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: e.cq, RecvCQ: e.cq,
+			ReplayEntries: min(max(2, 32768/n), 2*cfg.Depth),
+			Cap:           verbs.QPCap{MaxSendWR: max(4, 2*cfg.Depth/n), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		e.qps = append(e.qps, qp)
+	}
+	if err != nil {
+		e.dev.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+	defer pa.Close()
+	defer pb.Close()
+	a, err := openScaleEnd(pa, 1, n, cfg, baseline)
+	if err != nil {
+		return ScaleRow{}, err
+	}
+	defer a.dev.Close()
+	b, err := openScaleEnd(pb, 2, n, cfg, baseline)
+	if err != nil {
+		return ScaleRow{}, err
+	}
+	defer b.dev.Close()
+	for i := range n {
+		if err := verbs.ConnectRC(a.qps[i], b.qps[i], a.ah, b.ah, 5, 14); err != nil {
+			return ScaleRow{}, fmt.Errorf("QP pair %d of %d: %w", i, n, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+time.Minute)
+	defer cancel()
+	qpc := a.dev.NIC().Cache(host.QPC)
+	s0 := qpc.Stats()
+	wc := make([]verbs.WC, 64)
+	next, inflight, done := 0, 0, 0
+	slot := 0
+	start := time.Now()
+	for {
+		for inflight < cfg.Depth && time.Since(start) < cfg.Duration {
+			qp := a.qps[next%n]
+			wr := verbs.SendWR{WRID: uint64(next), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+				SGL:        []verbs.SGE{{Addr: a.mr.Addr + uint64(slot*cfg.Size), Length: uint32(cfg.Size), LKey: a.mr.LKey}},
+				RemoteAddr: b.mr.Addr + uint64(slot*cfg.Size), RKey: b.mr.RKey}
+			if _, err := qp.PostSend([]verbs.SendWR{wr}); err != nil {
+				if errors.Is(err, verbs.ErrQueueFull) {
+					break // this QP's queue is full: completions first
+				}
+				return ScaleRow{}, err
+			}
+			next++
+			inflight++
+			slot = (slot + 1) % cfg.Depth
+		}
+		if inflight == 0 {
+			break
+		}
+		k := a.cq.Poll(wc)
+		for _, c := range wc[:k] {
+			if c.Status != verbs.WCSuccess {
+				return ScaleRow{}, fmt.Errorf("%d QPs: completion %+v: %v", n, c, c.Status)
+			}
+		}
+		inflight -= k
+		done += k
+		if k == 0 {
+			if err := a.cq.Wait(ctx); err != nil {
+				return ScaleRow{}, fmt.Errorf("%d QPs: %d WRITEs outstanding: %w", n, inflight, err)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	s1 := qpc.Stats()
+	name := "GCCache"
+	if baseline {
+		name = "baseline"
+	}
+	return ScaleRow{Cache: name, QPs: n, WRs: done, Elapsed: elapsed, Lookups: s1.Lookups - s0.Lookups,
+		Misses: s1.Misses - s0.Misses, HostFetches: s1.HostFetches - s0.HostFetches}, nil
+}
+
+func ctxConfig(cfg ScaleConfig) ctxcache.Config {
+	return ctxcache.Config{Sets: cfg.Sets, Ways: cfg.Ways}
+}
+
+// ReportScale prints the run: aggregate throughput per QP count and
+// cache, and each point against one QP with the same cache.
+func ReportScale(w io.Writer, cfg ScaleConfig) error {
+	cfg.defaults()
+	rows, err := Scale(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "QP scaling on two live NICs (in-memory port): %d-byte WRITEs round-robin over the QPs, %d in flight, QPC cache %d sets x %d ways, DMA latency %v, %v per point\n",
+		cfg.Size, cfg.Depth, cfg.Sets, cfg.Ways, cfg.PCIe, cfg.Duration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QPC cache\tQPs\tWRITEs\tGbit/s\tof 1 QP\tQPC lookups\tmisses\thost fetches\t")
+	one := map[string]float64{}
+	for _, r := range rows {
+		g := r.Gbps(cfg.Size)
+		if r.QPs == cfg.QPs[0] {
+			one[r.Cache] = g
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.2f\t%d\t%d\t%d\t\n", r.Cache, r.QPs, r.WRs, g, g/one[r.Cache], r.Lookups, r.Misses, r.HostFetches)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	last := cfg.QPs[len(cfg.QPs)-1]
+	var gc, bl float64
+	for _, r := range rows {
+		if r.QPs == last && r.Cache == "GCCache" {
+			gc = r.Gbps(cfg.Size)
+		}
+		if r.QPs == last && r.Cache == "baseline" {
+			bl = r.Gbps(cfg.Size)
+		}
+	}
+	fmt.Fprintf(w, "\n%d QPs: GCCache %.2fx one QP (goal 0.8); GCCache %.2fx the baseline\n", last, gc/one["GCCache"], gc/bl)
+	return nil
+}
