@@ -167,9 +167,21 @@ func (b *Baseline) DMADone(tag uint64, err error) {
 		}
 	}
 	r.done = true
+	b.answer()
+}
+
+// answer hands the answered requests at the head of the queue to their
+// pipelines, in order, as long as their response queues have room (a full
+// one is drained by its pipeline's next Poll, which answers the rest:
+// DMADone may run inside that very Poll, so it must not wait).
+//
+// Preconditions: b.mu is held.
+func (b *Baseline) answer() {
 	for b.n > 0 && b.fifo[b.head].done {
 		h := b.fifo[b.head]
-		b.resp[h.pipe].mustPush(Response{PID: h.pid, Index: h.idx, Err: h.err, Hit: h.hit})
+		if !b.resp[h.pipe].push(Response{PID: h.pid, Index: h.idx, Err: h.err, Hit: h.hit}) {
+			return
+		}
 		b.head = (b.head + 1) % len(b.fifo)
 		b.n--
 	}
@@ -202,6 +214,9 @@ func (b *Baseline) install(line uint64, words []uint64) {
 // Poll implements Cache.
 func (b *Baseline) Poll(pipe int, out []Response) int {
 	b.dma.Poll()
+	b.mu.Lock()
+	b.answer()
+	b.mu.Unlock()
 	n := 0
 	for n < len(out) {
 		r, ok := b.resp[pipe].pop()

@@ -178,7 +178,10 @@ func (n *engine) unparkReady() {
 	// CQ's context) waits for that one too: go round while answers come,
 	// so that with a fast DMA engine the QP drains before the next batch
 	// of frames arrives behind it.
-	for n.pollParked() {
+	// At most a few rounds per pass: when the cache thrashes (more QPs
+	// in flight than it has lines), a QP's context is evicted again before
+	// its packet is taken, and the rounds would never end.
+	for round := 0; round < 8 && n.pollParked(); round++ {
 		n.drainReady()
 	}
 }
