@@ -181,7 +181,7 @@ func (n *engine) unparkReady() {
 	// At most a few rounds per pass: when the cache thrashes (more QPs
 	// in flight than it has lines), a QP's context is evicted again before
 	// its packet is taken, and the rounds would never end.
-	for round := 0; round < 8 && n.pollParked(); round++ {
+	for round := 0; round < 64 && n.pollParked(); round++ {
 		n.drainReady()
 	}
 }
