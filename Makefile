@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-rxe clean
+.PHONY: help build test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-rxe bench-plots clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -76,6 +76,9 @@ interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a V
 
 bench-compare: build ## softrnic perf beside sockperf, iperf3 and the raw xsk frame rate on one veth pair, interleaved rounds, #13's goals as ratios (root)
 	bash tests/bench/compare.sh
+
+bench-plots: build ## SVG plots in bench-plots/: bandwidth against message size, latency CDF against UDP, QP scaling with both caches (root)
+	bash tests/bench/plots.sh
 
 bench-rxe: build ## softrnic perf beside perftest on rdma_rxe inside one emulated VM (../shared/tools/rxe-vm): the ratios (root)
 	bash tests/bench/rxe.sh

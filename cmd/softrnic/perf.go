@@ -49,6 +49,7 @@ type perfFlags struct {
 	poll         *string
 	pollMode     datapath.PollMode
 	cpu          *bool
+	latLog       *string
 }
 
 func newPerfFlags() *perfFlags {
@@ -75,6 +76,7 @@ func newPerfFlags() *perfFlags {
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
 	p.poll = fs.String("poll", "app", "how the NIC is driven: app (the test's own polling runs the NIC, as perftest busy-polls), sleep (engines sleep when idle), adaptive (poll 50 us, then sleep) or spin (a core each)")
+	p.latLog = fs.String("latency-log", "", "write every iteration's latency (microseconds, one a line) of a latency test to this file")
 	p.cpu = fs.Bool("cpu", false, "print the process's CPU time per iteration (user and system, every thread: the test's and the NIC's) after the results")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	return p
@@ -144,6 +146,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	cfg := pf.cfg
+	cfg.Samples = *pf.latLog != ""
 	dev, gidIndex, tcpPort, jsonOut, showCounters, portKind := pf.dev, pf.gidIndex, pf.tcpPort, pf.jsonOut, pf.showCounters, pf.portKind
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -242,6 +245,11 @@ func runPerf(args []string, stdout io.Writer) error {
 				per(user+sys), per(user), per(sys), iters, pf.pollMode)
 		}
 	}
+	if *pf.latLog != "" && err == nil {
+		if werr := writeSamples(*pf.latLog, res); werr != nil {
+			return werr
+		}
+	}
 	if *jsonOut && len(res) > 0 {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -250,6 +258,17 @@ func runPerf(args []string, stdout io.Writer) error {
 		}
 	}
 	return err
+}
+
+// writeSamples writes the latency samples of the results, one a line.
+func writeSamples(name string, res []perftest.Result) error {
+	var b strings.Builder
+	for _, r := range res {
+		for _, v := range r.Samples {
+			fmt.Fprintf(&b, "%.3f\n", v)
+		}
+	}
+	return os.WriteFile(name, []byte(b.String()), 0o644)
 }
 
 // passiveServer reports whether a test's server side waits without

@@ -81,6 +81,9 @@ type Config struct {
 	// only when the peer asks too (a softrnic perf --sr peer: the keys
 	// exchange carries it in the SRQN field, which RC ignores).
 	SR bool
+	// Samples keeps every iteration's latency in the Result (latency
+	// tests; softrnic perf --latency-log).
+	Samples bool
 }
 
 // SelectiveRepeatFlag is the SRQN bit of a keys message by which a

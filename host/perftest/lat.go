@@ -166,6 +166,12 @@ func (d *rdma) latResult(size, div int, server bool) Result {
 		r.Role = "server"
 	}
 	r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.P99, r.P999 = latStats(d.tposted[:d.cfg.Iters], div)
+	if d.cfg.Samples {
+		posted := d.tposted[:d.cfg.Iters]
+		for i := range len(posted) - 1 {
+			r.Samples = append(r.Samples, float64(posted[i+1].Sub(posted[i]))/float64(div)/1e3)
+		}
+	}
 	return r
 }
 

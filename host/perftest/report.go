@@ -24,6 +24,9 @@ type Result struct {
 	TStdev   float64 `json:"t_stdev_usec,omitempty"`
 	P99      float64 `json:"p99_usec,omitempty"`
 	P999     float64 `json:"p99_9_usec,omitempty"`
+	// Samples are every iteration's latency in microseconds, in order
+	// (with Config.Samples; latency tests).
+	Samples []float64 `json:"samples_usec,omitempty"`
 }
 
 // resultLine is perftest's rule: 87 dashes.
