@@ -199,7 +199,7 @@ func New(cfg Config) *Engine {
 		e.shards[i].index = make(map[msgKey]int32, cfg.Messages/msgShards+1)
 	}
 	for i := range cfg.Messages {
-		e.free.push(int32(i))
+		e.free.put(int32(i))
 		e.msgs[i].id = int32(i)
 	}
 	e.clusters = make([]cluster, cfg.Clusters)
@@ -214,7 +214,7 @@ func New(cfg Config) *Engine {
 		backing := make([]byte, cfg.Slots*cfg.SlotSize)
 		for s := range cl.slots {
 			cl.slots[s].buf = backing[s*cfg.SlotSize : (s+1)*cfg.SlotSize : (s+1)*cfg.SlotSize]
-			cl.free.push(int32(s))
+			cl.free.put(int32(s))
 		}
 		for range cfg.HPUs {
 			e.wg.Add(1)
@@ -314,7 +314,7 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	}
 	if !found {
 		if mi, ok = e.free.pop(); !ok {
-			cl.free.push(s)
+			cl.free.put(s)
 			e.Stats.Full.Add(1)
 			return ErrFull
 		}
@@ -356,7 +356,7 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 // queue makes a slot's task ready for the cluster's HPUs, waking one if
 // they sleep. The queue has room: it holds at most the cluster's slots.
 func (e *Engine) queue(cl *cluster, s int32) {
-	cl.queue.push(s)
+	cl.queue.put(s)
 	if cl.sleepers.Load() > 0 {
 		select {
 		case cl.wake <- struct{}{}:
@@ -539,7 +539,7 @@ func (e *Engine) release(m *msgState) {
 // its completion handler and reports it done.
 func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
 	cl.slots[s].task = Task{}
-	cl.free.push(s)
+	cl.free.put(s)
 	if m.refs.Add(-1) == 0 {
 		e.complete(cl, m)
 	}
@@ -569,7 +569,7 @@ func (e *Engine) complete(cl *cluster, m *msgState) {
 		sh.mu.Unlock()
 	}
 	m.key, m.fault = msgKey{}, nil
-	e.free.push(m.id)
+	e.free.put(m.id)
 }
 
 // Abort ends a message whose last packet will not come (its QP failed or

@@ -1,6 +1,9 @@
 package hpu
 
-import "sync/atomic"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // ring is a bounded lock-free queue of int32 for many producers and many
 // consumers (D. Vyukov's): each cell carries a sequence number that says
@@ -52,6 +55,16 @@ func (r *ring) push(v int32) bool {
 		case d < 0:
 			return false
 		}
+	}
+}
+
+// put adds v to a ring that has room for it (it never holds more values
+// than its size: the scheduler's slots, its messages). A cell can still
+// look full for a moment, while a consumer that has taken its value has
+// not yet handed it back; put waits for that instead of losing v.
+func (r *ring) put(v int32) {
+	for !r.push(v) {
+		runtime.Gosched()
 	}
 }
 

@@ -3,6 +3,7 @@ package hpu
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRingModel drives a ring and a slice (the model) with the same
@@ -82,5 +83,46 @@ func TestRingConcurrent(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("value %d popped %d times", v, n)
 		}
+	}
+}
+
+// TestRingPutWaitsForSlowConsumer: a consumer that has taken a cell's
+// value but not yet handed the cell back makes it look full to a
+// producer that has come round the ring; push refuses there, and put
+// waits for the consumer instead of losing the value (a lost slot number
+// once hung the scheduler).
+func TestRingPutWaitsForSlowConsumer(t *testing.T) {
+	r := newRing(4)
+	for i := range int32(4) {
+		r.put(i)
+	}
+	// A consumer takes cell 0 and stops before handing it back.
+	pos := r.head.Load()
+	if !r.head.CompareAndSwap(pos, pos+1) {
+		t.Fatal("could not take the head")
+	}
+	for range 3 {
+		if _, ok := r.pop(); !ok {
+			t.Fatal("pop failed")
+		}
+	}
+	if r.push(9) {
+		t.Fatal("push into a cell not yet handed back succeeded")
+	}
+	done := make(chan struct{})
+	go func() {
+		r.put(9)
+		close(done)
+	}()
+	time.Sleep(10 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("put returned before the cell came back")
+	default:
+	}
+	r.cells[pos&r.mask].seq.Store(pos + r.mask + 1) // the consumer hands the cell back
+	<-done
+	if v, ok := r.pop(); !ok || v != 9 {
+		t.Fatalf("popped %d, %v; want 9", v, ok)
 	}
 }
