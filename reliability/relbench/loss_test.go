@@ -21,8 +21,10 @@ func TestLossAndShallow(t *testing.T) {
 	}
 	for _, r := range rows {
 		// A lossy cell sends packets again; a lossless one only the odd
-		// packet whose early timer a loaded host let run out.
-		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*50 > r.Sent {
+		// packet whose early timer a loaded host let run out (under
+		// `go test ./...`, with another package's tests beside it, a
+		// lossless READ cell has resent 3 % of its packets).
+		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*20 > r.Sent {
 			t.Errorf("%+v", r)
 		}
 	}
