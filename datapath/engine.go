@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host"
 )
 
@@ -38,6 +39,8 @@ type engine struct {
 	spare     chan []byte   // free buffers for inbox, fixed in number
 
 	words                [32]uint64
+	ctxResp              [8]ctxcache.Response  // ctx's answers from the caches
+	parkResp             [16]ctxcache.Response // pollParked's
 	entry                [256]byte
 	wqe                  [host.SendWQESize]byte
 	payload              []byte                         // staging for one packet's payload

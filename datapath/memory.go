@@ -20,21 +20,21 @@ import (
 func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 	c := n.caches[t]
 	words := n.words[:host.EntrySizes[t]/8]
-	var resp [8]ctxcache.Response
+	resp := n.ctxResp[:] // a field: through the cache interface a stack array would escape
 	for {
 		st, pid := c.Lookup(n.id, idx, words)
 		switch st {
 		case ctxcache.Fault:
 			return false
 		case ctxcache.Stall:
-			k := c.Poll(n.id, resp[:])
+			k := c.Poll(n.id, resp)
 			for _, r := range resp[:k] {
 				n.arrived(t, r)
 			}
 			continue
 		case ctxcache.Miss:
 			for got := false; !got; {
-				k := c.Poll(n.id, resp[:])
+				k := c.Poll(n.id, resp)
 				for _, r := range resp[:k] {
 					switch {
 					case r.PID == pid:

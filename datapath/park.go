@@ -189,10 +189,10 @@ func (n *engine) unparkReady() {
 // pollParked takes the answers of the caches packets wait for and reports
 // whether any QP became ready.
 func (n *engine) pollParked() bool {
-	var resp [16]ctxcache.Response
+	resp := n.parkResp[:]
 	for _, t := range parkTypes {
 		c := n.caches[t]
-		for k := c.Poll(n.id, resp[:]); k > 0; k = c.Poll(n.id, resp[:]) {
+		for k := c.Poll(n.id, resp); k > 0; k = c.Poll(n.id, resp) {
 			for _, r := range resp[:k] {
 				n.arrived(t, r)
 			}

@@ -7,7 +7,10 @@
 # the kernel's latency), iperf3 TCP, the xsk port's raw frame rate at
 # 4096-byte payloads (softrnic bench frames, its own veth pair), and
 # softrnic perf write-lat, send-lat and read-lat (2 bytes) and write-bw,
-# read-bw and send-bw (64 KiB) between two softrnic NICs. The latency
+# read-bw and send-bw (64 KiB) between two softrnic NICs, and write-bw with
+# one QP and with four on a second veth pair with two queues (two engines)
+# a side; then softrnic bench scale (QP scaling with each cache) and the
+# allocations per work request (go test -bench RCWrite). The latency
 # tests run with -poll app (the tool's polling drives its NIC, as
 # perftest busy-polls) and report the CPU time per iteration, both
 # processes' sum of user and system time, so the cost of polling shows.
@@ -19,6 +22,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
+export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
 LATN=${LATN:-5000}
 BWN=${BWN:-3000}
@@ -48,6 +52,12 @@ for ns in $A $B; do
 done
 ip -n $A addr add 10.50.0.1/24 dev veth0
 ip -n $B addr add 10.50.0.2/24 dev veth0
+# A second pair with two queues a side, for one QP against four on two engines.
+ip link add veth1 netns $A numtxqueues 2 numrxqueues 2 type veth peer name veth1 netns $B numtxqueues 2 numrxqueues 2
+ip -n $A link set veth1 mtu $MTU up
+ip -n $B link set veth1 mtu $MTU up
+ip -n $A addr add 10.50.1.1/24 dev veth1
+ip -n $B addr add 10.50.1.2/24 dev veth1
 sleep 0.5
 
 # wait_port NS PORT: until something listens on TCP PORT in NS.
@@ -67,11 +77,15 @@ median() { sort -g "$OUT/$1" | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else
 perf() {
 	local t=$1
 	shift
-	ip netns exec $A "$BIN" perf "$t" -d veth0 "$@" >"$OUT/server.log" 2>&1 &
+	local dev=veth0 server=10.50.0.1
+	if [ "$t" = mq ]; then # write-bw on the two-queue pair
+		t=write-bw dev=veth1 server=10.50.1.1
+	fi
+	ip netns exec $A "$BIN" perf "$t" -d $dev "$@" >"$OUT/server.log" 2>&1 &
 	local spid=$!
 	pids+=($spid)
 	wait_port $A 18515 || { echo "bench-compare: softrnic perf $t server did not listen" >&2; cat "$OUT/server.log" >&2; exit 1; }
-	ip netns exec $B "$BIN" perf "$t" -d veth0 "$@" 10.50.0.1 >"$OUT/client.log" 2>&1 || { cat "$OUT/client.log" >&2; exit 1; }
+	ip netns exec $B "$BIN" perf "$t" -d $dev "$@" $server >"$OUT/client.log" 2>&1 || { cat "$OUT/client.log" >&2; exit 1; }
 	wait $spid || { cat "$OUT/server.log" >&2; exit 1; }
 	pids=()
 }
@@ -116,7 +130,23 @@ for r in $(seq "$ROUNDS"); do
 		perf $t -n "$BWN" --report_gbits
 		record "${t}_gbps" "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
 	done
+	# Two queues and two engines a side: one QP, then four.
+	for q in 1 4; do
+		perf mq -n "$BWN" --report_gbits -q $q
+		record "mq${q}_gbps" "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
+	done
 done
+
+# QP scaling with GCCache in the live NIC (in-memory port: no veth).
+echo "== softrnic bench scale" >&2
+"$BIN" bench scale -d 500ms >"$OUT/scale.log" 2>&1
+scale() { awk -v c="$1" -v q="$2" '$1==c && $2==q {print $4}' "$OUT/scale.log"; }
+# Allocations per work request over the whole path.
+echo "== allocations (go test -bench RCWrite)" >&2
+allocs=nan
+if command -v go >/dev/null; then
+	allocs=$(go test -run '^$' -bench 'RCWrite/size=65536' -benchtime 2000x ./host/verbs/ 2>/dev/null | awk '/allocs\/WR/ {for (i=1;i<=NF;i++) if ($i=="allocs/WR") print $(i-1)}')
+fi
 
 # ratio A B: A/B to two places.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "%.2f", a/b}'; }
@@ -142,7 +172,14 @@ for t in write-bw read-bw send-bw; do
 	r=$(ratio "$bw" "$(median raw_gbps)")
 	printf '%-34s %10s %12s %8s %8s %6s %14s\n' "$t 64 KiB (Gbit/s) / raw frames" "$bw" "$(median raw_gbps)" "$r" ">=$g" "$(holds "$r" ">=" $g)" ""
 done
+r=$(ratio "$(median mq4_gbps)" "$(median mq1_gbps)")
+printf '%-34s %10s %12s %8s %8s %6s %14s\n' "4 QPs / 1 QP, 2 queues (Gbit/s)" "$(median mq4_gbps)" "$(median mq1_gbps)" "$r" ">=1.3" "$(holds "$r" ">=" 1.3)" ""
+r=$(ratio "$(scale GCCache 16384)" "$(scale GCCache 1)")
+printf '%-34s %10s %12s %8s %8s %6s %14s\n' "16K QPs / 1 QP, GCCache (Gbit/s)" "$(scale GCCache 16384)" "$(scale GCCache 1)" "$r" ">=0.8" "$(holds "$r" ">=" 0.8)" ""
+printf '%-34s %10s %12s %8s %8s %6s %14s\n' "16K QPs, GCCache / baseline" "$(scale GCCache 16384)" "$(scale baseline 16384)" "$(ratio "$(scale GCCache 16384)" "$(scale baseline 16384)")" "-" "-" ""
+printf '%-34s %10s %12s %8s %8s %6s %14s\n' "allocations per WRITE (whole path)" "$allocs" "0" "-" "0" "$(awk -v a="$allocs" 'BEGIN {print (a=="nan") ? "-" : ((a+0 < 0.05) ? "yes" : "no")}')" ""
 bw=$(median write-bw_gbps)
 printf '%-34s %10s %12s %8s %8s %6s %14s\n' "write-bw 64 KiB (Gbit/s) / TCP" "$bw" "$(median tcp_gbps)" "$(ratio "$bw" "$(median tcp_gbps)")" "-" "-" ""
 echo
+echo "against rdma_rxe: make bench-rxe (in the rxe VM); plots: make bench-plots"
 echo "sockperf waits in the kernel for each datagram; softrnic perf -poll app polls (the CPU column is both processes' time per iteration)."

@@ -1,0 +1,5 @@
+//go:build race
+
+package verbs_test
+
+const raceEnabled = true
