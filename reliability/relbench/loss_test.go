@@ -42,7 +42,10 @@ func TestLossAndShallow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Marked == 0 || e.CNPs == 0 {
+	// Every marked request is answered within cnpInterval by a CNP (the
+	// first at once). A run may also have its marks all on the reverse
+	// path, on ACKs and READ responses, which no CNP answers yet.
+	if e.Marked == 0 || e.MarkedReqs > 0 && e.CNPs == 0 || e.CNPs > e.MarkedReqs {
 		t.Errorf("ECN run: %+v", e)
 	}
 	t.Logf("with ECN: %+v", e)

@@ -71,6 +71,7 @@ type ShallowResult struct {
 	Retransmitted uint64  // of them sent again: requests from replay entries, READ responses answered again
 	QueueDropped  uint64  // frames the link's queue dropped
 	Marked        uint64  // frames marked Congestion Experienced
+	MarkedReqs    uint64  // of them, requests (the responders' np_ecn_marked_roce_packets): the others are ACKs and READ responses
 	CNPs          uint64  // CNPs the responders sent
 	Timeouts      uint64
 }
@@ -141,6 +142,7 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 		Retransmitted: retransmitted(ca) + retransmitted(cb),
 		QueueDropped:  pa.Link.QueueDropped.Load() + pb.Link.QueueDropped.Load(),
 		Marked:        pa.Link.Marked.Load() + pb.Link.Marked.Load(),
+		MarkedReqs:    ca.NPECNMarked.Load() + cb.NPECNMarked.Load(),
 		CNPs:          ca.NPCNPSent.Load() + cb.NPCNPSent.Load(),
 		Timeouts:      ca.LocalACKTimeouts.Load() + cb.LocalACKTimeouts.Load()}, nil
 }
