@@ -50,6 +50,7 @@ type perfFlags struct {
 	pollMode     datapath.PollMode
 	cpu          *bool
 	latLog       *string
+	pcap         *string
 }
 
 func newPerfFlags() *perfFlags {
@@ -76,6 +77,7 @@ func newPerfFlags() *perfFlags {
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
 	p.poll = fs.String("poll", "app", "how the NIC is driven: app (the test's own polling runs the NIC, as perftest busy-polls), sleep (engines sleep when idle), adaptive (poll 50 us, then sleep) or spin (a core each)")
+	p.pcap = fs.String("pcap", "", "record every frame the NIC sends and receives in this pcapng file (interfaces \"QUEUE rx\" and \"QUEUE tx\")")
 	p.latLog = fs.String("latency-log", "", "write every iteration's latency (microseconds, one a line) of a latency test to this file")
 	p.cpu = fs.Bool("cpu", false, "print the process's CPU time per iteration (user and system, every thread: the test's and the NIC's) after the results")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
@@ -166,6 +168,13 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closePorts()
+	if *pf.pcap != "" {
+		stop, err := capturePorts(*pf.pcap, nd.Name, ports)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	poll := pf.pollMode
 	if poll == datapath.PollApp && addr == "" && passiveServer(cfg.Test) {
 		// This side's test polls nothing while the peer works (perftest's

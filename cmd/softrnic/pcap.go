@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/capture"
+)
+
+// capturePorts records the frames of ports in a pcapng file, the ports
+// replaced in place by recording ones; stop flushes and closes the file
+// (call it after the device has closed).
+func capturePorts(name, dev string, ports []datapath.Port) (stop func(), err error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := capture.NewWriter(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	for i, p := range ports {
+		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", dev, i))
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		ports[i] = c
+	}
+	return func() {
+		if err := w.Flush(); err != nil {
+			log.Printf("softrnic: --pcap %s: %v (%d frames not recorded)", name, err, w.Dropped.Load())
+		}
+		f.Close()
+	}, nil
+}

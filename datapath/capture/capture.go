@@ -1,0 +1,127 @@
+// Package capture records the frames a NIC's port receives and sends in a
+// pcapng file (gopacket's pcapgo), so that Wireshark or tshark shows the
+// conversation even where AF_XDP takes the frames before tcpdump could see
+// them. The file has two interfaces per port, "NAME rx" and "NAME tx": a
+// frame's interface is its direction.
+package capture
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softrnic/softrnic/datapath"
+)
+
+// Writer is a pcapng file that ports record into; several ports (the
+// queues of one device) may share it.
+type Writer struct {
+	mu      sync.Mutex
+	ng      *pcapgo.NgWriter
+	err     error         // the first write error: recording stops, the NIC goes on
+	Frames  atomic.Uint64 // frames recorded
+	Dropped atomic.Uint64 // frames not recorded after a write error
+}
+
+// NewWriter starts a pcapng file on w.
+func NewWriter(w io.Writer) (*Writer, error) {
+	ng, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{Name: "softrnic", LinkType: layers.LinkTypeEthernet, SnapLength: 65536},
+		pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "softrnic"}})
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{ng: ng}, nil
+}
+
+// Flush writes what is buffered; it returns the first error recording met.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.ng.Flush(); err != nil && w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+func (w *Writer) write(intf int, data []byte, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		w.Dropped.Add(1)
+		return
+	}
+	ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(data), Length: len(data), InterfaceIndex: intf}
+	if err := w.ng.WritePacket(ci, data); err != nil {
+		w.err = err
+		w.Dropped.Add(1)
+		return
+	}
+	w.Frames.Add(1)
+}
+
+// Port is a port whose frames are recorded.
+type Port struct {
+	datapath.Port
+	w      *Writer
+	rx, tx int // the pcapng interfaces of each direction
+	// ahead is how many frames at the front of the next Send were recorded
+	// already: a send records its frames before the port takes them (after,
+	// their buffers may be the peer's), and the ones it did not take come
+	// again.
+	ahead int
+}
+
+// Wrap records p's frames into w, under the interface names "name rx" and
+// "name tx".
+func Wrap(p datapath.Port, w *Writer, name string) (*Port, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rx, err := w.ng.AddInterface(pcapgo.NgInterface{Name: name + " rx", Description: fmt.Sprintf("frames %s received", name), LinkType: layers.LinkTypeEthernet, SnapLength: 65536})
+	if err != nil {
+		return nil, err
+	}
+	tx, err := w.ng.AddInterface(pcapgo.NgInterface{Name: name + " tx", Description: fmt.Sprintf("frames %s sent", name), LinkType: layers.LinkTypeEthernet, SnapLength: 65536})
+	if err != nil {
+		return nil, err
+	}
+	return &Port{Port: p, w: w, rx: rx, tx: tx}, nil
+}
+
+// Recv implements datapath.Port: the frames received are recorded.
+func (p *Port) Recv(frames []datapath.Frame) (int, error) {
+	n, err := p.Port.Recv(frames)
+	if n > 0 {
+		now := time.Now()
+		for i := range frames[:n] {
+			p.w.write(p.rx, frames[i].Data, now)
+		}
+	}
+	return n, err
+}
+
+// Send implements datapath.Port: each frame is recorded once, before the
+// port takes it.
+func (p *Port) Send(frames []datapath.Frame) (int, error) {
+	if skip := min(p.ahead, len(frames)); skip < len(frames) {
+		now := time.Now()
+		for i := range frames[skip:] {
+			p.w.write(p.tx, frames[skip+i].Data, now)
+		}
+	}
+	n, err := p.Port.Send(frames)
+	p.ahead = len(frames) - n
+	return n, err
+}
+
+// Free implements datapath.Port: frames given back were not sent after
+// all (they stay in the file: the NIC meant to send them).
+func (p *Port) Free(frames []datapath.Frame) {
+	p.ahead = 0
+	p.Port.Free(frames)
+}
