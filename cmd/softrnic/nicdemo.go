@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/capture"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/xsk"
@@ -31,6 +32,7 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	size := fs.Int("s", 64<<10, "message size for SEND, WRITE and READ")
 	iters := fs.Int("n", 200, "iterations per operation")
 	frames := fs.Bool("frames", false, "instead, send one frame of every opcode across the pair")
+	pcapFile := fs.String("pcap", "", "record every frame both NICs send and receive in this pcapng file (interfaces \"a rx\", \"a tx\", \"b rx\", \"b tx\")")
 	hpuDemo := fs.Bool("hpu", false, "instead, run sPIN handlers on b's NIC: an aggregation of vectors from 4 senders and a key-value cache")
 	mtu := fs.Int("mtu", 1500, "MTU of the veth pair")
 	payload := fs.Int("payload", 256, "with -frames: payload bytes in frames that carry one")
@@ -51,6 +53,13 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	}
 	if *frames {
 		return runFramesDemo(mtu, payload, stdout)
+	}
+	if *pcapFile != "" {
+		stop, err := startRecording(*pcapFile)
+		if err != nil {
+			return err
+		}
+		defer stop() // after the NICs have closed
 	}
 	if *hpuDemo {
 		return runHPUDemo(*portKind, *mtu, stdout)
@@ -157,6 +166,14 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 	})
 	if err != nil {
 		return nil, err
+	}
+	if recorder != nil {
+		c, err := capture.Wrap(port, recorder, ns.Name)
+		if err != nil {
+			closePort()
+			return nil, err
+		}
+		port = c
 	}
 	e := &demoEnd{ah: verbs.AH{DestMAC: wire.MAC(end.MAC), DestGID: end.Addrs[0].Addr()}, buf: make([]byte, size)}
 	e.closer = closePort

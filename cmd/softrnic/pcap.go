@@ -37,3 +37,28 @@ func capturePorts(name, dev string, ports []datapath.Port) (stop func(), err err
 		f.Close()
 	}, nil
 }
+
+// recorder, when set (demo -pcap), records the ports newDemoEnd opens.
+var recorder *capture.Writer
+
+// startRecording opens a pcapng file for the demo's ports; stop flushes
+// and closes it.
+func startRecording(name string) (stop func(), err error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := capture.NewWriter(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	recorder = w
+	return func() {
+		recorder = nil
+		if err := w.Flush(); err != nil {
+			log.Printf("softrnic: -pcap %s: %v (%d frames not recorded)", name, err, w.Dropped.Load())
+		}
+		f.Close()
+	}, nil
+}

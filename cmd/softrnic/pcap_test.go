@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softrnic/softrnic/internal/testenv"
 	"github.com/softrnic/softrnic/tests/topo"
@@ -64,5 +68,45 @@ func TestPerfPcap(t *testing.T) {
 			t.Errorf("%s: softrnic decode: %v\n%s", side, err, dec.String())
 		}
 		t.Logf("%s: %v", side, dirs)
+	}
+}
+
+// TestDemoPcap runs `softrnic demo -pcap` (root only): the file holds
+// frames on all four interfaces, each NIC's both directions.
+func TestDemoPcap(t *testing.T) {
+	testenv.RequireRoot(t)
+	f := filepath.Join(t.TempDir(), "demo.pcapng")
+	var out bytes.Buffer
+	if err := runDemo([]string{"-s", "4096", "-n", "5", "-pcap", f}, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	file, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	r, err := pcapgo.NewNgReader(file, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for {
+		_, ci, err := r.ReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		intf, _ := r.Interface(ci.InterfaceIndex)
+		per[intf.Name]++
+	}
+	for _, name := range []string{"a rx", "a tx", "b rx", "b tx"} {
+		if per[name] == 0 {
+			t.Errorf("no frame on %q: %v", name, per)
+		}
+	}
+	if per["a tx"] != per["b rx"] || per["b tx"] != per["a rx"] {
+		t.Errorf("frames sent and received differ on a lossless veth: %v", per)
 	}
 }
