@@ -23,6 +23,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/xsk"
+	"github.com/softrnic/softrnic/host/metrics"
 	"github.com/softrnic/softrnic/host/perftest"
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -51,6 +52,8 @@ type perfFlags struct {
 	cpu          *bool
 	latLog       *string
 	pcap         *string
+	metricsAddr  *string
+	pprof        *bool
 }
 
 func newPerfFlags() *perfFlags {
@@ -77,6 +80,8 @@ func newPerfFlags() *perfFlags {
 	p.jsonOut = fs.Bool("json", false, "print the results as JSON instead of perftest's table")
 	p.showCounters = fs.Bool("counters", false, "print the NIC's and the port's counters to stderr at the end")
 	p.poll = fs.String("poll", "app", "how the NIC is driven: app (the test's own polling runs the NIC, as perftest busy-polls), sleep (engines sleep when idle), adaptive (poll 50 us, then sleep) or spin (a core each)")
+	p.metricsAddr = fs.String("metrics", "", "serve the NIC's counters as Prometheus metrics at http://ADDR/metrics during the run")
+	p.pprof = fs.Bool("pprof", false, "with --metrics, serve Go's pprof at /debug/pprof/ on the same listener")
 	p.pcap = fs.String("pcap", "", "record every frame the NIC sends and receives in this pcapng file (interfaces \"QUEUE rx\" and \"QUEUE tx\")")
 	p.latLog = fs.String("latency-log", "", "write every iteration's latency (microseconds, one a line) of a latency test to this file")
 	p.cpu = fs.Bool("cpu", false, "print the process's CPU time per iteration (user and system, every thread: the test's and the NIC's) after the results")
@@ -187,6 +192,13 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer vd.Close()
+	if *pf.metricsAddr != "" {
+		stop, err := serveMetrics(*pf.metricsAddr, *pf.pprof, metrics.Source{Name: nd.Name, Dev: vd, Ports: ports})
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if *showCounters {
 		defer func() {
 			vd.NIC().Counters().Each(func(name string, v uint64) {

@@ -1,0 +1,98 @@
+// Package metrics serves a softrnic device's counters as Prometheus
+// metrics (prometheus/client_golang), read at each scrape: the NIC's
+// counters under rxe's names, its engines', its ports', its context
+// caches' and its DMA engine's, and the Go runtime's.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// Source is one device to export, under its name (the device label).
+type Source struct {
+	Name  string
+	Dev   *verbs.Device
+	Ports []datapath.Port // its port's queues, for their counters (optional)
+}
+
+// Handler serves the sources' metrics and the Go runtime's at any path
+// (mount it at /metrics).
+func Handler(srcs ...Source) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(&collector{srcs: srcs})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// collector reads the counters at each scrape. It is unchecked (it
+// describes nothing ahead): the set of counters is the NIC's.
+type collector struct{ srcs []Source }
+
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
+
+// gauges are the counters that go down as well as up.
+var gauges = map[string]bool{
+	"replay_entries": true, "replay_entries_reserved": true, "replay_entries_in_use": true, "replay_entries_high": true,
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.srcs {
+		nic := s.Dev.NIC()
+		nic.Counters().Each(func(name string, v uint64) {
+			kind := prometheus.CounterValue
+			if gauges[name] {
+				kind = prometheus.GaugeValue
+			}
+			ch <- metric("softrnic_"+name, "the NIC's "+strings.ReplaceAll(name, "_", " ")+" (rxe's name where rxe has one)", kind, float64(v), s.Name)
+		})
+		for i, e := range nic.Engines() {
+			q := strconv.Itoa(i)
+			ch <- metric("softrnic_engine_rx_frames", "frames an engine took from its queue", prometheus.CounterValue, float64(e.RxFrames.Load()), s.Name, "engine", q)
+			ch <- metric("softrnic_engine_doorbells", "send doorbells an engine served", prometheus.CounterValue, float64(e.Doorbells.Load()), s.Name, "engine", q)
+			ch <- metric("softrnic_engine_handoff_in", "frames other engines passed to an engine", prometheus.CounterValue, float64(e.HandoffIn.Load()), s.Name, "engine", q)
+			ch <- metric("softrnic_engine_idle_polls", "idle turns an engine polled instead of sleeping", prometheus.CounterValue, float64(e.IdlePolls.Load()), s.Name, "engine", q)
+			ch <- metric("softrnic_engine_sleeps", "times an engine slept on its port", prometheus.CounterValue, float64(e.Sleeps.Load()), s.Name, "engine", q)
+		}
+		for i, p := range s.Ports {
+			st, q := p.Stats(), strconv.Itoa(i)
+			ch <- metric("softrnic_port_rx_frames", "RoCEv2 frames a port queue passed up", prometheus.CounterValue, float64(st.RxFrames.Load()), s.Name, "queue", q)
+			ch <- metric("softrnic_port_tx_frames", "frames a port queue sent", prometheus.CounterValue, float64(st.TxFrames.Load()), s.Name, "queue", q)
+			ch <- metric("softrnic_port_rx_bytes", "bytes of the frames a port queue passed up", prometheus.CounterValue, float64(st.RxBytes.Load()), s.Name, "queue", q)
+			ch <- metric("softrnic_port_tx_bytes", "bytes of the frames a port queue sent", prometheus.CounterValue, float64(st.TxBytes.Load()), s.Name, "queue", q)
+			drops := st.RxDropNotRoCE.Load() + st.RxDropRunt.Load() + st.RxDropMalformed.Load() + st.RxDropTooLong.Load() + st.RxDropKernel.Load()
+			ch <- metric("softrnic_port_rx_dropped", "frames a port queue dropped (not RoCEv2, runt, malformed, too long, the kernel's)", prometheus.CounterValue, float64(drops), s.Name, "queue", q)
+		}
+		for t := range host.NumContextTypes {
+			st, ty := nic.Cache(t).Stats(), strings.ToLower(t.String())
+			ch <- metric("softrnic_cache_lookups", "context cache lookups", prometheus.CounterValue, float64(st.Lookups), s.Name, "context", ty)
+			ch <- metric("softrnic_cache_hits", "context cache hits", prometheus.CounterValue, float64(st.Hits), s.Name, "context", ty)
+			ch <- metric("softrnic_cache_misses", "context cache misses", prometheus.CounterValue, float64(st.Misses), s.Name, "context", ty)
+			ch <- metric("softrnic_cache_host_fetches", "context cache fetches from host memory", prometheus.CounterValue, float64(st.HostFetches), s.Name, "context", ty)
+			ch <- metric("softrnic_cache_evictions", "context cache evictions", prometheus.CounterValue, float64(st.Evictions), s.Name, "context", ty)
+		}
+		d := s.Dev.DMA()
+		ch <- metric("softrnic_dma_reads", "DMA reads of host memory", prometheus.CounterValue, float64(d.Reads.Load()), s.Name)
+		ch <- metric("softrnic_dma_read_bytes", "bytes the NIC read from host memory", prometheus.CounterValue, float64(d.ReadBytes.Load()), s.Name)
+		ch <- metric("softrnic_dma_writes", "DMA writes to host memory", prometheus.CounterValue, float64(d.Writes.Load()), s.Name)
+		ch <- metric("softrnic_dma_write_bytes", "bytes the NIC wrote to host memory", prometheus.CounterValue, float64(d.WriteBytes.Load()), s.Name)
+	}
+}
+
+// metric is one sample with the device label and any other label pairs.
+func metric(name, help string, kind prometheus.ValueType, v float64, dev string, labels ...string) prometheus.Metric {
+	keys, vals := []string{"device"}, []string{dev}
+	for i := 0; i+1 < len(labels); i += 2 {
+		keys, vals = append(keys, labels[i]), append(vals, labels[i+1])
+	}
+	return prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, keys, nil), kind, v, vals...)
+}

@@ -1,0 +1,81 @@
+package metrics_test
+
+import (
+	"io"
+	"net/http/httptest"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/metrics"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/host/verbs/verbstest"
+)
+
+// scrape reads one metric's value from a scrape.
+func scrape(t *testing.T, body, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s in the scrape", series)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestScrape: the counters a user watches move between two scrapes of a
+// NIC that is sending, and the Go runtime's are there.
+func TestScrape(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<20)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<20)
+	verbstest.Connect(t, a, b, 3, 14)
+	srv := httptest.NewServer(metrics.Handler(metrics.Source{Name: "a", Dev: a.Dev, Ports: []datapath.Port{pa}}))
+	defer srv.Close()
+	get := func() string {
+		resp, err := srv.Client().Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(body)
+	}
+	write := func(n int) {
+		for range n {
+			if _, err := a.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, 8192),
+				RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}}); err != nil {
+				t.Fatal(err)
+			}
+			if wc := verbstest.WaitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+				t.Fatalf("completion %+v", wc)
+			}
+		}
+	}
+	write(5)
+	first := get()
+	write(10)
+	second := get()
+	for _, series := range []string{`softrnic_sent_pkts{device="a"}`, `softrnic_port_tx_frames{device="a",queue="0"}`,
+		`softrnic_engine_doorbells{device="a",engine="0"}`, `softrnic_dma_read_bytes{device="a"}`} {
+		if v0, v1 := scrape(t, first, series), scrape(t, second, series); v1 <= v0 {
+			t.Errorf("%s did not move: %v then %v", series, v0, v1)
+		}
+	}
+	if v := scrape(t, second, `softrnic_cache_lookups{context="qpc",device="a"}`); v == 0 {
+		t.Error("no QPC lookups counted")
+	}
+	if v := scrape(t, second, "go_goroutines"); v == 0 {
+		t.Error("no Go runtime metrics")
+	}
+}
