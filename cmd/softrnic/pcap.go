@@ -9,56 +9,56 @@ import (
 	"github.com/softrnic/softrnic/datapath/capture"
 )
 
-// capturePorts records the frames of ports in a pcapng file, the ports
-// replaced in place by recording ones; stop flushes and closes the file
-// (call it after the device has closed).
-func capturePorts(name, dev string, ports []datapath.Port) (stop func(), err error) {
+// openRecording starts a pcapng file; stop flushes and closes it (call
+// it after the NICs recording into it have closed). flag names the
+// option in a report of frames lost to a write error.
+func openRecording(name, flag string) (w *capture.Writer, stop func(), err error) {
 	f, err := os.Create(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	w, err := capture.NewWriter(f)
-	if err != nil {
+	if w, err = capture.NewWriter(f); err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	for i, p := range ports {
-		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", dev, i))
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		ports[i] = c
-	}
-	return func() {
+	return w, func() {
 		if err := w.Flush(); err != nil {
-			log.Printf("softrnic: --pcap %s: %v (%d frames not recorded)", name, err, w.Dropped.Load())
+			log.Printf("softrnic: %s %s: %v (%d frames not recorded)", flag, name, err, w.Dropped.Load())
 		}
 		f.Close()
 	}, nil
 }
 
-// recorder, when set (demo -pcap), records the ports newDemoEnd opens.
-var recorder *capture.Writer
-
-// startRecording opens a pcapng file for the demo's ports; stop flushes
-// and closes it.
-func startRecording(name string) (stop func(), err error) {
-	f, err := os.Create(name)
+// capturePorts records the frames of ports in a pcapng file, the ports
+// replaced in place by recording ones (perf --pcap).
+func capturePorts(name, dev string, ports []datapath.Port) (stop func(), err error) {
+	w, stop, err := openRecording(name, "--pcap")
 	if err != nil {
 		return nil, err
 	}
-	w, err := capture.NewWriter(f)
+	for i, p := range ports {
+		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", dev, i))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		ports[i] = c
+	}
+	return stop, nil
+}
+
+// recorder, when set (demo -pcap), records the ports newDemoEnd opens.
+var recorder *capture.Writer
+
+// startRecording opens a pcapng file for the demo's ports.
+func startRecording(name string) (stop func(), err error) {
+	w, done, err := openRecording(name, "-pcap")
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	recorder = w
 	return func() {
 		recorder = nil
-		if err := w.Flush(); err != nil {
-			log.Printf("softrnic: -pcap %s: %v (%d frames not recorded)", name, err, w.Dropped.Load())
-		}
-		f.Close()
+		done()
 	}, nil
 }

@@ -26,28 +26,7 @@ func TestSteadyStateAllocations(t *testing.T) {
 	verbstest.Connect(t, a, c, 3, 14)
 	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, 16<<10), RemoteAddr: c.MR.Addr, RKey: c.MR.RKey}}
 	wc := make([]verbs.WC, 16)
-	run := func(n int) {
-		inflight := 0
-		for done := 0; done < n; {
-			for inflight < 16 && done+inflight < n {
-				if _, err := a.QP.PostSend(wr); err != nil {
-					t.Fatal(err)
-				}
-				inflight++
-			}
-			k := a.CQ.Poll(wc)
-			for _, w := range wc[:k] {
-				if w.Status != verbs.WCSuccess {
-					t.Fatalf("completion %+v", w)
-				}
-			}
-			inflight -= k
-			done += k
-			if k == 0 {
-				runtime.Gosched()
-			}
-		}
-	}
+	run := func(n int) { writeN(t, a, wr, wc, n) }
 	run(200) // warm up: caches filled, buffers grown
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
