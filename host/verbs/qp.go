@@ -160,6 +160,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	defer func() { d.qps.Store(num, qp) }()
 	qp.ctx = host.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
 		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
+	if attr.Type == QPTUD {
+		// A UD QP has no path MTU: its datagrams may be as large as the
+		// port's active MTU (as rxe sends them).
+		qp.ctx.MTU = uint8(d.ActiveMTU())
+	}
 	if attr.SRQ != nil {
 		if attr.SRQ.pd != pd {
 			return nil, fmt.Errorf("%w: the SRQ belongs to another protection domain", ErrInvalid)
