@@ -304,6 +304,7 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 	iters := fs.Int("n", 4000, "messages")
 	dur := fs.Duration("d", 2*time.Second, "time for the raw frame measurement")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the RDMA WRITE run to this file")
+	obs := addObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -320,6 +321,11 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopPcap, err := obs.startPcap()
+	if err != nil {
+		return err
+	}
+	defer stopPcap() // after the NICs have closed
 	spec := topo.PairSpec(9000, 1)
 	tp, err := topo.Build(spec)
 	if err != nil {
@@ -337,6 +343,11 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer b.close()
+	stopMetrics, err := obs.serve(a, b)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, 5, 14); err != nil {
 		return err
 	}

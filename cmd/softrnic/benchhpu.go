@@ -30,11 +30,15 @@ and every application of hpu/apps against doing the same on the host.
 	msgs := fs.Int("n", 100000, "64-byte WRITEs per veth row")
 	veth := fs.Bool("veth", true, "run the veth rows (root)")
 	apps := fs.Bool("apps", true, "run the application rows")
+	obs := addObserveFlags(fs) // the veth rows' NICs
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
 		return err
+	}
+	if obs.given() && !*veth {
+		return badValue("-pcap and -metrics are the veth rows' NICs': drop -veth=false")
 	}
 	if *samples < 10 || *dur <= 0 || *msgs < 1 {
 		return badValue("-samples %d -d %v -n %d: want at least 10 samples, a positive time and one message", *samples, *dur, *msgs)
@@ -46,7 +50,7 @@ and every application of hpu/apps against doing the same on the host.
 		fmt.Fprintln(stdout)
 		if os.Geteuid() != 0 {
 			fmt.Fprintln(stdout, "veth rows skipped: they create network namespaces, run as root")
-		} else if err := vethHPU(stdout, *msgs); err != nil {
+		} else if err := vethHPU(stdout, *msgs, obs); err != nil {
 			return err
 		}
 	}
@@ -62,7 +66,12 @@ and every application of hpu/apps against doing the same on the host.
 // vethHPU sends 64-byte WRITEs between two NICs over a veth pair (xsk
 // ports), 64 in flight: without a context, then with an empty handler on
 // the receiving QP.
-func vethHPU(w io.Writer, msgs int) error {
+func vethHPU(w io.Writer, msgs int, obs *observeFlags) error {
+	stopPcap, err := obs.startPcap()
+	if err != nil {
+		return err
+	}
+	defer stopPcap() // after the NICs have closed
 	spec := topo.PairSpec(1500, 1)
 	tp, err := topo.Build(spec)
 	if err != nil {
@@ -80,6 +89,11 @@ func vethHPU(w io.Writer, msgs int) error {
 		return err
 	}
 	defer b.close()
+	stopMetrics, err := obs.serve(a, b)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, 3, 14); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ const hpuSenders = 4
 // aggregation of int32 and float32 vectors from several senders summed on
 // b's NIC, and a key-value cache whose GETs b's NIC answers itself, with
 // misses and SETs going to b's host. Every result is checked.
-func runHPUDemo(kind string, mtu int, stdout io.Writer) error {
+func runHPUDemo(kind string, mtu int, obs *observeFlags, stdout io.Writer) error {
 	spec := topo.PairSpec(mtu, 1)
 	tp, err := topo.Build(spec)
 	if err != nil {
@@ -45,6 +45,11 @@ func runHPUDemo(kind string, mtu int, stdout io.Writer) error {
 		return err
 	}
 	defer b.close()
+	stopMetrics, err := obs.serve(a, b)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "application\twork\tresult\tbytes b's NIC wrote to b's memory\tpayload bytes without handlers\ttime\t")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/xsk"
+	"github.com/softrnic/softrnic/host/metrics"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/tests/topo"
 )
@@ -32,7 +34,7 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	size := fs.Int("s", 64<<10, "message size for SEND, WRITE and READ")
 	iters := fs.Int("n", 200, "iterations per operation")
 	frames := fs.Bool("frames", false, "instead, send one frame of every opcode across the pair")
-	pcapFile := fs.String("pcap", "", "record every frame both NICs send and receive in this pcapng file (interfaces \"a rx\", \"a tx\", \"b rx\", \"b tx\")")
+	obs := addObserveFlags(fs)
 	hpuDemo := fs.Bool("hpu", false, "instead, run sPIN handlers on b's NIC: an aggregation of vectors from 4 senders and a key-value cache")
 	mtu := fs.Int("mtu", 1500, "MTU of the veth pair")
 	payload := fs.Int("payload", 256, "with -frames: payload bytes in frames that carry one")
@@ -48,21 +50,22 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	if *size < 1 || *iters < 1 {
 		return badValue("-s %d -n %d: want at least one byte and one iteration", *size, *iters)
 	}
+	if *frames && obs.given() {
+		return badValue("-frames sends frames from packet sockets, without a NIC: -pcap and -metrics do not apply")
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("the demo creates network namespaces: run it as root")
 	}
 	if *frames {
 		return runFramesDemo(mtu, payload, stdout)
 	}
-	if *pcapFile != "" {
-		stop, err := startRecording(*pcapFile)
-		if err != nil {
-			return err
-		}
-		defer stop() // after the NICs have closed
+	stopPcap, err := obs.startPcap()
+	if err != nil {
+		return err
 	}
+	defer stopPcap() // after the NICs have closed
 	if *hpuDemo {
-		return runHPUDemo(*portKind, *mtu, stdout)
+		return runHPUDemo(*portKind, *mtu, obs, stdout)
 	}
 	spec := topo.PairSpec(*mtu, 1)
 	tp, err := topo.Build(spec)
@@ -87,6 +90,11 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 		ends[i] = de
 	}
 	a, b := ends[0], ends[1]
+	stopMetrics, err := obs.serve(a, b)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := verbs.ConnectRC(a.qp, b.qp, a.ah, b.ah, 3, 14); err != nil {
 		return err
 	}
@@ -127,8 +135,50 @@ CMP_AND_SWAP and FETCH_AND_ADD run with their data verified (root).
 	return nil
 }
 
+// observeFlags are -pcap, -metrics and -pprof of the commands that run
+// two NICs over a veth pair (demo, bench write, bench hpu).
+type observeFlags struct {
+	pcap, metrics *string
+	pprof         *bool
+}
+
+func addObserveFlags(fs *flag.FlagSet) *observeFlags {
+	return &observeFlags{
+		pcap:    fs.String("pcap", "", "record every frame both NICs send and receive in this pcapng file (interfaces \"a rx\", \"a tx\", \"b rx\", \"b tx\")"),
+		metrics: fs.String("metrics", "", "serve both NICs' counters (devices \"a\" and \"b\") as Prometheus metrics at http://ADDR/metrics during the run (softrnic stat ADDR reads them)"),
+		pprof:   fs.Bool("pprof", false, "with -metrics, serve Go's pprof at /debug/pprof/ on the same listener"),
+	}
+}
+
+// given reports whether any of the flags asks for something.
+func (o *observeFlags) given() bool { return *o.pcap != "" || *o.metrics != "" || *o.pprof }
+
+// startPcap starts recording the ports newDemoEnd opens, with -pcap;
+// call stop after the NICs have closed.
+func (o *observeFlags) startPcap() (stop func(), err error) {
+	if *o.pcap == "" {
+		return func() {}, nil
+	}
+	return startRecording(*o.pcap)
+}
+
+// serve serves the ends' metrics, with -metrics, each under its
+// namespace's name, until stop.
+func (o *observeFlags) serve(ends ...*demoEnd) (stop func(), err error) {
+	if *o.metrics == "" {
+		return func() {}, nil
+	}
+	var srcs []metrics.Source
+	for _, e := range ends {
+		srcs = append(srcs, metrics.Source{Name: e.name, Dev: e.dev, Ports: []datapath.Port{e.port}})
+	}
+	return serveMetrics(*o.metrics, *o.pprof, srcs...)
+}
+
 // demoEnd is one NIC of the demo.
 type demoEnd struct {
+	name   string // its namespace's
+	port   datapath.Port
 	dev    *verbs.Device
 	pd     *verbs.PD
 	cq     *verbs.CQ
@@ -175,7 +225,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 		}
 		port = c
 	}
-	e := &demoEnd{ah: verbs.AH{DestMAC: wire.MAC(end.MAC), DestGID: end.Addrs[0].Addr()}, buf: make([]byte, size)}
+	e := &demoEnd{name: ns.Name, port: port, ah: verbs.AH{DestMAC: wire.MAC(end.MAC), DestGID: end.Addrs[0].Addr()}, buf: make([]byte, size)}
 	e.closer = closePort
 	mtu := 0 // the port's own limit, unless the link says less
 	if l, lerr := ns.Link(end.Name); lerr == nil {

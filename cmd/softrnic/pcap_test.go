@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket/pcapgo"
 
@@ -80,7 +83,14 @@ func TestDemoPcap(t *testing.T) {
 	if err := runDemo([]string{"-s", "4096", "-n", "5", "-pcap", f}, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	file, err := os.Open(f)
+	checkPairCapture(t, f)
+}
+
+// checkPairCapture checks a pcapng file of two NICs over a lossless veth
+// pair: frames on all four interfaces, as many received as sent.
+func checkPairCapture(t *testing.T, name string) {
+	t.Helper()
+	file, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +118,67 @@ func TestDemoPcap(t *testing.T) {
 	}
 	if per["a tx"] != per["b rx"] || per["b tx"] != per["a rx"] {
 		t.Errorf("frames sent and received differ on a lossless veth: %v", per)
+	}
+}
+
+// TestBenchPcap runs `softrnic bench write -pcap` and the veth rows of
+// `softrnic bench hpu -pcap`, short (root only): each file holds both
+// NICs' frames, each ICRC good.
+func TestBenchPcap(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	for name, args := range map[string][]string{
+		"write": {"write", "-s", "4096", "-n", "20", "-d", "100ms"},
+		"hpu":   {"hpu", "-samples", "10", "-d", "10ms", "-n", "200", "-apps=false"},
+	} {
+		f := filepath.Join(dir, name+".pcapng")
+		var out bytes.Buffer
+		if err := runBench(append(args, "-pcap", f), &out); err != nil {
+			t.Fatalf("bench %s: %v\n%s", name, err, out.String())
+		}
+		checkPairCapture(t, f)
+		var dec bytes.Buffer
+		if err := runDecode([]string{"-s", f}, &dec); err != nil || !strings.Contains(dec.String(), "(ICRC good), 0 malformed, 0 other") {
+			t.Errorf("bench %s: softrnic decode: %v\n%s", name, err, dec.String())
+		}
+	}
+}
+
+// TestDemoMetrics runs `softrnic demo -metrics` (root only) and reads
+// both NICs' counters with `softrnic stat` while it runs.
+func TestDemoMetrics(t *testing.T) {
+	testenv.RequireRoot(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- runDemo([]string{"-s", "64", "-n", "2000", "-metrics", addr, "-pprof"}, &out) }()
+	var got string
+	for got == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("the demo ended (%v) before stat read its counters\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		var stdout, stderr bytes.Buffer
+		if run([]string{"stat", addr}, &stdout, &stderr) == 0 {
+			got = stdout.String()
+		}
+	}
+	if resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("pprof: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "link a/1 sent_pkts ") || !strings.HasPrefix(lines[1], "link b/1 sent_pkts ") {
+		t.Errorf("stat during the demo:\n%s", got)
 	}
 }
