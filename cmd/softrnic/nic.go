@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/netdev"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/metrics"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// nicOptions say how a command that runs one NIC on a netdev opens it.
+type nicOptions struct {
+	dev         string // the netdev (-d)
+	gidIndex    int    // -1: the first IPv4 GID
+	portKind    string // xsk or udp
+	poll        datapath.PollMode
+	pcap        string // record frames in this pcapng file
+	metricsAddr string // serve Prometheus metrics here
+	pprof       bool
+}
+
+// nicEnv is a NIC running on a netdev.
+type nicEnv struct {
+	nd    *netdev.Device
+	ip    netip.Addr // the GID's address
+	ports []datapath.Port
+	dev   *verbs.Device
+}
+
+// resolve finds a peer's (or its next hop's) Ethernet address.
+func (e *nicEnv) resolve(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
+	hop, err := e.nd.Resolve(ctx, ip)
+	return hop.MAC, err
+}
+
+// openNIC opens the netdev, its ports (with a recording), the device and
+// the metrics listener; close undoes what it opened, in reverse.
+func openNIC(o nicOptions) (e *nicEnv, close func(), err error) {
+	var undo []func()
+	close = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			close()
+		}
+	}()
+	e = &nicEnv{}
+	if e.nd, err = openNetdev(o.dev); err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, func() { e.nd.Close() })
+	gid, err := pickGID(e.nd, o.gidIndex)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.ip = gid.Addr()
+	ports, closePorts, err := openPorts(e.nd, o.portKind, e.ip)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.ports = ports
+	undo = append(undo, closePorts)
+	if o.pcap != "" {
+		stop, err := capturePorts(o.pcap, e.nd.Name, ports)
+		if err != nil {
+			return nil, nil, err
+		}
+		undo = append(undo, stop)
+	}
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll}); err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, func() { e.dev.Close() })
+	if o.metricsAddr != "" {
+		stop, err := serveMetrics(o.metricsAddr, o.pprof, metrics.Source{Name: e.nd.Name, Dev: e.dev, Ports: ports})
+		if err != nil {
+			return nil, nil, err
+		}
+		undo = append(undo, stop)
+	}
+	return e, close, nil
+}
