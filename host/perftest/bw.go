@@ -66,8 +66,11 @@ func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {
 type qpStream struct {
 	posted, completed int
 	target            int         // messages to send: Iters, or in duration mode those posted when time is up
-	tposted, tdone    []time.Time // with one QP: for the peak
 }
+
+// peakMessages bounds the runs whose peak is computed (the search is
+// quadratic in the messages).
+const peakMessages = 20000
 
 // bwClient posts Iters work requests of one size on every QP (or runs
 // for Duration), TxDepth outstanding a QP, one signalled every CQMod, and
@@ -83,10 +86,14 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	for i := range streams {
 		streams[i].target = n
 	}
-	if !timed && q == 1 {
-		d.ensureTimes(n)
-		streams[0].tposted, streams[0].tdone = d.tposted[:n], d.tdone[:n]
+	// The peak, as perftest finds it, needs every message's post and
+	// completion times, numbered over all QPs in the order they happen.
+	var tposted, tdone []time.Time
+	if !timed && n*q <= peakMessages {
+		d.ensureTimes(n * q)
+		tposted, tdone = d.tposted[:n*q], d.tdone[:n*q]
 	}
+	posted := 0
 	wrs := make([]verbs.SendWR, cfg.TxDepth)
 	sges := make([]verbs.SGE, cfg.TxDepth)
 	op := verbs.WRRDMAWrite
@@ -155,9 +162,10 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 					w.CompareAdd = 1
 				}
 				now := time.Now()
-				if st.tposted != nil {
-					st.tposted[k] = now
+				if tposted != nil {
+					tposted[posted] = now
 				}
+				posted++
 				if first.IsZero() {
 					first = now
 				}
@@ -201,9 +209,9 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 				}
 				st := &streams[i]
 				upto := int(c.WRID)
-				if st.tdone != nil {
+				if tdone != nil {
 					for k := st.completed; k <= upto; k++ {
-						st.tdone[k] = now
+						tdone[total+k-st.completed] = now
 					}
 				}
 				if upto+1 > st.completed {
@@ -231,8 +239,8 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 		r.BWAvg = cfg.bw(float64(size)*float64(n*q), el)
 		r.MsgRate = float64(n*q) / el.Seconds() / 1e6
 	}
-	if q == 1 && n <= 20000 {
-		r.BWPeak = d.peak(size, n)
+	if tposted != nil {
+		r.BWPeak = d.peak(size, n*q)
 	}
 	return r, nil
 }

@@ -128,7 +128,9 @@ func TestRunPair(t *testing.T) {
 				t.Fatalf("client results %+v", cres)
 			}
 			r := cres[0]
-			if tc.cfg.Test.BW() && (r.BWAvg <= 0 || r.MsgRate <= 0 || (tc.cfg.QPs <= 1) != (r.BWPeak >= r.BWAvg*0.5)) {
+			if tc.cfg.Test.BW() && (r.BWAvg <= 0 || r.MsgRate <= 0 || r.BWPeak < r.BWAvg*0.999) {
+				// The peak is the best rate over any run of messages (over
+				// all QPs); the whole run is one, at the average rate.
 				t.Errorf("bandwidth figures %+v", r)
 			}
 			if !tc.cfg.Test.BW() && !(r.TMin > 0 && r.TMin <= r.TTypical && r.TTypical <= r.TMax && r.P99 <= r.TMax*1.001 && r.P99 >= r.TTypical) {
