@@ -25,6 +25,11 @@ func cycleOffset(k, size int) int {
 // sendBWServer receives Iters messages on every QP, re-posting receives
 // as they complete, timing from the first to the last.
 func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {
+	return d.receive(ctx, size, d.wc)
+}
+
+// receive takes Iters messages on every QP, polling into wc.
+func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, error) {
 	n, q := d.cfg.Iters, len(d.qps)
 	posted := make([]int, q)
 	for i := range posted {
@@ -33,7 +38,7 @@ func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {
 	got := 0
 	var first, end time.Time
 	for got < n*q {
-		wcs, err := d.poll(ctx, d.rcq)
+		wcs, err := pollInto(ctx, d.rcq, wc)
 		if err != nil {
 			return Result{}, err
 		}

@@ -77,6 +77,7 @@ type Config struct {
 	Atomic   string        // -A: CMP_AND_SWAP or FETCH_AND_ADD
 	Gbits    bool          // --report_gbits
 	QPs      int           // -q: QPs (bandwidth tests), each its own message stream
+	Bidir    bool          // -b: both sides send (send-bw, write-bw, read-bw); each prints the sum of both
 	// SR (--sr, softrnic's own) asks for selective repeat; it is used
 	// only when the peer asks too (a softrnic perf --sr peer: the keys
 	// exchange carries it in the SRQN field, which RC ignores).
@@ -147,6 +148,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Duration > 0 && c.Duration < 3*time.Second {
 		return fmt.Errorf("perftest: -D must be at least 3 seconds (a warm-up and a cool-down of a quarter each)")
+	}
+	if c.Bidir && (!c.Test.BW() || c.Test.atomic()) {
+		return fmt.Errorf("perftest: -b is for send-bw, write-bw and read-bw")
+	}
+	if c.Bidir && c.Duration > 0 {
+		return fmt.Errorf("perftest: -b and -D do not go together here")
 	}
 	if c.QPs == 0 {
 		c.QPs = 1

@@ -27,6 +27,7 @@ type rdma struct {
 	local, peer    []Keys
 	placed0        uint64 // WritesPlaced before the peer could write
 	wc             []verbs.WC
+	rwc            []verbs.WC // the receiving half of a bidirectional send run
 	tposted, tdone []time.Time
 }
 
@@ -78,7 +79,7 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	if d.mr, err = pd.RegMR(d.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
 		return nil, err
 	}
-	d.wc = make([]verbs.WC, 64)
+	d.wc, d.rwc = make([]verbs.WC, 64), make([]verbs.WC, 64)
 	out := uint16(1)
 	if cfg.Test.read() || cfg.Test.atomic() {
 		out = uint16(cfg.OutReads)
@@ -166,6 +167,33 @@ func (d *rdma) prepare(size int) error {
 	return nil
 }
 
+// measureBidir is one size of perftest's -b: this side sends as a
+// client does and, in send-bw, takes the peer's messages at the same
+// time. The result is this side's sending.
+func (d *rdma) measureBidir(ctx context.Context, size int) (Result, error) {
+	if !d.cfg.Test.send() {
+		return d.bwClient(ctx, size)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rerr := make(chan error, 1)
+	go func() {
+		_, err := d.receive(ctx, size, d.rwc)
+		if err != nil {
+			cancel()
+		}
+		rerr <- err
+	}()
+	r, err := d.bwClient(ctx, size)
+	if err != nil {
+		cancel()
+	}
+	if rerr := <-rerr; err == nil {
+		err = rerr
+	}
+	return r, err
+}
+
 func (d *rdma) measure(ctx context.Context, size int, server bool) (Result, bool, error) {
 	t := d.cfg.Test
 	switch {
@@ -197,14 +225,19 @@ func (d *rdma) postRecv(i int, id uint64, size, off int) error {
 // poll takes completions of cq into d.wc, waiting until at least one
 // comes or ctx ends. An error completion ends the run.
 func (d *rdma) poll(ctx context.Context, cq *verbs.CQ) ([]verbs.WC, error) {
+	return pollInto(ctx, cq, d.wc)
+}
+
+// pollInto is poll into wc.
+func pollInto(ctx context.Context, cq *verbs.CQ, wc []verbs.WC) ([]verbs.WC, error) {
 	for {
-		if k := cq.Poll(d.wc); k > 0 {
-			for _, c := range d.wc[:k] {
+		if k := cq.Poll(wc); k > 0 {
+			for _, c := range wc[:k] {
 				if c.Status != verbs.WCSuccess {
 					return nil, fmt.Errorf("perftest: completion with error: %v (WR %d, opcode %v)", c.Status, c.WRID, c.Opcode)
 				}
 			}
-			return d.wc[:k], nil
+			return wc[:k], nil
 		}
 		if err := cq.Wait(ctx); err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -39,6 +39,10 @@ type dataPath interface {
 	// measure runs one size: the client's part, or the server's where it
 	// does something. ok is false when the side measures nothing.
 	measure(ctx context.Context, size int, server bool) (r Result, ok bool, err error)
+	// measureBidir runs one size of a bidirectional bandwidth test on
+	// either side: it sends (and for send-bw receives the peer's
+	// messages) and returns its own sending's result.
+	measureBidir(ctx context.Context, size int) (Result, error)
 	// teardown moves the QP to the error state and resets it.
 	teardown()
 }
@@ -160,7 +164,7 @@ func (s *session) run(ctx context.Context) error {
 	s.printHeader()
 	// A bandwidth server of WRITE, READ or atomics only answers: its QPs
 	// stay in RTR, as perftest's do.
-	passive := server && t.BW() && !t.send()
+	passive := server && t.BW() && !t.send() && !s.cfg.Bidir
 	if err := s.dp.connect(ctx, s.peer, s.mtu, !passive); err != nil {
 		return err
 	}
@@ -182,6 +186,8 @@ func (s *session) run(ctx context.Context) error {
 		}
 	}
 	switch {
+	case s.cfg.Bidir:
+		return s.bidirBW(ctx, server)
 	case t.BW() && !t.send():
 		return s.oneSidedBW(ctx, server)
 	case t.send():
@@ -250,6 +256,60 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 	if _, err := s.conn.Reports(Report{Size: uint64(last.Bytes), Iters: uint64(last.Iters), PeakBW: last.BWPeak, AvgBW: last.BWAvg, MsgMpp: last.MsgRate}); err != nil {
 		return err
 	}
+	return s.close(StepTimeout)
+}
+
+// bidirBW is perftest's -b (duplex) for write_bw, read_bw and send_bw:
+// both sides send. Per size: send-bw's receives go up first; a sync; both
+// run; with -a, write and read sync once more; each side then swaps its
+// report with the peer's and prints their sum, the figure perftest
+// prints on both sides. The exchange closes as the other tests' does.
+func (s *session) bidirBW(ctx context.Context, server bool) error {
+	send := s.cfg.Test.send()
+	role := "client"
+	if server {
+		role = "server"
+	}
+	for _, size := range s.cfg.sizes() {
+		if send {
+			if err := s.dp.prepare(size); err != nil {
+				return err
+			}
+		}
+		if err := s.keys("keys exchange before the run", StepTimeout); err != nil {
+			return err
+		}
+		var own Result
+		err := s.watch(ctx, func(ctx context.Context) error {
+			var err error
+			own, err = s.dp.measureBidir(ctx, size)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if s.cfg.All && !send {
+			if err := s.keys("keys exchange after the run", StepTimeout); err != nil {
+				return err
+			}
+		}
+		peer, err := s.conn.Reports(Report{Size: uint64(own.Bytes), Iters: uint64(own.Iters), PeakBW: own.BWPeak, AvgBW: own.BWAvg, MsgMpp: own.MsgRate})
+		if err != nil {
+			return err
+		}
+		both := own
+		both.Role = role
+		both.BWPeak += peer.PeakBW
+		both.BWAvg += peer.AvgBW
+		both.MsgRate += peer.MsgMpp
+		s.addResult(both)
+		if s.cfg.All && send {
+			if err := s.keys("keys exchange after the size", StepTimeout); err != nil {
+				return err
+			}
+		}
+	}
+	s.printFooter()
 	return s.close(StepTimeout)
 }
 

@@ -144,6 +144,56 @@ func TestRunPair(t *testing.T) {
 	}
 }
 
+// TestRunBidir: with -b both sides send, and both print the sum of their
+// own and the peer's figures.
+func TestRunBidir(t *testing.T) {
+	for _, cfg := range []Config{
+		{Test: WriteBW, Iters: 300, Size: 4096},
+		{Test: ReadBW, Iters: 200, Size: 3000, QPs: 2},
+		{Test: SendBW, Iters: 300, Size: 2048},
+		{Test: SendBW, Iters: 100, Size: 100, QPs: 3},
+		{Test: WriteBW, Iters: 20, All: true},
+	} {
+		cfg.Bidir = true
+		t.Run(fmt.Sprintf("%v/q%d/all=%v", cfg.Test, cfg.QPs, cfg.All), func(t *testing.T) {
+			se, ce := pairEnv(t)
+			sout, cout, sres, cres := runEnvs(t, se, ce, cfg, cfg)
+			if len(sres) == 0 || len(sres) != len(cres) {
+				t.Fatalf("server results %+v, client %+v\nserver:\n%s\nclient:\n%s", sres, cres, sout, cout)
+			}
+			for i := range cres {
+				c, s := cres[i], sres[i]
+				if c.BWAvg <= 0 || c.BWAvg != s.BWAvg || c.MsgRate != s.MsgRate || c.BWPeak != s.BWPeak || c.Bytes != s.Bytes {
+					t.Errorf("size %d: the sides print different sums: client %+v, server %+v", c.Bytes, c, s)
+				}
+			}
+			// Both NICs sent the data: each side's requests reached the
+			// other (WRITE and SEND: the packets each sent; READ: each
+			// answered the other's).
+			for name, e := range map[string]Env{"server": se, "client": ce} {
+				var sends, recvd uint64
+				e.Dev.NIC().Counters().Each(func(n string, v uint64) {
+					switch n {
+					case "sent_pkts":
+						sends = v
+					case "rcvd_pkts":
+						recvd = v
+					}
+				})
+				if min(sends, recvd) < uint64(cfg.Iters*max(1, cfg.QPs)) {
+					t.Errorf("%s NIC sent %d and received %d packets: not both directions", name, sends, recvd)
+				}
+			}
+			if !strings.Contains(sout, "BW average[") || !strings.Contains(cout, "BW average[") {
+				t.Errorf("a side printed no table:\nserver:\n%s\nclient:\n%s", sout, cout)
+			}
+		})
+	}
+	if err := (Config{Test: WriteLat, Bidir: true}).Check(); err == nil {
+		t.Error("-b accepted for write-lat")
+	}
+}
+
 // TestRunDuration: with -D the client runs for the duration, measures the
 // middle half (a quarter of warm-up and of cool-down) and reports how many
 // messages completed in it; the server prints the same figures.

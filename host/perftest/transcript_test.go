@@ -57,6 +57,10 @@ func (p *replayPlane) setup(*Config) ([]Keys, error)                    { return
 func (p *replayPlane) connect(context.Context, []Keys, int, bool) error { return nil }
 func (p *replayPlane) prepare(int) error                                { return nil }
 func (p *replayPlane) teardown()                                        {}
+func (p *replayPlane) measureBidir(ctx context.Context, size int) (Result, error) {
+	r, _, err := p.measure(ctx, size, false)
+	return r, err
+}
 func (p *replayPlane) measure(_ context.Context, size int, _ bool) (Result, bool, error) {
 	r := p.result
 	r.Bytes = size
