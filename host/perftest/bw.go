@@ -70,7 +70,7 @@ func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, er
 // qpStream is one QP's share of a bandwidth run.
 type qpStream struct {
 	posted, completed int
-	target            int         // messages to send: Iters, or in duration mode those posted when time is up
+	target            int // messages to send: Iters, or in duration mode those posted when time is up
 }
 
 // peakMessages bounds the runs whose peak is computed (the search is
