@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -51,9 +52,9 @@ var ErrBusy = errors.New("bpf: the interface already has an XDP program")
 
 // Attach loads the program and attaches it to the interface with the given
 // index, in the calling thread's network namespace: in native mode if the
-// driver supports it, else in generic mode, saying so through logf (which
-// may be nil).
-func Attach(ifindex int, logf func(format string, args ...any)) (*Program, error) {
+// driver supports it, else in generic mode, saying so as a warning to log
+// (which may be nil).
+func Attach(ifindex int, log *slog.Logger) (*Program, error) {
 	p := &Program{ifindex: ifindex}
 	if err := loadRoceObjects(&p.objs, nil); err != nil {
 		return nil, fmt.Errorf("bpf: load XDP program: %w", err)
@@ -65,8 +66,8 @@ func Attach(ifindex int, logf func(format string, args ...any)) (*Program, error
 		p.link, err = link.AttachXDP(link.XDPOptions{Program: p.objs.XdpRoce, Interface: ifindex, Flags: link.XDPGenericMode})
 		if err == nil {
 			p.mode = ModeGeneric
-			if logf != nil {
-				logf("bpf: native XDP not available on ifindex %d (%v); attached in generic mode", ifindex, nativeErr)
+			if log != nil {
+				log.Warn("bpf: native XDP not available; attached in generic mode (slower)", "ifindex", ifindex, "err", nativeErr)
 			}
 		}
 	}

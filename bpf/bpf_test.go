@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
@@ -20,7 +21,7 @@ func attach(t *testing.T, ns *topo.Namespace) *bpf.Program {
 		if err != nil {
 			return err
 		}
-		p, err = bpf.Attach(ifi.Index, t.Logf)
+		p, err = bpf.Attach(ifi.Index, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})))
 		return err
 	})
 	if err != nil {

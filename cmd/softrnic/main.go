@@ -53,6 +53,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %-8s %s\n", "help", "the usage, or with a command its usage and flags")
 	fmt.Fprintln(w, "\nEach command takes -h for its flags; `softrnic help COMMAND` says the same.")
+	fmt.Fprintln(w, "-v, before the command or among its flags, logs debug messages on stderr.")
 }
 
 func lookup(name string) *command {
@@ -69,6 +70,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // run is the command with its arguments (without the program name); it
 // returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	args, restore := startLogging(args, stderr) // and the global -v
+	defer restore()
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "softrnic: no command given")
 		fmt.Fprintln(stderr)
@@ -169,6 +172,7 @@ func (h *helpRequest) Is(target error) bool { return target == flag.ErrHelp }
 func newFlagSet(name, synopsis, text string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.BoolFunc("v", "log debug messages on stderr", verboseFlag)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "usage: softrnic %s\n", synopsis)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -28,6 +29,8 @@ func serveMetrics(addr string, withPprof bool, srcs ...metrics.Source) (stop fun
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
+	u := "http://" + ln.Addr().String()
+	slog.Info("serving metrics at "+u+"/metrics", "pprof", withPprof)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

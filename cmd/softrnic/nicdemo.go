@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"text/tabwriter"
@@ -198,7 +199,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 	err := ns.Do(func() error {
 		switch kind {
 		case "xsk":
-			d, err := xsk.Open(end.Name, xsk.Config{}, nil)
+			d, err := xsk.Open(end.Name, xsk.Config{Log: debugLogger()}, nil)
 			if err != nil {
 				return xskError(end.Name, err, udpFlag)
 			}
@@ -235,6 +236,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 		closePort()
 		return nil, err
 	}
+	slog.Debug("NIC open", "ns", ns.FullName, "dev", end.Name, "port", kind, "ib_mtu", 128<<e.dev.ActiveMTU())
 	pd, _ := e.dev.AllocPD()
 	e.pd = pd
 	if e.cq, err = e.dev.CreateCQ(1024); err == nil {
@@ -253,6 +255,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 
 func (e *demoEnd) close() {
 	if e.dev != nil {
+		logCounters(e.name, e.dev, []datapath.Port{e.port})
 		e.dev.Close()
 	}
 	e.closer()

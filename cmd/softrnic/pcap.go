@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 
 	"github.com/softrnic/softrnic/datapath"
@@ -21,9 +21,12 @@ func openRecording(name, flag string) (w *capture.Writer, stop func(), err error
 		f.Close()
 		return nil, nil, err
 	}
+	slog.Debug("recording frames", "file", name)
 	return w, func() {
 		if err := w.Flush(); err != nil {
-			log.Printf("softrnic: %s %s: %v (%d frames not recorded)", flag, name, err, w.Dropped.Load())
+			slog.Error("recording frames: "+err.Error(), "file", name, "flag", flag, "not_recorded", w.Dropped.Load())
+		} else if n := w.Dropped.Load(); n > 0 {
+			slog.Warn("recording frames: some not recorded", "file", name, "flag", flag, "not_recorded", n)
 		}
 		f.Close()
 	}, nil

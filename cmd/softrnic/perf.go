@@ -7,7 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -168,6 +168,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	ip := gid.Addr()
+	slog.Debug("netdev", "dev", nd.Name, "mac", nd.MAC, "mtu", nd.MTU, "gid", ip)
 	ports, closePorts, err := openPorts(nd, *portKind, ip)
 	if err != nil {
 		return err
@@ -192,6 +193,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer vd.Close()
+	defer logCounters(nd.Name, vd, ports)
 	if *pf.metricsAddr != "" {
 		stop, err := serveMetrics(*pf.metricsAddr, *pf.pprof, metrics.Source{Name: nd.Name, Dev: vd, Ports: ports})
 		if err != nil {
@@ -321,7 +323,7 @@ func pickGID(nd *netdev.Device, x int) (netdev.GID, error) {
 func openPorts(nd *netdev.Device, kind string, ip netip.Addr) ([]datapath.Port, func(), error) {
 	switch kind {
 	case "xsk":
-		d, err := xsk.Open(nd.Name, xsk.Config{}, log.Printf)
+		d, err := xsk.Open(nd.Name, xsk.Config{Log: slog.Default()}, nil)
 		if err != nil {
 			return nil, nil, xskError(nd.Name, err, "--io udp")
 		}
@@ -329,6 +331,7 @@ func openPorts(nd *netdev.Device, kind string, ip netip.Addr) ([]datapath.Port, 
 		for _, s := range d.Sockets() {
 			ports = append(ports, s)
 		}
+		slog.Debug("AF_XDP ports open", "dev", nd.Name, "queues", len(ports), "xdp_mode", d.Program().Mode())
 		return ports, func() { d.Close() }, nil
 	case "udp":
 		u, err := udpport.Open(udpport.Config{Local: ip, LocalMAC: nd.MAC, Buffers: 8192})

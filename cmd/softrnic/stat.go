@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -135,6 +136,7 @@ func fetchMetrics(ctx context.Context, client *http.Client, u string) (*promScra
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	slog.Debug("reading counters", "url", u)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the counters: %w (is softrnic running with --metrics at that address?)", err)

@@ -3,7 +3,9 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -20,8 +22,13 @@ type Device struct {
 
 // Open attaches the XDP program to the named interface and binds a socket
 // to each of its RX queues, in the calling thread's network namespace.
-// logf (which may be nil) hears about fallbacks: generic XDP, copy mode.
+// cfg.Log, or else logf (which may be nil), hears about fallbacks: generic
+// XDP, copy mode.
 func Open(ifname string, cfg Config, logf func(format string, args ...any)) (_ *Device, err error) {
+	log := cfg.Log
+	if log == nil && logf != nil {
+		log = slog.New(slog.NewTextHandler(logfWriter(logf), &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: noTime}))
+	}
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("xsk: %w", err)
@@ -36,7 +43,7 @@ func Open(ifname string, cfg Config, logf func(format string, args ...any)) (_ *
 			d.Close()
 		}
 	}()
-	if d.prog, err = bpf.Attach(ifi.Index, logf); err != nil {
+	if d.prog, err = bpf.Attach(ifi.Index, log); err != nil {
 		return nil, err
 	}
 	for q := range queues {
@@ -44,8 +51,8 @@ func Open(ifname string, cfg Config, logf func(format string, args ...any)) (_ *
 		if err != nil && q > 0 && errors.Is(err, unix.EINVAL) {
 			// The link reports queues allocated, not queues in use
 			// (real_num_rx_queues); the kernel refuses a bind past them.
-			if logf != nil {
-				logf("xsk: %s: %d of %d queues in use", ifname, q, queues)
+			if log != nil {
+				log.Debug("xsk: queues in use", "dev", ifname, "in_use", q, "allocated", queues)
 			}
 			break
 		}
@@ -56,11 +63,27 @@ func Open(ifname string, cfg Config, logf func(format string, args ...any)) (_ *
 		if err := d.prog.Register(q, s.Fd()); err != nil {
 			return nil, err
 		}
-		if logf != nil && !s.ZeroCopy() && q == 0 {
-			logf("xsk: %s: zero-copy not supported by the driver; copy mode", ifname)
+		if log != nil && !s.ZeroCopy() && q == 0 {
+			log.Info("xsk: zero-copy not supported by the driver; copy mode", "dev", ifname)
 		}
 	}
 	return d, nil
+}
+
+// logfWriter writes each line to a Printf-like function.
+type logfWriter func(format string, args ...any)
+
+func (f logfWriter) Write(p []byte) (int, error) {
+	f("%s", strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// noTime leaves the time out of logf's lines: its own log adds one.
+func noTime(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // Sockets returns the sockets, one per RX queue, in queue order.

@@ -24,6 +24,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,10 @@ type Config struct {
 	RingSize  uint32 // entries of the RX, TX and completion rings, a power of two (default 2048)
 	Jumbo     int    // reassembly buffers for multi-buffer frames (default 64)
 	ForceCopy bool   // do not try zero-copy
+
+	// Log hears Open's news: generic XDP (a warning), copy mode (info),
+	// fewer queues in use than allocated (debug). Nil: Open's logf.
+	Log *slog.Logger
 }
 
 func (c *Config) setDefaults() error {
