@@ -67,6 +67,8 @@ func newPerfFlags() *perfFlags {
 	fs.BoolVar(&cfg.All, "a", false, "run every size from 2 to 8388608 bytes")
 	p.dur = fs.Int("D", 0, "run for this many seconds instead of -n iterations (bw tests)")
 	fs.IntVar(&cfg.QPs, "q", 1, "QPs (bandwidth tests)")
+	fs.BoolVar(&cfg.Bidir, "b", false, "bidirectional: both sides send (send-bw, write-bw, read-bw); each prints the sum of both")
+	fs.BoolVar(&cfg.Bidir, "bidirectional", false, "same as -b")
 	p.mtu = fs.Int("m", 0, "IB MTU in bytes, 256..4096 (default: the port's, from the netdev MTU)")
 	p.tcpPort = fs.Int("p", perftest.Port, "TCP port of the exchange")
 	fs.StringVar(&cfg.Atomic, "A", perftest.FetchAndAdd, "atomic type: CMP_AND_SWAP or FETCH_AND_ADD")
@@ -247,9 +249,15 @@ func runPerf(args []string, stdout io.Writer) error {
 	if *jsonOut {
 		out = nil
 	}
+	var prog *progress // -a: the size being measured, on a terminal
+	if cfg.All && (addr != "" || !passiveServer(cfg.Test)) {
+		prog = startProgress("perf " + cfg.Test.String())
+		out = prog.perfSizes(out)
+	}
 	var ru0 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	res, err := perftest.Run(ctx, env, conn, cfg, out)
+	prog.stop()
 	if *pf.cpu && err == nil {
 		var ru1 unix.Rusage
 		unix.Getrusage(unix.RUSAGE_SELF, &ru1)
