@@ -291,6 +291,10 @@ for mtu in 1500 9000; do
 		# beyond the matrix: several QPs
 		cell write-bw xsk $mtu 65536 -q 2
 		cell send-bw xsk $mtu 65536 -q 2
+		# bidirectional: both sides send, both print the sum
+		cell write-bw xsk $mtu 4096 -b
+		cell send-bw xsk $mtu 4096 -b
+		cell read-bw xsk $mtu 4096 -b
 		# rdma-core's example programs (UD: at most the port's MTU, 1024)
 		ppcell rc -c
 		ppcell uc -c
