@@ -62,6 +62,13 @@ func runBench(args []string, stdout io.Writer) error {
 	return badUsage(benchUsage, "unknown benchmark %q", args[0])
 }
 
+// benchProgress starts a benchmark's status line (on a terminal) and
+// returns it with stdout made to keep clear of it.
+func benchProgress(name string, stdout io.Writer) (*progress, io.Writer) {
+	p := startProgress(name)
+	return p, p.output(stdout)
+}
+
 // noArgs refuses arguments after a benchmark's flags.
 func noArgs(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
@@ -81,6 +88,8 @@ func runBenchCache(args []string, stdout io.Writer) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
+	p, stdout := benchProgress("bench cache", stdout)
+	defer p.stop()
 	fmt.Fprintf(stdout, "GCCache against the blocking baseline, %v per measurement (GOMAXPROCS %d)\n\n", *dur, runtime.GOMAXPROCS(0))
 	ok, err := cachebench.Report(stdout, cachebench.Config{Duration: *dur, Lookups: *lookups})
 	if err != nil {
@@ -111,7 +120,9 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		}
 		counts = append(counts, n)
 	}
-	return cachebench.ReportScale(stdout, cachebench.ScaleConfig{QPs: counts, Duration: *dur})
+	p, stdout := benchProgress("bench scale", stdout)
+	defer p.stop()
+	return cachebench.ReportScale(stdout, cachebench.ScaleConfig{QPs: counts, Duration: *dur, Progress: p.stepFunc()})
 }
 
 func runBenchFrames(args []string, stdout io.Writer) error {
@@ -144,6 +155,9 @@ func runBenchFrames(args []string, stdout io.Writer) error {
 			cfg.Methods = append(cfg.Methods, strings.TrimSpace(m))
 		}
 	}
+	p, stdout := benchProgress("bench frames", stdout)
+	defer p.stop()
+	cfg.Progress = p.stepFunc()
 	fmt.Fprintf(stdout, "frame rates across a veth pair between two namespaces (MTU %d), %v per cell, batches of %d, one sender and one receiver\n\n",
 		*mtu, *dur, *batch)
 	results, err := portbench.Run(cfg)
@@ -215,6 +229,9 @@ func runBenchReplay(args []string, stdout io.Writer) error {
 	if *rtt <= 0 || *link <= 0 || *dur <= 0 {
 		return badValue("-rtt, -link and -d must be positive")
 	}
+	p, stdout := benchProgress("bench replay", stdout)
+	defer p.stop()
+	cfg.Progress = p.stepFunc()
 	ok, err := relbench.Report(stdout, cfg)
 	if err != nil {
 		return err
@@ -251,6 +268,9 @@ func runBenchLoss(args []string, stdout io.Writer) error {
 	if *n < 1 || *rtt <= 0 {
 		return badValue("-n and -rtt must be positive")
 	}
+	p, stdout := benchProgress("bench loss", stdout)
+	defer p.stop()
+	cfg.Progress = p.stepFunc()
 	return relbench.ReportLoss(stdout, cfg)
 }
 
@@ -272,7 +292,9 @@ func runBenchShallow(args []string, stdout io.Writer) error {
 	if *queue < 1 || *rtt <= 0 || *link <= 0 || *mark < 0 || *n < 2 {
 		return badValue("-queue, -rtt and -link must be positive, -n at least 2, -ecn at least 0")
 	}
-	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark, Messages: *n, Reads: *n / 2}
+	p, stdout := benchProgress("bench shallow", stdout)
+	defer p.stop()
+	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark, Messages: *n, Reads: *n / 2, Progress: p.stepFunc()}
 	_, err := relbench.ReportShallow(stdout, cfg)
 	return err
 }
@@ -293,6 +315,8 @@ func runBenchIsolation(args []string, stdout io.Writer) error {
 	if *alloc < 1 || *slow <= 0 || *dur <= 0 {
 		return badValue("-a, -slow and -d must be positive")
 	}
+	p, stdout := benchProgress("bench isolation", stdout)
+	defer p.stop()
 	_, err := relbench.ReportIsolation(stdout, relbench.IsolationConfig{AllocA: *alloc, SlowDelay: *slow, Duration: *dur})
 	return err
 }
@@ -317,6 +341,9 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the benchmark creates network namespaces: run it as root")
 	}
+	p, stdout := benchProgress("bench write", stdout)
+	defer p.stop()
+	p.set("raw frames")
 	raw, err := portbench.Run(portbench.Config{Payloads: []int{4096}, Duration: *dur, Methods: []string{portbench.XSK}, MTU: 9000})
 	if err != nil {
 		return err
@@ -361,6 +388,7 @@ func runBenchWrite(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	p.set(fmt.Sprintf("%d RDMA WRITEs", *iters))
 	elapsed, err := demoOp(a, b, verbs.WRRDMAWrite, *size, *iters)
 	if *cpuprofile != "" {
 		pprof.StopCPUProfile()

@@ -43,6 +43,9 @@ and every application of hpu/apps against doing the same on the host.
 	if *samples < 10 || *dur <= 0 || *msgs < 1 {
 		return badValue("-samples %d -d %v -n %d: want at least 10 samples, a positive time and one message", *samples, *dur, *msgs)
 	}
+	p, stdout := benchProgress("bench hpu", stdout)
+	defer p.stop()
+	p.set("the scheduler")
 	if err := hpubench.ReportScheduler(stdout, *samples, *dur); err != nil {
 		return err
 	}
@@ -50,11 +53,15 @@ and every application of hpu/apps against doing the same on the host.
 		fmt.Fprintln(stdout)
 		if os.Geteuid() != 0 {
 			fmt.Fprintln(stdout, "veth rows skipped: they create network namespaces, run as root")
-		} else if err := vethHPU(stdout, *msgs, obs); err != nil {
-			return err
+		} else {
+			p.set("a veth pair")
+			if err := vethHPU(stdout, *msgs, obs); err != nil {
+				return err
+			}
 		}
 	}
 	if *apps {
+		p.set("the applications")
 		fmt.Fprintln(stdout)
 		if err := hpubench.ReportApps(stdout); err != nil {
 			return err

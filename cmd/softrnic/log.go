@@ -68,24 +68,35 @@ func isTerminal(w io.Writer) bool {
 // console writes whole lines to stderr, and on a terminal keeps a status
 // line (progress) below them, redrawn after each.
 type console struct {
-	mu     sync.Mutex
-	w      io.Writer
-	tty    bool
-	status string // the status line shown, "" for none
+	mu      sync.Mutex
+	w       io.Writer
+	tty     bool
+	status  string // the status line, "" for none
+	midLine bool   // the command's output to the terminal stopped mid-line: the status waits
 }
 
 const clearLine = "\r\x1b[K"
 
-// around runs write (of a line of log, or of the command's output to the
-// same terminal) with the status line cleared, and redraws it after.
+// around runs write, of a line of log, with the status line cleared, and
+// redraws it after.
 func (c *console) around(write func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.status != "" {
+	c.clear()
+	write()
+	c.draw()
+}
+
+// clear takes the status line off the terminal.
+func (c *console) clear() {
+	if c.status != "" && !c.midLine {
 		io.WriteString(c.w, clearLine)
 	}
-	write()
-	if c.status != "" {
+}
+
+// draw puts the status line back.
+func (c *console) draw() {
+	if c.status != "" && !c.midLine {
 		io.WriteString(c.w, c.status)
 	}
 }
@@ -97,8 +108,35 @@ func (c *console) setStatus(s string) {
 	if !c.tty || s == c.status {
 		return
 	}
-	io.WriteString(c.w, clearLine+s)
+	if s == "" {
+		c.clear()
+		c.status = ""
+		return
+	}
 	c.status = s
+	if !c.midLine {
+		io.WriteString(c.w, clearLine+s)
+	}
+}
+
+// output is the command's output to the terminal the status line is on:
+// the status line is cleared before each write and redrawn after one
+// that ends a line.
+type output struct {
+	c *console
+	w io.Writer
+}
+
+func (o *output) Write(b []byte) (n int, err error) {
+	o.c.mu.Lock()
+	defer o.c.mu.Unlock()
+	o.c.clear()
+	n, err = o.w.Write(b)
+	if len(b) > 0 {
+		o.c.midLine = b[len(b)-1] != '\n'
+	}
+	o.c.draw()
+	return n, err
 }
 
 // cliHandler writes records as "softrnic: [LEVEL: ]message key=value…",

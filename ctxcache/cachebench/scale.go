@@ -28,6 +28,10 @@ type ScaleConfig struct {
 	PCIe     time.Duration // host-memory latency of the DMA model (default 1 us)
 	Sets     int           // QPC cache sets (default 512)
 	Ways     int           // QPC cache ways (default 4)
+
+	// Progress, if not nil, is called before each measurement: how many
+	// are done, of how many, and the one starting.
+	Progress func(done, total int, step string)
 }
 
 func (c *ScaleConfig) defaults() {
@@ -76,6 +80,13 @@ func Scale(cfg ScaleConfig) ([]ScaleRow, error) {
 	var rows []ScaleRow
 	for _, baseline := range []bool{false, true} {
 		for _, n := range cfg.QPs {
+			if cfg.Progress != nil {
+				cache := "GCCache"
+				if baseline {
+					cache = "baseline"
+				}
+				cfg.Progress(len(rows), 2*len(cfg.QPs), fmt.Sprintf("%s, %d QPs", cache, n))
+			}
 			r, err := scalePoint(cfg, n, baseline)
 			if err != nil {
 				return nil, err

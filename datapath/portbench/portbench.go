@@ -54,6 +54,10 @@ type Config struct {
 	Batch    int           // frames per batch (default 64)
 	Methods  []string      // default all
 	MTU      int           // veth MTU (default 9000)
+
+	// Progress, if not nil, is called before each measurement: how many
+	// are done, of how many, and the one starting.
+	Progress func(done, total int, step string)
 }
 
 // Result is one measurement.
@@ -109,8 +113,15 @@ func Run(cfg Config) ([]Result, error) {
 	defer t.Close()
 	b := &bench{cfg: cfg, a: t.NS("a"), b: t.NS("b"), spec: spec}
 	var results []Result
+	total := len(cfg.Payloads) * len(cfg.Methods)
+	if slices.Contains(cfg.Methods, IPerf3) {
+		total++
+	}
 	for _, size := range cfg.Payloads {
 		for _, m := range cfg.Methods {
+			if cfg.Progress != nil {
+				cfg.Progress(len(results), total, fmt.Sprintf("%s, %d-byte payloads", m, size))
+			}
 			r := Result{Method: m, Payload: size}
 			switch m {
 			case XSK:
@@ -128,6 +139,9 @@ func Run(cfg Config) ([]Result, error) {
 		}
 	}
 	if slices.Contains(cfg.Methods, IPerf3) {
+		if cfg.Progress != nil {
+			cfg.Progress(len(results), total, IPerf3+" stream")
+		}
 		results = append(results, b.runIPerf3(Result{Method: IPerf3 + " stream"}))
 	}
 	return results, nil

@@ -19,6 +19,10 @@ type LossConfig struct {
 	RTT       time.Duration // added round trip (default 200 us)
 	LinkGbits float64       // default 2
 	MTU       int           // IB MTU enum (default 5)
+
+	// Progress, if not nil, is called before each measurement: how many
+	// are done, of how many, and the one starting.
+	Progress func(done, total int, step string)
 }
 
 func (c *LossConfig) defaults() {
@@ -59,6 +63,13 @@ func Loss(cfg LossConfig) ([]LossRow, error) {
 		for _, sr := range []bool{false, true} {
 			base := 0.0
 			for _, rate := range cfg.Rates {
+				if cfg.Progress != nil {
+					rec := "go-back-N"
+					if sr {
+						rec = "selective repeat"
+					}
+					cfg.Progress(len(rows), 4*len(cfg.Rates), fmt.Sprintf("%v, %s, %g%% loss", op, rec, 100*rate))
+				}
 				r, err := lossCell(cfg, op, rate, sr)
 				if err != nil {
 					return rows, fmt.Errorf("%v at %.1f%% loss: %w", op, 100*rate, err)

@@ -36,6 +36,10 @@ type Config struct {
 	MTU         int           // IB MTU enum (default 5: 4096)
 	Message     int           // bytes per WRITE (default 65536)
 	Duration    time.Duration // per row (default 1 s)
+
+	// Progress, if not nil, is called before each measurement: how many
+	// are done, of how many, and the one starting.
+	Progress func(done, total int, step string)
 }
 
 func (c *Config) defaults() {
@@ -78,13 +82,20 @@ const frameOverhead = 14 + 20 + 8 + 12 + 4
 func Run(cfg Config) (time.Duration, []Row, error) {
 	cfg.defaults()
 	mtu := 128 << cfg.MTU
+	progress := func(done int, step string) {
+		if cfg.Progress != nil {
+			cfg.Progress(done, 1+len(cfg.Allocations), step)
+		}
+	}
+	progress(0, "the round trip, one entry")
 	probe, err := measure(cfg, 1, 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("one entry: %w", err)
 	}
 	rtt := time.Duration(float64(mtu*8) / (probe.Gbits * 1e9) * 1e9)
 	var rows []Row
-	for _, alloc := range cfg.Allocations {
+	for i, alloc := range cfg.Allocations {
+		progress(1+i, fmt.Sprintf("%d entries", alloc))
 		r, err := measure(cfg, alloc, rtt)
 		if err != nil {
 			return rtt, rows, fmt.Errorf("allocation %d: %w", alloc, err)

@@ -27,6 +27,10 @@ type ShallowConfig struct {
 	MTU        int           // IB MTU enum (default 5)
 	Selective  bool          // the QPs use selective repeat, else go-back-N
 	CC         CC            // the NICs' congestion control
+
+	// Progress, if not nil, is called before each measurement: how many
+	// are done, of how many, and the one starting.
+	Progress func(done, total int, step string)
 }
 
 // Sender names the recovery and congestion control of a run.
@@ -197,10 +201,18 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sender\tECN\ttime\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\t")
 	var out []ShallowResult
-	for _, s := range []ShallowConfig{{CC: NoCC}, {CC: LossCC}, {}, {Selective: true, CC: LossCC}, {Selective: true}} {
+	senders := []ShallowConfig{{CC: NoCC}, {CC: LossCC}, {}, {Selective: true, CC: LossCC}, {Selective: true}}
+	for _, s := range senders {
 		for _, m := range []int{0, mark} {
 			c := cfg
 			c.CC, c.Selective, c.MarkBytes = s.CC, s.Selective, m
+			if cfg.Progress != nil {
+				ecn := ", no ECN"
+				if m > 0 {
+					ecn = ", ECN"
+				}
+				cfg.Progress(len(out), 2*len(senders), c.Sender()+ecn)
+			}
 			r, err := Shallow(c)
 			if err != nil {
 				return out, fmt.Errorf("%s: %w", c.Sender(), err)
