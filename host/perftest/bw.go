@@ -28,8 +28,13 @@ func (d *rdma) sendBWServer(ctx context.Context, size int) (Result, error) {
 	return d.receive(ctx, size, d.wc)
 }
 
-// receive takes Iters messages on every QP, polling into wc.
+// receive takes Iters messages on every QP, polling into wc; with a
+// duration it takes what comes until the duration is over and measures
+// the window between its warm-up and cool-down, as perftest's server does.
 func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, error) {
+	if d.cfg.Duration > 0 {
+		return d.receiveTimed(ctx, size, wc)
+	}
 	n, q := d.cfg.Iters, len(d.qps)
 	posted := make([]int, q)
 	for i := range posted {
@@ -63,6 +68,44 @@ func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, er
 	if el := end.Sub(first); el > 0 {
 		r.BWAvg = d.cfg.bw(float64(size)*float64(n*q), el)
 		r.MsgRate = float64(n*q) / el.Seconds() / 1e6
+	}
+	return r, nil
+}
+
+// receiveTimed is receive for a duration.
+func (d *rdma) receiveTimed(ctx context.Context, size int, wc []verbs.WC) (Result, error) {
+	q := len(d.qps)
+	posted := make([]int, q)
+	for i := range posted {
+		posted[i] = d.cfg.RxDepth
+	}
+	w := newWindow(d.cfg.Duration, time.Now())
+	ctx, cancel := context.WithDeadline(ctx, w.deadline())
+	defer cancel()
+	got := 0
+	for !w.tick(time.Now(), got) {
+		wcs, err := pollInto(ctx, d.rcq, wc)
+		if err != nil {
+			if ctx.Err() == context.DeadlineExceeded {
+				break
+			}
+			return Result{}, err
+		}
+		got += len(wcs)
+		for _, c := range wcs {
+			if i := d.qpIndex(c.QPNum); i >= 0 {
+				if err := d.postRecv(i, uint64(posted[i]), size, cycleOffset(posted[i], size)); err != nil {
+					return Result{}, err
+				}
+				posted[i]++
+			}
+		}
+	}
+	r := Result{Test: d.cfg.Test.String(), Role: "server", Bytes: size, Units: d.cfg.units()}
+	var el time.Duration
+	if r.Iters, el = w.sample(time.Now(), got); el > 0 {
+		r.BWAvg = d.cfg.bw(float64(size)*float64(r.Iters), el)
+		r.MsgRate = float64(r.Iters) / el.Seconds() / 1e6
 	}
 	return r, nil
 }
@@ -112,12 +155,12 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	case cfg.Test.atomic():
 		op = verbs.WRAtomicFetchAdd
 	}
-	// Duration mode: a warm-up and a cool-down of a quarter each (whole
-	// seconds, at least one), measured between.
-	start := time.Now()
-	margin := max((cfg.Duration / 4).Truncate(time.Second), time.Second)
-	var sampleStart, sampleEnd, first, last time.Time
-	var countStart, countEnd, total int
+	var w *window
+	if timed {
+		w = newWindow(cfg.Duration, time.Now())
+	}
+	var first, last time.Time
+	var total int
 	stopped := false
 	for {
 		busy := false
@@ -130,14 +173,7 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 			break
 		}
 		if timed && !stopped {
-			now := time.Now()
-			switch {
-			case sampleStart.IsZero() && now.Sub(start) >= margin:
-				sampleStart, countStart = now, total
-			case sampleEnd.IsZero() && now.Sub(start) >= cfg.Duration-margin:
-				sampleEnd, countEnd = now, total
-			}
-			if now.Sub(start) >= cfg.Duration {
+			if w.tick(time.Now(), total) {
 				stopped = true
 				for i := range streams { // stop posting; drain what is out
 					streams[i].target = streams[i].posted
@@ -229,11 +265,9 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	}
 	r := Result{Test: cfg.Test.String(), Role: "client", Bytes: size, Units: cfg.units()}
 	if timed {
-		if sampleEnd.IsZero() {
-			sampleEnd, countEnd = time.Now(), total
-		}
-		r.Iters = countEnd - countStart
-		if el := sampleEnd.Sub(sampleStart); el > 0 {
+		var el time.Duration
+		r.Iters, el = w.sample(time.Now(), total)
+		if el > 0 {
 			r.BWAvg = cfg.bw(float64(size)*float64(r.Iters), el)
 			r.MsgRate = float64(r.Iters) / el.Seconds() / 1e6
 		}

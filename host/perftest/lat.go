@@ -15,21 +15,27 @@ import (
 // until the peer's message has counted as far in its own buffer. The
 // server writes first.
 func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
-	n := d.cfg.Iters
-	d.ensureTimes(n)
+	n, t, ctx, cancel := d.latRun(ctx)
+	defer cancel()
 	post, poll := size-1, d.recvOff(0)+size-1
 	seen := d.placed0
+	defer func() { d.placed0 = seen }()
 	scnt, rcnt := 0, 0
 	for scnt < n || rcnt < n {
 		if rcnt < n && !(scnt < 1 && server) {
 			rcnt++
 			var err error
 			if seen, err = d.waitByte(ctx, poll, byte(rcnt), seen); err != nil {
+				if t.over(err) {
+					return nil
+				}
 				return fmt.Errorf("perftest: waiting for the peer's write %d of %d: %w", rcnt, n, err)
 			}
 		}
 		if scnt < n {
-			d.tposted[scnt] = time.Now()
+			if t.posted(d, scnt) {
+				return nil
+			}
 			scnt++
 			d.buf[post] = byte(scnt)
 			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
@@ -42,12 +48,61 @@ func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 				return fmt.Errorf("perftest: post write: %w", err)
 			}
 			if _, err := d.poll(ctx, d.scq); err != nil {
+				if t.over(err) {
+					return nil
+				}
 				return err
 			}
 		}
 	}
-	d.placed0 = seen
 	return nil
+}
+
+// latTimer is a latency run's clock: with -D a window that ends the run,
+// else the iterations' post times.
+type latTimer struct {
+	w     *window
+	ctx   context.Context
+	done  bool
+	count int // iterations posted
+}
+
+// latRun starts a latency run: its iterations (unbounded with -D) and,
+// with -D, a context that ends with the run.
+func (d *rdma) latRun(ctx context.Context) (int, *latTimer, context.Context, context.CancelFunc) {
+	t := &latTimer{}
+	if d.cfg.Duration <= 0 {
+		d.ensureTimes(d.cfg.Iters)
+		return d.cfg.Iters, t, ctx, func() {}
+	}
+	t.w = newWindow(d.cfg.Duration, time.Now())
+	ctx, cancel := context.WithDeadline(ctx, t.w.deadline())
+	t.ctx = ctx
+	d.lat = t
+	return int(^uint(0) >> 1), t, ctx, cancel
+}
+
+// posted notes that iteration k is posted now; with -D it reports instead
+// that the run is over.
+func (t *latTimer) posted(d *rdma, k int) (over bool) {
+	now := time.Now()
+	if t.w == nil {
+		d.tposted[k] = now
+		return false
+	}
+	t.count = k
+	t.done = t.w.tick(now, k)
+	return t.done
+}
+
+// over reports whether err is the end of a -D run (its context's
+// deadline) rather than a failure.
+func (t *latTimer) over(err error) bool {
+	if t.w != nil && t.ctx.Err() == context.DeadlineExceeded {
+		t.done = true
+		return true
+	}
+	return false
 }
 
 // waitByte waits until the peer's WRITE has set buf[off] to want. It
@@ -85,13 +140,16 @@ func (d *rdma) waitByte(ctx context.Context, off int, want byte, seen uint64) (u
 // client sends first; each answers every message it receives with one of
 // its own.
 func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
-	n := d.cfg.Iters
-	d.ensureTimes(n)
+	n, t, ctx, cancel := d.latRun(ctx)
+	defer cancel()
 	scnt, rcnt := 0, 0
 	for scnt < n || rcnt < n {
 		if rcnt < n && !(scnt < 1 && !server) {
 			wcs, err := d.poll(ctx, d.rcq)
 			if err != nil {
+				if t.over(err) {
+					return nil
+				}
 				return err
 			}
 			for range wcs {
@@ -104,7 +162,9 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 			}
 		}
 		if scnt < n {
-			d.tposted[scnt] = time.Now()
+			if t.posted(d, scnt) {
+				return nil
+			}
 			scnt++
 			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 				SGL: []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}}}
@@ -115,6 +175,9 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 				return fmt.Errorf("perftest: post send: %w", err)
 			}
 			if _, err := d.poll(ctx, d.scq); err != nil {
+				if t.over(err) {
+					return nil
+				}
 				return err
 			}
 		}
@@ -132,8 +195,8 @@ func (d *rdma) readLat(ctx context.Context, size int) error {
 	case d.cfg.Test.atomic():
 		op = verbs.WRAtomicFetchAdd
 	}
-	n := d.cfg.Iters
-	d.ensureTimes(n)
+	n, t, ctx, cancel := d.latRun(ctx)
+	defer cancel()
 	for k := range n {
 		wr := verbs.SendWR{WRID: uint64(k), Opcode: op, Flags: verbs.SendSignaled,
 			SGL:        []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}},
@@ -141,11 +204,16 @@ func (d *rdma) readLat(ctx context.Context, size int) error {
 		if op == verbs.WRAtomicFetchAdd {
 			wr.CompareAdd = 1
 		}
-		d.tposted[k] = time.Now()
+		if t.posted(d, k) {
+			return nil
+		}
 		if _, err := d.qps[0].PostSend([]verbs.SendWR{wr}); err != nil {
 			return fmt.Errorf("perftest: post: %w", err)
 		}
 		if _, err := d.poll(ctx, d.scq); err != nil {
+			if t.over(err) {
+				return nil
+			}
 			return err
 		}
 	}
@@ -164,6 +232,16 @@ func (d *rdma) latResult(size, div int, server bool) Result {
 	r := Result{Test: d.cfg.Test.String(), Role: "client", Bytes: size, Iters: d.cfg.Iters}
 	if server {
 		r.Role = "server"
+	}
+	if t := d.lat; t != nil && t.w != nil {
+		// -D: the mean over the window, and round trips a second.
+		iters, el := t.w.sample(time.Now(), t.count)
+		r.Iters = iters
+		if iters > 0 && el > 0 {
+			r.TAvg = float64(el.Nanoseconds()) / 1e3 / float64(iters) / float64(div)
+			r.TPS = float64(iters) / el.Seconds()
+		}
+		return r
 	}
 	r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.P99, r.P999 = latStats(d.tposted[:d.cfg.Iters], div)
 	if d.cfg.Samples {

@@ -29,6 +29,7 @@ type rdma struct {
 	wc             []verbs.WC
 	rwc            []verbs.WC // the receiving half of a bidirectional send run
 	tposted, tdone []time.Time
+	lat            *latTimer // a latency run with -D
 }
 
 // maxInline is what softrnic carries inline in a send WQE.

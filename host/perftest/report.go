@@ -24,6 +24,7 @@ type Result struct {
 	TStdev   float64 `json:"t_stdev_usec,omitempty"`
 	P99      float64 `json:"p99_usec,omitempty"`
 	P999     float64 `json:"p99_9_usec,omitempty"`
+	TPS      float64 `json:"tps_average,omitempty"` // latency tests with -D: round trips (READs, atomics) a second
 	// Samples are every iteration's latency in microseconds, in order
 	// (with Config.Samples; latency tests).
 	Samples []float64 `json:"samples_usec,omitempty"`
@@ -99,6 +100,8 @@ func (s *session) printHeader() {
 		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", u, u)
 	case (c.Test.read() || c.Test.atomic()) && s.conn.Server():
 		// The passive side of READ and atomic latency measures nothing.
+	case c.Duration > 0:
+		fmt.Fprintf(w, " #bytes        #iterations       t_avg[usec]    tps average\n")
 	default:
 		fmt.Fprintf(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec] \n")
 	}
@@ -115,6 +118,10 @@ func (s *session) printBW(r *Result) {
 
 // printLat prints a latency row in perftest's format.
 func (s *session) printLat(r *Result) {
+	if s.cfg.Duration > 0 {
+		fmt.Fprintf(s.out, " %-7d       %d            %-7.2f        %-7.2f\n", r.Bytes, r.Iters, r.TAvg, r.TPS)
+		return
+	}
 	fmt.Fprintf(s.out, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
 		r.Bytes, r.Iters, r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.P99, r.P999)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strings"
@@ -194,8 +195,56 @@ func TestRunBidir(t *testing.T) {
 	}
 }
 
+// TestRunDurationSendAndLatency: -D on send-bw (each side measures its
+// own window: the client what it sent, the server what it received) and
+// on the latency tests (the mean over the window, and round trips a
+// second, as perftest prints them).
+func TestRunDurationSendAndLatency(t *testing.T) {
+	for _, cfg := range []Config{
+		{Test: SendBW, Size: 1024, Duration: 3 * time.Second},
+		{Test: WriteLat, Duration: 3 * time.Second},
+		{Test: SendLat, Duration: 3 * time.Second},
+		{Test: ReadLat, Duration: 3 * time.Second},
+	} {
+		t.Run(cfg.Test.String(), func(t *testing.T) {
+			sout, cout, sres, cres := runPair(t, cfg)
+			if len(cres) != 1 || cres[0].Iters <= 0 {
+				t.Fatalf("client results %+v\n%s", cres, cout)
+			}
+			c := cres[0]
+			switch {
+			case cfg.Test.BW():
+				if len(sres) != 1 || sres[0].Iters <= 0 || sres[0].BWAvg <= 0 || c.BWAvg <= 0 {
+					t.Fatalf("results: client %+v, server %+v", c, sres)
+				}
+				// The windows are a second apart at most: the rates agree
+				// within a factor.
+				if r := sres[0].BWAvg / c.BWAvg; r < 0.5 || r > 2 {
+					t.Errorf("server %.2f and client %.2f disagree", sres[0].BWAvg, c.BWAvg)
+				}
+			default:
+				div := 2.0
+				if cfg.Test == ReadLat {
+					div = 1
+				}
+				// t_avg and tps describe one window: t_avg x tps x div is
+				// one second.
+				if c.TAvg <= 0 || c.TPS <= 0 || math.Abs(c.TAvg*c.TPS*div/1e6-1) > 0.01 {
+					t.Errorf("latency figures %+v", c)
+				}
+				if !strings.Contains(cout, "t_avg[usec]    tps average") {
+					t.Errorf("client printed no duration table:\n%s", cout)
+				}
+				if cfg.Test != ReadLat && (len(sres) != 1 || sres[0].Iters <= 0 || sres[0].TAvg <= 0) {
+					t.Errorf("server results %+v\n%s", sres, sout)
+				}
+			}
+		})
+	}
+}
+
 // TestRunDuration: with -D the client runs for the duration, measures the
-// middle half (a quarter of warm-up and of cool-down) and reports how many
+// middle (a quarter of warm-up and of cool-down, in whole seconds) and reports how many
 // messages completed in it; the server prints the same figures.
 func TestRunDuration(t *testing.T) {
 	_, _, sres, cres := runPair(t, Config{Test: WriteBW, Size: 1024, Duration: 3 * time.Second})
@@ -205,7 +254,7 @@ func TestRunDuration(t *testing.T) {
 	if len(sres) != 1 || sres[0].Iters != cres[0].Iters || sres[0].BWAvg != cres[0].BWAvg {
 		t.Fatalf("server results %+v, client %+v", sres, cres)
 	}
-	for _, c := range []Config{{Test: SendBW, Duration: 5 * time.Second}, {Test: WriteLat, Duration: 5 * time.Second}, {Test: WriteBW, Duration: time.Second}} {
+	for _, c := range []Config{{Test: WriteBW, Duration: time.Second / 2}, {Test: SendBW, Duration: 3 * time.Second, All: true}, {Test: SendBW, Duration: 3 * time.Second, Bidir: true}} {
 		if err := c.Check(); err == nil {
 			t.Errorf("%v with -D %v accepted", c.Test, c.Duration)
 		}
