@@ -65,7 +65,7 @@ func newPerfFlags() *perfFlags {
 	fs.IntVar(&cfg.Size, "s", 0, "message size in bytes, at least 1 (default: bw 65536, lat 2; atomics 8)")
 	fs.IntVar(&cfg.Iters, "n", 0, "iterations (write-bw 5000, others 1000)")
 	fs.BoolVar(&cfg.All, "a", false, "run every size from 2 to 8388608 bytes")
-	p.dur = fs.Int("D", 0, "run for this many seconds instead of -n iterations (bw tests)")
+	p.dur = fs.Int("D", 0, "run for this many seconds instead of -n iterations, measuring between a warm-up and a cool-down of a quarter each (whole seconds)")
 	fs.IntVar(&cfg.QPs, "q", 1, "QPs (bandwidth tests)")
 	fs.BoolVar(&cfg.Bidir, "b", false, "bidirectional: both sides send (send-bw, write-bw, read-bw); each prints the sum of both")
 	fs.BoolVar(&cfg.Bidir, "bidirectional", false, "same as -b")
