@@ -76,7 +76,7 @@ func openNIC(o nicOptions) (e *nicEnv, close func(), err error) {
 	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll}); err != nil {
 		return nil, nil, err
 	}
-	undo = append(undo, func() { e.dev.Close() })
+	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })
 	if o.metricsAddr != "" {
 		stop, err := serveMetrics(o.metricsAddr, o.pprof, metrics.Source{Name: e.nd.Name, Dev: e.dev, Ports: ports})
 		if err != nil {
