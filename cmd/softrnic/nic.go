@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 
 	"github.com/softrnic/softrnic/datapath"
@@ -60,6 +61,7 @@ func openNIC(o nicOptions) (e *nicEnv, close func(), err error) {
 		return nil, nil, err
 	}
 	e.ip = gid.Addr()
+	slog.Debug("netdev", "dev", e.nd.Name, "mac", e.nd.MAC, "mtu", e.nd.MTU, "gid", e.ip)
 	ports, closePorts, err := openPorts(e.nd, o.portKind, e.ip)
 	if err != nil {
 		return nil, nil, err

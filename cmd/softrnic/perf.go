@@ -21,11 +21,8 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/netdev"
 	"github.com/softrnic/softrnic/datapath/udpport"
-	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/xsk"
-	"github.com/softrnic/softrnic/host/metrics"
 	"github.com/softrnic/softrnic/host/perftest"
-	"github.com/softrnic/softrnic/host/verbs"
 )
 
 const perfText = `tests: send-bw write-bw read-bw atomic-bw send-lat write-lat read-lat atomic-lat
@@ -160,29 +157,6 @@ func runPerf(args []string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	nd, err := openNetdev(*dev)
-	if err != nil {
-		return err
-	}
-	defer nd.Close()
-	gid, err := pickGID(nd, *gidIndex)
-	if err != nil {
-		return err
-	}
-	ip := gid.Addr()
-	slog.Debug("netdev", "dev", nd.Name, "mac", nd.MAC, "mtu", nd.MTU, "gid", ip)
-	ports, closePorts, err := openPorts(nd, *portKind, ip)
-	if err != nil {
-		return err
-	}
-	defer closePorts()
-	if *pf.pcap != "" {
-		stop, err := capturePorts(*pf.pcap, nd.Name, ports)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	poll := pf.pollMode
 	if poll == datapath.PollApp && addr == "" && passiveServer(cfg.Test) {
 		// This side's test polls nothing while the peer works (perftest's
@@ -190,19 +164,13 @@ func runPerf(args []string, stdout io.Writer) error {
 		// with -poll app its NIC polls on its own instead.
 		poll = datapath.PollSpin
 	}
-	vd, err := verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU, Poll: poll})
+	e, closeNIC, err := openNIC(nicOptions{dev: *dev, gidIndex: *gidIndex, portKind: *portKind, poll: poll,
+		pcap: *pf.pcap, metricsAddr: *pf.metricsAddr, pprof: *pf.pprof})
 	if err != nil {
 		return err
 	}
-	defer vd.Close()
-	defer logCounters(nd.Name, vd, ports)
-	if *pf.metricsAddr != "" {
-		stop, err := serveMetrics(*pf.metricsAddr, *pf.pprof, metrics.Source{Name: nd.Name, Dev: vd, Ports: ports})
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
+	defer closeNIC()
+	nd, vd, ports, ip := e.nd, e.dev, e.ports, e.ip
 	if *showCounters {
 		defer func() {
 			vd.NIC().Counters().Each(func(name string, v uint64) {
@@ -217,11 +185,7 @@ func runPerf(args []string, stdout io.Writer) error {
 			}
 		}()
 	}
-	env := perftest.Env{Dev: vd, GID: ip, PortMTU: vd.ActiveMTU(), DevName: nd.Name,
-		Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
-			hop, err := nd.Resolve(ctx, ip)
-			return hop.MAC, err
-		}}
+	env := perftest.Env{Dev: vd, GID: ip, PortMTU: vd.ActiveMTU(), DevName: nd.Name, Resolve: e.resolve}
 
 	var conn *perftest.Conn
 	if addr == "" {
