@@ -39,19 +39,19 @@ func (e *nicEnv) resolve(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
 
 // openNIC opens the netdev, its ports (with a recording), the device and
 // the metrics listener; close undoes what it opened, in reverse.
-func openNIC(o nicOptions) (e *nicEnv, close func(), err error) {
+func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 	var undo []func()
-	close = func() {
+	closeAll := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			close()
+			closeAll()
 		}
 	}()
-	e = &nicEnv{}
+	e := &nicEnv{} // the undo steps use it, whatever this returns
 	if e.nd, err = openNetdev(o.dev); err != nil {
 		return nil, nil, err
 	}
@@ -86,5 +86,5 @@ func openNIC(o nicOptions) (e *nicEnv, close func(), err error) {
 		}
 		undo = append(undo, stop)
 	}
-	return e, close, nil
+	return e, closeAll, nil
 }
