@@ -153,7 +153,6 @@ func TestRunBidir(t *testing.T) {
 		{Test: ReadBW, Iters: 200, Size: 3000, QPs: 2},
 		{Test: SendBW, Iters: 300, Size: 2048},
 		{Test: SendBW, Iters: 100, Size: 100, QPs: 3},
-		{Test: WriteBW, Iters: 20, All: true},
 	} {
 		cfg.Bidir = true
 		t.Run(fmt.Sprintf("%v/q%d/all=%v", cfg.Test, cfg.QPs, cfg.All), func(t *testing.T) {
