@@ -23,8 +23,9 @@ func TestLossAndShallow(t *testing.T) {
 		// A lossy cell sends packets again; a lossless one only the odd
 		// packet whose early timer a loaded host let run out (under
 		// `go test ./...`, with another package's tests beside it, a
-		// lossless READ cell has resent 3 % of its packets).
-		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*20 > r.Sent {
+		// lossless READ cell has resent 3 % and once 6.6 % of its
+		// packets: a READ asked again is answered again in full).
+		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*10 > r.Sent {
 			t.Errorf("%+v", r)
 		}
 	}
