@@ -99,6 +99,36 @@ figure() {
 	esac
 }
 
+# run_pair DIR SLOG PLOG WAIT GUEST-COMMAND SOFTRNIC-ARGS...: one run in
+# direction DIR (softrnic-server: softrnic serves and the guest's command
+# connects to HOSTIP; otherwise the guest's command serves, WAIT seconds
+# before softrnic connects to GUESTIP), each side's output in its log.
+# Sets src and prc: softrnic's and the guest command's exit statuses.
+run_pair() {
+	local dir=$1 slog=$2 plog=$3 wait=$4 guest=$5
+	shift 5
+	if [ "$dir" = softrnic-server ]; then
+		timeout 120 ip netns exec $NS "$BIN" "$@" >"$slog" 2>&1 &
+		local spid=$!
+		for _ in $(seq 50); do
+			ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
+			sleep 0.1
+		done
+		"$T" exec -t 110 "timeout 100 $guest $HOSTIP" >"$plog" 2>&1
+		prc=$?
+		wait $spid
+		src=$?
+	else
+		local id
+		id=$("$T" bg "timeout 100 $guest")
+		sleep "$wait"
+		timeout 120 ip netns exec $NS "$BIN" "$@" $GUESTIP >"$slog" 2>&1
+		src=$?
+		"$T" wait "$id" >"$plog" 2>&1
+		prc=$?
+	fi
+}
+
 # one_retry says whether the counters that moved are one retransmission
 # on either side during one of the VM's stalls: duplicate_request or
 # completer_retry_err, once.
@@ -136,25 +166,9 @@ cell() {
 		local before after src prc
 		before=$(counters)
 		local t0=$SECONDS
-		if [ $dir = softrnic-server ]; then
-			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz $iters $extra >"$slog" 2>&1 &
-			local spid=$!
-			for _ in $(seq 50); do
-				ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
-				sleep 0.1
-			done
-			"$T" exec -t 110 "timeout 100 $pt -d rxe0 -x 1 -F $sz $iters $extra $HOSTIP" >"$plog" 2>&1
-			prc=$?
-			wait $spid
-			src=$?
-		else
-			local id
-			id=$("$T" bg "timeout 100 $pt -d rxe0 -x 1 -F $sz $iters $extra")
-			timeout 120 ip netns exec $NS "$BIN" perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz $iters $extra $GUESTIP >"$slog" 2>&1
-			src=$?
-			"$T" wait "$id" >"$plog" 2>&1
-			prc=$?
-		fi
+		# shellcheck disable=SC2086 # the flags split into words
+		run_pair $dir "$slog" "$plog" 0 "$pt -d rxe0 -x 1 -F $sz $iters $extra" \
+			perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz $iters $extra
 		after=$(counters)
 		local sf pf mv verdict=pass
 		sf=$(figure "$slog" "$test")
@@ -230,26 +244,10 @@ ppcell() {
 		local before after src prc
 		before=$(counters)
 		local t0=$SECONDS
-		if [ $dir = softrnic-server ]; then
-			timeout 120 ip netns exec $NS "$BIN" pingpong "$kind" -d $HOSTIF -poll "$POLL" -n "$ITERS_PP" $extra >"$slog" 2>&1 &
-			local spid=$!
-			for _ in $(seq 50); do
-				ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
-				sleep 0.1
-			done
-			"$T" exec -t 110 "timeout 100 $prog $HOSTIP" >"$plog" 2>&1
-			prc=$?
-			wait $spid
-			src=$?
-		else
-			local id
-			id=$("$T" bg "timeout 100 $prog")
-			sleep 1
-			timeout 120 ip netns exec $NS "$BIN" pingpong "$kind" -d $HOSTIF -poll "$POLL" -n "$ITERS_PP" $extra $GUESTIP >"$slog" 2>&1
-			src=$?
-			"$T" wait "$id" >"$plog" 2>&1
-			prc=$?
-		fi
+		# The C client gives up at once if nobody listens yet: a second
+		# for the guest's server first.
+		# shellcheck disable=SC2086 # the flags split into words
+		run_pair $dir "$slog" "$plog" 1 "$prog" pingpong "$kind" -d $HOSTIF -poll "$POLL" -n "$ITERS_PP" $extra
 		after=$(counters)
 		local sf pf mv verdict=pass
 		sf=$(awk '/usec\/iter/ {print $(NF-1)}' "$slog")
