@@ -6,8 +6,10 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,15 +30,66 @@ type Source struct {
 // Handler serves the sources' metrics and the Go runtime's at any path
 // (mount it at /metrics).
 func Handler(srcs ...Source) http.Handler {
+	s := &Set{}
+	for _, src := range srcs {
+		s.Add(src)
+	}
+	return s.Handler()
+}
+
+// Set is a changing set of sources: the devices a benchmark opens and
+// closes while the listener serves. The zero Set is empty.
+type Set struct {
+	mu   sync.Mutex
+	next int
+	srcs map[int]Source
+}
+
+// Add puts a source in the set until remove is called (before its
+// device closes).
+func (s *Set) Add(src Source) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srcs == nil {
+		s.srcs = make(map[int]Source)
+	}
+	id := s.next
+	s.next++
+	s.srcs[id] = src
+	return func() {
+		s.mu.Lock()
+		delete(s.srcs, id)
+		s.mu.Unlock()
+	}
+}
+
+// Handler serves the metrics of the sources in the set at each scrape,
+// and the Go runtime's.
+func (s *Set) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&collector{srcs: srcs})
+	reg.MustRegister(&collector{set: s})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// sources returns the set's sources in the order they were added. A
+// scrape holds the set's lock, so a device leaves only between scrapes.
+func (s *Set) sources() []Source {
+	ids := make([]int, 0, len(s.srcs))
+	for id := range s.srcs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]Source, len(ids))
+	for i, id := range ids {
+		out[i] = s.srcs[id]
+	}
+	return out
 }
 
 // collector reads the counters at each scrape. It is unchecked (it
 // describes nothing ahead): the set of counters is the NIC's.
-type collector struct{ srcs []Source }
+type collector struct{ set *Set }
 
 func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
@@ -46,7 +99,9 @@ var gauges = map[string]bool{
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c.srcs {
+	c.set.mu.Lock()
+	defer c.set.mu.Unlock()
+	for _, s := range c.set.sources() {
 		nic := s.Dev.NIC()
 		nic.Counters().Each(func(name string, v uint64) {
 			kind := prometheus.CounterValue

@@ -79,3 +79,43 @@ func TestScrape(t *testing.T) {
 		t.Error("no Go runtime metrics")
 	}
 }
+
+// TestSet: a device is in the scrapes from Add until its remove, and
+// others stay.
+func TestSet(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 4096)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 4096)
+	var set metrics.Set
+	srv := httptest.NewServer(set.Handler())
+	defer srv.Close()
+	devices := func() []string {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var out []string
+		for _, m := range regexp.MustCompile(`(?m)^softrnic_sent_pkts\{device="([^"]+)"\}`).FindAllStringSubmatch(string(body), -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	if d := devices(); len(d) != 0 {
+		t.Fatalf("an empty set exports %v", d)
+	}
+	removeA := set.Add(metrics.Source{Name: "a", Dev: a.Dev})
+	removeB := set.Add(metrics.Source{Name: "b", Dev: b.Dev})
+	if d := devices(); len(d) != 2 || d[0] != "a" || d[1] != "b" {
+		t.Fatalf("devices %v, want [a b]", d)
+	}
+	removeA()
+	if d := devices(); len(d) != 1 || d[0] != "b" {
+		t.Fatalf("after removing a: %v, want [b]", d)
+	}
+	removeB()
+	if d := devices(); len(d) != 0 {
+		t.Fatalf("after removing both: %v", d)
+	}
+}
