@@ -14,6 +14,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -32,6 +33,9 @@ type ScaleConfig struct {
 	// Progress, if not nil, is called before each measurement: how many
 	// are done, of how many, and the one starting.
 	Progress func(done, total int, step string)
+	// Observe, if not nil, watches the NICs the benchmark opens (their
+	// frames, their counters).
+	Observe *observe.Hooks
 }
 
 func (c *ScaleConfig) defaults() {
@@ -99,15 +103,17 @@ func Scale(cfg ScaleConfig) ([]ScaleRow, error) {
 
 // scaleEnd is one NIC of the run.
 type scaleEnd struct {
-	dev *verbs.Device
-	cq  *verbs.CQ
-	mr  *verbs.MR
-	qps []*verbs.QP
-	ah  verbs.AH
+	dev     *verbs.Device
+	closing func() // the watcher's, before dev closes
+	cq      *verbs.CQ
+	mr      *verbs.MR
+	qps     []*verbs.QP
+	ah      verbs.AH
 }
 
-func openScaleEnd(p datapath.Port, last byte, n int, cfg ScaleConfig, baseline bool) (*scaleEnd, error) {
+func openScaleEnd(name string, p datapath.Port, last byte, n int, cfg ScaleConfig, baseline bool) (*scaleEnd, error) {
 	e := &scaleEnd{ah: verbs.AH{DestMAC: wire.MAC{2, 0, 0, 0, 9, last}, DestGID: netip.AddrFrom4([4]byte{10, 53, 0, last})}}
+	p = cfg.Observe.WrapPort(name, p)
 	var err error
 	e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
 		PCIe: host.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline,
@@ -135,23 +141,33 @@ func openScaleEnd(p datapath.Port, last byte, n int, cfg ScaleConfig, baseline b
 		e.dev.Close()
 		return nil, err
 	}
+	e.closing = cfg.Observe.Opened(name, e.dev, p)
 	return e, nil
+}
+
+func (e *scaleEnd) close() {
+	e.closing()
+	e.dev.Close()
 }
 
 func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
 	defer pa.Close()
 	defer pb.Close()
-	a, err := openScaleEnd(pa, 1, n, cfg, baseline)
+	nic := fmt.Sprintf("scale %d QPs", n)
+	if baseline {
+		nic += " baseline"
+	}
+	a, err := openScaleEnd(nic+" a", pa, 1, n, cfg, baseline)
 	if err != nil {
 		return ScaleRow{}, err
 	}
-	defer a.dev.Close()
-	b, err := openScaleEnd(pb, 2, n, cfg, baseline)
+	defer a.close()
+	b, err := openScaleEnd(nic+" b", pb, 2, n, cfg, baseline)
 	if err != nil {
 		return ScaleRow{}, err
 	}
-	defer b.dev.Close()
+	defer b.close()
 	for i := range n {
 		if err := verbs.ConnectRC(a.qps[i], b.qps[i], a.ah, b.ah, 5, 14); err != nil {
 			return ScaleRow{}, fmt.Errorf("QP pair %d of %d: %w", i, n, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -22,6 +23,9 @@ type IsolationConfig struct {
 	RTT       time.Duration // the link's added round trip (default 200 us)
 	LinkGbits float64       // default 2
 	Duration  time.Duration // per measurement (default 1 s)
+	// Observe, if not nil, watches the NICs the benchmark opens (their
+	// frames, their counters).
+	Observe *observe.Hooks
 }
 
 func (c *IsolationConfig) defaults() {
@@ -69,7 +73,7 @@ func Isolation(cfg IsolationConfig) (IsolationResult, error) {
 			}
 			return 0
 		}}
-	l, err := openLink(linkCfg, 3, 32*msg, 0)
+	l, err := openLink(cfg.Observe, "isolation", linkCfg, 3, 32*msg, 0)
 	if err != nil {
 		return IsolationResult{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -23,6 +24,9 @@ type LossConfig struct {
 	// Progress, if not nil, is called before each measurement: how many
 	// are done, of how many, and the one starting.
 	Progress func(done, total int, step string)
+	// Observe, if not nil, watches the NICs the benchmark opens (their
+	// frames, their counters).
+	Observe *observe.Hooks
 }
 
 func (c *LossConfig) defaults() {
@@ -87,7 +91,11 @@ func Loss(cfg LossConfig) ([]LossRow, error) {
 
 func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64, sr bool) (LossRow, error) {
 	const msg = 64 << 10
-	l, err := openLink(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, Loss: rate, Seed: 42}, 2, 16*msg, 0)
+	link := fmt.Sprintf("loss %v %g%%", op, 100*rate)
+	if sr {
+		link += " selective"
+	}
+	l, err := openLink(cfg.Observe, link, porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, Loss: rate, Seed: 42}, 2, 16*msg, 0)
 	if err != nil {
 		return LossRow{}, err
 	}

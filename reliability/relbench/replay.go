@@ -24,6 +24,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/reliability"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	// Progress, if not nil, is called before each measurement: how many
 	// are done, of how many, and the one starting.
 	Progress func(done, total int, step string)
+	// Observe, if not nil, watches the NICs the benchmark opens (their
+	// frames, their counters).
+	Observe *observe.Hooks
 }
 
 func (c *Config) defaults() {
@@ -106,21 +110,24 @@ func Run(cfg Config) (time.Duration, []Row, error) {
 }
 
 type end struct {
-	dev *verbs.Device
-	pd  *verbs.PD
-	cq  *verbs.CQ
-	qp  *verbs.QP
-	mr  *verbs.MR
-	buf []byte
-	ah  verbs.AH
+	dev     *verbs.Device
+	closing func() // the watcher's, before dev closes
+	pd      *verbs.PD
+	cq      *verbs.CQ
+	qp      *verbs.QP
+	mr      *verbs.MR
+	buf     []byte
+	ah      verbs.AH
 }
 
-func open(p *porttest.Port, mac wire.MAC, ip string, size, alloc int, cc CC) (*end, error) {
+func open(obs *observe.Hooks, name string, p *porttest.Port, mac wire.MAC, ip string, size, alloc int, cc CC) (*end, error) {
 	e := &end{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
+	port := obs.WrapPort(name, p)
 	var err error
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc == NoCC, DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc]}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc == NoCC, DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc]}); err != nil {
 		return nil, err
 	}
+	e.closing = obs.Opened(name, e.dev, port)
 	if e.pd, err = e.dev.AllocPD(); err != nil {
 		return e, err
 	}
@@ -143,9 +150,10 @@ type link struct {
 }
 
 // openLink opens a link on subnet 10.49.net.0/24; both QPs reserve alloc
-// replay entries (0: the default). Close releases everything.
-func openLink(cfg porttest.Config, net byte, size, alloc int) (*link, error) {
-	return openLinkCC(cfg, net, size, alloc, DefaultCC)
+// replay entries (0: the default). Its NICs are name+" a" and name+" b"
+// to the watcher obs. Close releases everything.
+func openLink(obs *observe.Hooks, name string, cfg porttest.Config, net byte, size, alloc int) (*link, error) {
+	return openLinkCC(obs, name, cfg, net, size, alloc, DefaultCC)
 }
 
 // CC is the congestion control a benchmark's NICs run.
@@ -158,12 +166,12 @@ const (
 )
 
 // openLinkCC is openLink with the NICs' congestion control cc.
-func openLinkCC(cfg porttest.Config, net byte, size, alloc int, cc CC) (*link, error) {
+func openLinkCC(obs *observe.Hooks, name string, cfg porttest.Config, net byte, size, alloc int, cc CC) (*link, error) {
 	l := &link{}
 	l.pa, l.pb = porttest.NewPair(cfg)
 	var err error
-	if l.a, err = open(l.pa, wire.MAC{2, 0, 0, 0, net, 1}, fmt.Sprintf("10.49.%d.1", net), size, alloc, cc); err == nil {
-		l.b, err = open(l.pb, wire.MAC{2, 0, 0, 0, net, 2}, fmt.Sprintf("10.49.%d.2", net), size, alloc, cc)
+	if l.a, err = open(obs, name+" a", l.pa, wire.MAC{2, 0, 0, 0, net, 1}, fmt.Sprintf("10.49.%d.1", net), size, alloc, cc); err == nil {
+		l.b, err = open(obs, name+" b", l.pb, wire.MAC{2, 0, 0, 0, net, 2}, fmt.Sprintf("10.49.%d.2", net), size, alloc, cc)
 	}
 	if err != nil {
 		l.Close()
@@ -176,6 +184,9 @@ func openLinkCC(cfg porttest.Config, net byte, size, alloc int, cc CC) (*link, e
 func (l *link) Close() {
 	for _, e := range []*end{l.a, l.b} {
 		if e != nil && e.dev != nil {
+			if e.closing != nil {
+				e.closing()
+			}
 			e.dev.Close()
 		}
 	}
@@ -185,7 +196,7 @@ func (l *link) Close() {
 
 func measure(cfg Config, alloc int, rtt time.Duration) (Row, error) {
 	size := 64 * cfg.Message
-	l, err := openLink(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9}, 0, size, alloc)
+	l, err := openLink(cfg.Observe, fmt.Sprintf("replay %d", alloc), porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9}, 0, size, alloc)
 	if err != nil {
 		return Row{}, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -31,6 +32,9 @@ type ShallowConfig struct {
 	// Progress, if not nil, is called before each measurement: how many
 	// are done, of how many, and the one starting.
 	Progress func(done, total int, step string)
+	// Observe, if not nil, watches the NICs the benchmark opens (their
+	// frames, their counters).
+	Observe *observe.Hooks
 }
 
 // Sender names the recovery and congestion control of a run.
@@ -85,7 +89,7 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	cfg.defaults()
 	const msg = 64 << 10
 	size := (cfg.WriteQPs + 1) * 16 * msg
-	l, err := openLinkCC(porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}, 1, size, 0, cfg.CC)
+	l, err := openLinkCC(cfg.Observe, "shallow", porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}, 1, size, 0, cfg.CC)
 	if err != nil {
 		return ShallowResult{}, err
 	}
