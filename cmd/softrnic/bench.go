@@ -106,6 +106,7 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		"Two live NICs over the in-memory port; 4 KiB WRITEs spread round-robin over\n1, 16, 256, 4K and 16K QPs; the QP contexts behind GCCache, then behind the\nblocking baseline; DMA latency 1 us. Prints each point against one QP.\n")
 	dur := fs.Duration("d", time.Second, "time per point")
 	qps := fs.String("q", "1,16,256,4096,16384", "QP counts, comma-separated")
+	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -120,9 +121,14 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		}
 		counts = append(counts, n)
 	}
+	hooks, stop, err := obs.hooks()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	p, stdout := benchProgress("bench scale", stdout)
 	defer p.stop()
-	return cachebench.ReportScale(stdout, cachebench.ScaleConfig{QPs: counts, Duration: *dur, Progress: p.stepFunc()})
+	return cachebench.ReportScale(stdout, cachebench.ScaleConfig{QPs: counts, Duration: *dur, Progress: p.stepFunc(), Observe: hooks})
 }
 
 func runBenchFrames(args []string, stdout io.Writer) error {
@@ -212,6 +218,7 @@ func runBenchReplay(args []string, stdout io.Writer) error {
 	rtt := fs.Duration("rtt", 10*time.Millisecond, "added round trip")
 	link := fs.Float64("link", 2, "link rate each way, Gbit/s")
 	dur := fs.Duration("d", time.Second, "time per allocation")
+	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -229,6 +236,12 @@ func runBenchReplay(args []string, stdout io.Writer) error {
 	if *rtt <= 0 || *link <= 0 || *dur <= 0 {
 		return badValue("-rtt, -link and -d must be positive")
 	}
+	hooks, stop, err := obs.hooks()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cfg.Observe = hooks
 	p, stdout := benchProgress("bench replay", stdout)
 	defer p.stop()
 	cfg.Progress = p.stepFunc()
@@ -251,6 +264,7 @@ func runBenchLoss(args []string, stdout io.Writer) error {
 	rates := fs.String("l", "0,0.1,1,5", "loss rates in percent, comma-separated")
 	n := fs.Int("n", 300, "messages per cell")
 	rtt := fs.Duration("rtt", 200*time.Microsecond, "added round trip")
+	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -268,6 +282,12 @@ func runBenchLoss(args []string, stdout io.Writer) error {
 	if *n < 1 || *rtt <= 0 {
 		return badValue("-n and -rtt must be positive")
 	}
+	hooks, stop, err := obs.hooks()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cfg.Observe = hooks
 	p, stdout := benchProgress("bench loss", stdout)
 	defer p.stop()
 	cfg.Progress = p.stepFunc()
@@ -283,6 +303,7 @@ func runBenchShallow(args []string, stdout io.Writer) error {
 	link := fs.Float64("link", 2, "link rate each way, Gbit/s")
 	mark := fs.Int("ecn", 0, "the ECN rows mark Congestion Experienced above this many queued bytes (0: half the queue)")
 	n := fs.Int("n", 200, "64 KiB WRITEs per QP (the READ stream is half as long)")
+	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -292,10 +313,15 @@ func runBenchShallow(args []string, stdout io.Writer) error {
 	if *queue < 1 || *rtt <= 0 || *link <= 0 || *mark < 0 || *n < 2 {
 		return badValue("-queue, -rtt and -link must be positive, -n at least 2, -ecn at least 0")
 	}
+	hooks, stop, err := obs.hooks()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	p, stdout := benchProgress("bench shallow", stdout)
 	defer p.stop()
-	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark, Messages: *n, Reads: *n / 2, Progress: p.stepFunc()}
-	_, err := relbench.ReportShallow(stdout, cfg)
+	cfg := relbench.ShallowConfig{QueueBytes: *queue, RTT: *rtt, LinkGbits: *link, MarkBytes: *mark, Messages: *n, Reads: *n / 2, Progress: p.stepFunc(), Observe: hooks}
+	_, err = relbench.ReportShallow(stdout, cfg)
 	return err
 }
 
@@ -306,6 +332,7 @@ func runBenchIsolation(args []string, stdout io.Writer) error {
 	alloc := fs.Int("a", 4, "A's replay entries")
 	slow := fs.Duration("slow", 20*time.Millisecond, "extra one-way delay of A's peer")
 	dur := fs.Duration("d", time.Second, "time per measurement")
+	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -315,9 +342,14 @@ func runBenchIsolation(args []string, stdout io.Writer) error {
 	if *alloc < 1 || *slow <= 0 || *dur <= 0 {
 		return badValue("-a, -slow and -d must be positive")
 	}
+	hooks, stop, err := obs.hooks()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	p, stdout := benchProgress("bench isolation", stdout)
 	defer p.stop()
-	_, err := relbench.ReportIsolation(stdout, relbench.IsolationConfig{AllocA: *alloc, SlowDelay: *slow, Duration: *dur})
+	_, err = relbench.ReportIsolation(stdout, relbench.IsolationConfig{AllocA: *alloc, SlowDelay: *slow, Duration: *dur, Observe: hooks})
 	return err
 }
 

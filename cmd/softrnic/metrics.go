@@ -14,12 +14,18 @@ import (
 // serveMetrics serves the sources' metrics at http://addr/metrics (and
 // Go's pprof at /debug/pprof/ with withPprof) until stop.
 func serveMetrics(addr string, withPprof bool, srcs ...metrics.Source) (stop func(), err error) {
+	return serveHandler(addr, withPprof, metrics.Handler(srcs...))
+}
+
+// serveHandler serves h at http://addr/metrics (and pprof with
+// withPprof) until stop.
+func serveHandler(addr string, withPprof bool, h http.Handler) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(srcs...))
+	mux.Handle("/metrics", h)
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -182,3 +182,69 @@ func TestDemoMetrics(t *testing.T) {
 		t.Errorf("stat during the demo:\n%s", got)
 	}
 }
+
+// TestInMemoryBenchObserve: the benchmarks whose NICs run over the
+// in-memory port record them with -pcap (each NIC an rx and a tx
+// interface, every frame a good RoCEv2 frame) and serve the NICs open at
+// the time with -metrics. No root needed.
+func TestInMemoryBenchObserve(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "loss.pcapng")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runBench([]string{"loss", "-l", "0,1", "-n", "40", "-rtt", "20ms", "-pcap", f, "-metrics", addr}, &out)
+	}()
+	// While it runs, stat finds the open NICs, under their names.
+	var got string
+	for got == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("bench loss ended (%v) before stat read its counters\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		var stdout, stderr bytes.Buffer
+		if run([]string{"stat", addr}, &stdout, &stderr) == 0 && strings.Contains(stdout.String(), "sent_pkts") {
+			got = stdout.String()
+		}
+	}
+	if !strings.Contains(got, "loss ") {
+		t.Errorf("stat shows no NIC named after its cell:\n%s", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("bench loss: %v\n%s", err, out.String())
+	}
+	var dec bytes.Buffer
+	if err := runDecode([]string{"-s", f}, &dec); err != nil || !strings.Contains(dec.String(), "(ICRC good), 0 malformed, 0 other") {
+		t.Errorf("softrnic decode: %v\n%s", err, dec.String())
+	}
+	// Eight cells of two NICs, each with an rx and a tx interface.
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ng, err := pcapgo.NewNgReader(r, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, _, err := ng.ReadPacketData(); err != nil {
+			break
+		}
+	}
+	named := 0
+	for i := range ng.NInterfaces() {
+		if in, err := ng.Interface(i); err == nil && strings.HasPrefix(in.Name, "loss ") {
+			named++
+		}
+	}
+	if named != 8*2*2 {
+		t.Errorf("%d interfaces named after a cell, want 32 (8 cells, 2 NICs, rx and tx)", named)
+	}
+}
