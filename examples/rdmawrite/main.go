@@ -44,7 +44,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -68,7 +68,6 @@ func main() {
 	ioKind := flag.String("io", "xsk", "port: xsk (AF_XDP, root) or udp (a kernel UDP socket)")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up after this long")
 	flag.Parse()
-	log.SetFlags(0)
 	if *dev == "" || (*listen == "") == (*connect == "") || *size < 1 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: rdmawrite -dev IFACE (-listen [HOST]:PORT | -connect HOST:PORT) [-size N] [-io xsk|udp]")
 		flag.PrintDefaults()
@@ -78,7 +77,7 @@ func main() {
 	if *connect != "" {
 		role = "client"
 	}
-	log.SetPrefix(role + ": ")
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", role))
 
 	// Every step below blocks at most until ctx ends: after -timeout, or
 	// at Ctrl-C.
@@ -88,7 +87,7 @@ func main() {
 	defer cancel()
 
 	if err := run(ctx, role, *dev, *listen, *connect, *ioKind, *size); err != nil {
-		log.Printf("error: %v", err)
+		slog.Error(err.Error())
 		os.Exit(1)
 	}
 }
@@ -137,7 +136,7 @@ func run(ctx context.Context, role, ifname, listen, connect, portKind string, si
 	var ports []datapath.Port
 	switch portKind {
 	case "xsk":
-		x, err := xsk.Open(nd.Name, xsk.Config{}, log.Printf)
+		x, err := xsk.Open(nd.Name, xsk.Config{Log: slog.Default()}, nil)
 		if err != nil {
 			return fmt.Errorf("AF_XDP port on %s (run as root, or try -io udp): %w", nd.Name, err)
 		}
@@ -164,7 +163,7 @@ func run(ctx context.Context, role, ifname, listen, connect, portKind string, si
 		return err
 	}
 	defer s.dev.Close()
-	log.Printf("NIC on %s (%s, MAC %s, MTU %d, active IB MTU enum %d)", nd.Name, ip, nd.MAC, nd.MTU, s.dev.ActiveMTU())
+	slog.Info("NIC open", "dev", nd.Name, "ip", ip, "mac", nd.MAC, "mtu", nd.MTU, "active_ib_mtu_enum", s.dev.ActiveMTU())
 
 	// Step 4: a protection domain, registered memory, a completion queue
 	// and a reliable-connected queue pair. A memory region is what the NIC
@@ -216,8 +215,8 @@ func run(ctx context.Context, role, ifname, listen, connect, portKind string, si
 	if err != nil {
 		return err
 	}
-	log.Printf("local endpoint: %v", local)
-	log.Printf("peer endpoint:  %v", peer)
+	slog.Info("local endpoint", "endpoint", local)
+	slog.Info("peer endpoint", "endpoint", peer)
 
 	// Step 6: connect the queue pair. Frames to the peer go to the MAC
 	// of the next hop towards its GID: on one Ethernet segment the peer
@@ -287,11 +286,11 @@ func write(ctx context.Context, s *peerSide, conn net.Conn, rd *bufio.Reader, pe
 		if err != nil {
 			return err
 		}
-		log.Printf("completion: WR %d, %v", wc.WRID, wc.Status)
+		slog.Info("completion", "wr", wc.WRID, "status", wc.Status)
 	}
 	elapsed := time.Since(start)
-	log.Printf("wrote %d bytes to the server's memory at %#x (R_Key %#x) and sent their SHA-256 in %v",
-		len(s.data), peer.Addr, peer.RKey, elapsed.Round(time.Microsecond))
+	slog.Info("wrote the bytes to the server's memory and sent their SHA-256", "bytes", len(s.data),
+		"addr", fmt.Sprintf("%#x", peer.Addr), "rkey", fmt.Sprintf("%#x", peer.RKey), "elapsed", elapsed.Round(time.Microsecond))
 
 	// The server checks and answers over TCP; then this side hangs up,
 	// which lets the server close its NIC: it has acknowledged everything.
@@ -378,7 +377,7 @@ func dialOrAccept(ctx context.Context, listen, connect string) (net.Conn, error)
 		}
 		defer ln.Close()
 		defer context.AfterFunc(ctx, func() { ln.Close() })()
-		log.Printf("waiting for the client on %s", ln.Addr())
+		slog.Info("waiting for the client", "addr", ln.Addr())
 		c, err := ln.Accept()
 		if err != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("waiting for the client: %w", ctx.Err())
