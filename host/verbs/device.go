@@ -81,6 +81,7 @@ type Device struct {
 	nextQP, nextSRQ        uint32
 	cqs                    []*CQ    // by number, for completion notices
 	qps                    sync.Map // QP number -> *QP, for queue accounting
+	gsi                    bool     // QP1 exists (under mu)
 }
 
 // Open starts a device on a port.

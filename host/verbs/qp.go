@@ -138,8 +138,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.Type != QPTRC && attr.Type != QPTUC && attr.Type != QPTUD {
 		return nil, fmt.Errorf("%w: queue pair type %v", ErrInvalid, attr.Type)
 	}
-	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE || attr.Cap.MaxInlineData > host.MaxInline {
-		return nil, fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE, host.MaxInline)
+	if err := checkCaps(attr); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	num := d.nextQP
@@ -150,6 +150,47 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if num < datapath.FirstQPN || num >= uint32(datapath.FirstQPN+d.cfg.MaxQPs) { // 0 and 1 are QP0 and QP1, never handed out
 		return nil, fmt.Errorf("%w: QP table full", ErrNoResources)
 	}
+	return pd.createQP(attr, num)
+}
+
+// GSIQKey is the Q_Key of QP1, the general services interface.
+const GSIQKey = 0x80010000
+
+// CreateGSI creates QP1, the general services interface: a UD QP that
+// receives the datagrams sent to QP 1 (management datagrams such as the
+// connection manager's) and sends with source QP 1. A device has one;
+// take it to RTS with ReadyUD(qp, GSIQKey).
+func (pd *PD) CreateGSI(attr QPInitAttr) (*QP, error) {
+	d := pd.dev
+	if attr.Type != QPTUD {
+		return nil, fmt.Errorf("%w: QP1 is a UD QP, not %v", ErrInvalid, attr.Type)
+	}
+	if attr.SRQ != nil {
+		return nil, fmt.Errorf("%w: QP1 has a receive queue of its own", ErrInvalid)
+	}
+	if err := checkCaps(attr); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	taken := d.gsi
+	d.gsi = true
+	d.mu.Unlock()
+	if taken {
+		return nil, fmt.Errorf("%w: the device's QP1 exists", ErrInvalid)
+	}
+	return pd.createQP(attr, 1)
+}
+
+// checkCaps checks a new QP's CQs and queue sizes.
+func checkCaps(attr QPInitAttr) error {
+	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE || attr.Cap.MaxInlineData > host.MaxInline {
+		return fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE, host.MaxInline)
+	}
+	return nil
+}
+
+func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
+	d := pd.dev
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
 		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData,
 		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, replayEntries: attr.ReplayEntries}
