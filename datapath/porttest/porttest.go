@@ -46,6 +46,9 @@ type Config struct {
 	// frame (before the link's queue): a far or slow peer for some flows.
 	// It must not keep the frame.
 	ExtraDelay func(frame []byte) time.Duration
+	// Drop, if set, loses each frame for which it returns true: a chosen
+	// loss, beside the random one. It must not keep the frame.
+	Drop func(frame []byte) bool
 }
 
 // LinkStats count what the link did to frames in one direction.
@@ -239,7 +242,7 @@ func (p *Port) transmit(f []byte) {
 		}
 		at = leave.Add(p.cfg.Delay + extra).UnixNano()
 	}
-	if r.Float64() < p.cfg.Loss {
+	if r.Float64() < p.cfg.Loss || p.cfg.Drop != nil && p.cfg.Drop(f) {
 		p.Link.Lost.Add(1)
 		return
 	}
