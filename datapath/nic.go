@@ -481,6 +481,29 @@ func (n *NIC) ResetQP(qpn uint32) {
 	}
 }
 
+// FlushQP is the host moving a QP to the error state: every work request
+// posted to it and not yet complete completes with a flush error
+// (IBV_WC_WR_FLUSH_ERR), as ibv_modify_qp to IBV_QPS_ERR has it, the
+// receives too (a QP with an SRQ leaves the SRQ's to the others).
+func (n *NIC) FlushQP(qpn uint32) {
+	if qpn >= uint32(len(n.qps)) {
+		return
+	}
+	e := n.owner(qpn)
+	e.command(func() {
+		var q host.QPCEntry
+		if !e.qpc(qpn, &q) {
+			return
+		}
+		r := &n.qps[qpn]
+		if !r.errored {
+			e.fail(qpn, &q, r, host.WCWRFlushErr)
+		}
+		e.recvBellsDue()
+		e.flushRecv(qpn, &q, r)
+	})
+}
+
 // Command runs fn on the first engine's goroutine, then passes every
 // other engine, and returns: the way the host changes what the engines
 // use, and a fence between the host and all of them.

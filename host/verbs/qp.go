@@ -313,6 +313,9 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	if err := qp.write(); err != nil {
 		return err
 	}
+	if next == QPSErr && qp.state != QPSErr && qp.state != QPSReset {
+		qp.pd.dev.nic.FlushQP(qp.Num) // what is posted completes, flushed
+	}
 	if next == QPSReset {
 		qp.pd.dev.nic.ResetQP(qp.Num) // after it the NIC writes no completion of the old work
 		qp.sendStale.Store(qp.sendCQ.written.Load())
