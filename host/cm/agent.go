@@ -1,0 +1,306 @@
+package cm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// Config is an Agent's settings.
+type Config struct {
+	// Resolve finds a peer's (or its next hop's) Ethernet address.
+	Resolve func(ctx context.Context, ip netip.Addr) (wire.MAC, error)
+	// ResponseTimeout is the CM response timeout exponent this side
+	// states and waits with: 4.096 us x 2^t (0: 18, about a second).
+	ResponseTimeout uint8
+	// MaxRetries is how many times a REQ, REP or DREQ is sent again
+	// before the attempt fails (0: 15, rdma_cm's).
+	MaxRetries int
+	// Buffers is QP1's receive buffers (0: 64).
+	Buffers int
+}
+
+// Counters count what the agent saw and did.
+type Counters struct {
+	mu                                      sync.Mutex
+	Received, Sent, Resent, Dropped, Reject uint64
+}
+
+// Agent is a device's communication manager: it owns QP1, answers and
+// sends CM messages, and hands out connected RC QPs (Dial, Listener).
+type Agent struct {
+	dev  *verbs.Device
+	cfg  Config
+	pd   *verbs.PD
+	cq   *verbs.CQ
+	qp1  *verbs.QP
+	mr   *verbs.MR
+	buf  []byte // receive buffers, then send slots
+	ip   netip.Addr
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	conns     map[uint32]*conn // by local communication ID
+	passive   map[passiveKey]*conn
+	listeners map[uint16]*Listener
+	freeSlots []int
+	slotFree  *sync.Cond
+
+	Counters Counters
+}
+
+type passiveKey struct {
+	peer   netip.Addr
+	remote uint32 // the REQ's local communication ID
+}
+
+const (
+	slotSize  = grhSize + MADSize
+	grhSize   = 40
+	sendSlots = 32
+	recvFlag  = 1 << 32 // WR IDs of receives
+)
+
+// NewAgent starts the communication manager of dev, whose GID address
+// is ip: it creates QP1 and serves it until Close.
+func NewAgent(dev *verbs.Device, ip netip.Addr, cfg Config) (*Agent, error) {
+	if cfg.Resolve == nil {
+		return nil, errors.New("cm: Config.Resolve is required")
+	}
+	if cfg.ResponseTimeout == 0 {
+		cfg.ResponseTimeout = 18
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 15
+	}
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 64
+	}
+	a := &Agent{dev: dev, cfg: cfg, ip: ip.Unmap(), done: make(chan struct{}),
+		conns: map[uint32]*conn{}, passive: map[passiveKey]*conn{}, listeners: map[uint16]*Listener{}}
+	a.slotFree = sync.NewCond(&a.mu)
+	var err error
+	if a.pd, err = dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if a.cq, err = dev.CreateCQ(2 * (cfg.Buffers + sendSlots)); err != nil {
+		return nil, err
+	}
+	if a.qp1, err = a.pd.CreateGSI(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: a.cq, RecvCQ: a.cq,
+		Cap: verbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: cfg.Buffers, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return nil, err
+	}
+	if err := verbs.ReadyUD(a.qp1, GSIQKey); err != nil {
+		return nil, err
+	}
+	a.buf = make([]byte, (cfg.Buffers+sendSlots)*slotSize)
+	if a.mr, err = a.pd.RegMR(a.buf, verbs.AccessLocalWrite); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Buffers {
+		if err := a.postRecv(i); err != nil {
+			return nil, err
+		}
+	}
+	for i := range sendSlots {
+		a.freeSlots = append(a.freeSlots, cfg.Buffers+i)
+	}
+	a.wg.Add(1)
+	go a.serve()
+	return a, nil
+}
+
+// Close stops the agent: QP1 goes to the error state; connections it
+// made stay as they are.
+func (a *Agent) Close() error {
+	close(a.done)
+	a.wg.Wait()
+	a.mu.Lock()
+	a.slotFree.Broadcast()
+	a.mu.Unlock()
+	return a.qp1.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+}
+
+func (a *Agent) slot(i int) []byte { return a.buf[i*slotSize : (i+1)*slotSize] }
+
+func (a *Agent) postRecv(i int) error {
+	_, err := a.qp1.PostRecv([]verbs.RecvWR{{WRID: recvFlag | uint64(i),
+		SGL: []verbs.SGE{{Addr: a.mr.Addr + uint64(i*slotSize), Length: slotSize, LKey: a.mr.LKey}}}})
+	return err
+}
+
+// timeout is how long a message waits for its answer: 4.096 us x 2^t.
+func timeout(t uint8) time.Duration { return time.Duration(4096<<min(t, 31)) * time.Nanosecond }
+
+// send sends a CM message to the GSI of the peer at ip.
+func (a *Agent) send(ctx context.Context, ip netip.Addr, m Message, tid uint64) error {
+	mad, err := Encode(m, tid)
+	if err != nil {
+		return err
+	}
+	mac, err := a.cfg.Resolve(ctx, ip)
+	if err != nil {
+		return fmt.Errorf("cm: resolving %v: %w", ip, err)
+	}
+	a.mu.Lock()
+	for len(a.freeSlots) == 0 {
+		select {
+		case <-a.done:
+			a.mu.Unlock()
+			return errors.New("cm: the agent is closed")
+		default:
+		}
+		a.slotFree.Wait()
+	}
+	i := a.freeSlots[len(a.freeSlots)-1]
+	a.freeSlots = a.freeSlots[:len(a.freeSlots)-1]
+	a.mu.Unlock()
+	copy(a.slot(i), mad)
+	ah := &verbs.AH{DestMAC: mac, DestGID: ip}
+	_, err = a.qp1.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: a.mr.Addr + uint64(i*slotSize), Length: MADSize, LKey: a.mr.LKey}},
+		AH:  ah, RemoteQPN: GSIQPN, RemoteQKey: GSIQKey}})
+	if err != nil {
+		a.release(i)
+		return err
+	}
+	a.Counters.add(&a.Counters.Sent)
+	return nil
+}
+
+func (a *Agent) release(i int) {
+	a.mu.Lock()
+	a.freeSlots = append(a.freeSlots, i)
+	a.slotFree.Signal()
+	a.mu.Unlock()
+}
+
+func (c *Counters) add(v *uint64) {
+	c.mu.Lock()
+	*v++
+	c.mu.Unlock()
+}
+
+// Snapshot returns the counters' values.
+func (c *Counters) Snapshot() (received, sent, resent, dropped, rejected uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Received, c.Sent, c.Resent, c.Dropped, c.Reject
+}
+
+// serve polls QP1's completions: sends give their slot back, receives
+// are dispatched and their buffer posted again.
+func (a *Agent) serve() {
+	defer a.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	wc := make([]verbs.WC, 32)
+	for {
+		n := a.cq.Poll(wc)
+		if n == 0 {
+			if err := a.cq.Wait(ctx); err != nil {
+				return
+			}
+			continue
+		}
+		for _, w := range wc[:n] {
+			if w.WRID&recvFlag == 0 {
+				a.release(int(w.WRID))
+				continue
+			}
+			i := int(w.WRID &^ recvFlag)
+			if w.Status == verbs.WCSuccess {
+				a.receive(a.slot(i)[:min(int(w.ByteLen), slotSize)])
+			}
+			if w.Status != verbs.WCWRFlushErr {
+				a.postRecv(i)
+			}
+		}
+	}
+}
+
+// receive takes one datagram: the GRH (its IPv4 or IPv6 header says who
+// sent it) and the MAD.
+func (a *Agent) receive(dgram []byte) {
+	a.Counters.add(&a.Counters.Received)
+	if len(dgram) < grhSize+MADSize {
+		a.Counters.add(&a.Counters.Dropped)
+		return
+	}
+	peer := grhSource(dgram[:grhSize])
+	h, m, err := Decode(dgram[grhSize : grhSize+MADSize])
+	if err != nil || !peer.IsValid() {
+		a.Counters.add(&a.Counters.Dropped)
+		return
+	}
+	if req, ok := m.(*REQ); ok {
+		a.receiveREQ(peer, h.TID, req)
+		return
+	}
+	var id uint32
+	switch m := m.(type) {
+	case *REP:
+		id = m.RemoteCommID
+	case *RTU:
+		id = m.RemoteCommID
+	case *REJ:
+		id = m.RemoteCommID
+	case *MRA:
+		id = m.RemoteCommID
+	case *DREQ:
+		id = m.RemoteCommID
+	case *DREP:
+		id = m.RemoteCommID
+	}
+	a.mu.Lock()
+	c := a.conns[id]
+	a.mu.Unlock()
+	if c == nil || c.peer != peer {
+		if dreq, ok := m.(*DREQ); ok {
+			// A DREQ for a connection this side has already closed (its
+			// DREP was lost): answer it again.
+			a.send(context.Background(), peer, &DREP{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID}, h.TID)
+			return
+		}
+		a.Counters.add(&a.Counters.Dropped)
+		return
+	}
+	c.deliver(m, h.TID)
+}
+
+// grhSource is the sender's address from the 40-byte GRH a UD receive
+// starts with: an IPv4 header in its last 20 bytes, else an IPv6 header.
+func grhSource(grh []byte) netip.Addr {
+	if grh[20]>>4 == 4 {
+		return netip.AddrFrom4([4]byte(grh[32:36]))
+	}
+	if grh[0]>>4 == 6 {
+		return netip.AddrFrom16([16]byte(grh[8:24])).Unmap()
+	}
+	return netip.Addr{}
+}
+
+// newLocalID returns an unused local communication ID.
+func (a *Agent) newLocalID() uint32 {
+	for {
+		id := rand.Uint32()
+		if _, used := a.conns[id]; id != 0 && !used {
+			return id
+		}
+	}
+}

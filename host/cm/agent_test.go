@@ -1,0 +1,262 @@
+package cm
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// side is one device with its agent and what its connections use.
+type side struct {
+	dev *verbs.Device
+	a   *Agent
+	qc  QPConfig
+	buf []byte
+	mr  *verbs.MR
+}
+
+var (
+	ipA, ipB   = netip.MustParseAddr("10.50.0.1"), netip.MustParseAddr("10.50.0.2")
+	macA, macB = wire.MAC{2, 0, 0, 0, 0x50, 1}, wire.MAC{2, 0, 0, 0, 0x50, 2}
+)
+
+// pair opens two devices over an in-memory link, each with an agent
+// whose response timeout is t (4.096 us x 2^t).
+func pair(t *testing.T, link porttest.Config, rt uint8) (*side, *side) {
+	pa, pb := porttest.NewPair(link)
+	macs := map[netip.Addr]wire.MAC{ipA: macA, ipB: macB}
+	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) {
+		if m, ok := macs[ip]; ok {
+			return m, nil
+		}
+		return wire.MAC{}, errors.New("no such host")
+	}
+	open := func(p *porttest.Port, ip netip.Addr) *side {
+		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: macs[ip], IP: ip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := NewAgent(d, ip, Config{Resolve: resolve, ResponseTimeout: rt, MaxRetries: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			a.Close()
+			d.Close()
+		})
+		pd, _ := d.AllocPD()
+		cq, _ := d.CreateCQ(64)
+		s := &side{dev: d, a: a, buf: make([]byte, 4096)}
+		s.mr, _ = pd.RegMR(s.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		s.qc = QPConfig{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}
+		return s
+	}
+	return open(pa, ipA), open(pb, ipB)
+}
+
+func waitWC(t *testing.T, cq *verbs.CQ) verbs.WC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wc := make([]verbs.WC, 1)
+	for cq.Poll(wc) == 0 {
+		if err := cq.Wait(ctx); err != nil {
+			t.Fatal("no completion:", err)
+		}
+	}
+	return wc[0]
+}
+
+// connect dials b's listener from a and returns both ends.
+func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
+	t.Helper()
+	bqc := b.qc
+	bqc.Private = repPriv
+	l, err := b.a.Listen(7174, bqc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var server *Conn
+	var serr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		server, serr = l.Accept(ctx)
+	}()
+	aqc := a.qc
+	aqc.Private = reqPriv
+	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174), aqc)
+	if err != nil {
+		t.Fatal("Dial:", err)
+	}
+	wg.Wait()
+	if serr != nil {
+		t.Fatal("Accept:", serr)
+	}
+	return client, server
+}
+
+// TestDialAccept: a connection set up through the CM carries a SEND
+// both QPs agree on, and each side gets the other's private data; a
+// Close (DREQ) ends the peer's connection too, its QP flushed.
+func TestDialAccept(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 1024}, 14)
+	client, server := connect(t, a, b, []byte("hello from the client"), []byte("welcome"))
+	if !bytes.HasPrefix(server.Private, []byte("hello from the client")) || len(server.Private) != MaxREQPrivate {
+		t.Errorf("the server got private data %q", server.Private)
+	}
+	if !bytes.HasPrefix(client.Private, []byte("welcome")) {
+		t.Errorf("the client got private data %q", client.Private)
+	}
+	if server.Peer != ipA || client.Peer != ipB {
+		t.Errorf("peers %v and %v", server.Peer, client.Peer)
+	}
+	for _, c := range []*Conn{client, server} {
+		if c.QP.State() != verbs.QPSRTS {
+			t.Fatalf("QP %d is %v", c.QP.Num, c.QP.State())
+		}
+	}
+	// A SEND over the connection.
+	copy(a.buf, "payload")
+	server.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
+	if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: 7, LKey: a.mr.LKey}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v", wc)
+	}
+	if wc := waitWC(t, b.qc.RecvCQ); wc.Status != verbs.WCSuccess || string(b.buf[:7]) != "payload" {
+		t.Fatalf("receive completion %+v, %q", wc, b.buf[:7])
+	}
+	// The server's next receive is flushed when the client disconnects.
+	server.QP.PostRecv([]verbs.RecvWR{{WRID: 3, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
+	if err := client.Close(); err != nil {
+		t.Fatal("Close:", err)
+	}
+	select {
+	case <-server.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server's connection did not end on the DREQ")
+	}
+	if server.QP.State() != verbs.QPSErr || client.QP.State() != verbs.QPSErr {
+		t.Errorf("after the disconnect: server QP %v, client QP %v", server.QP.State(), client.QP.State())
+	}
+	if wc := waitWC(t, b.qc.RecvCQ); wc.WRID != 3 || wc.Status != verbs.WCWRFlushErr {
+		t.Errorf("the server's posted receive: %+v, want flushed", wc)
+	}
+}
+
+// TestReject: a REQ to a port nobody listens on comes back as a REJ
+// (invalid service ID), which Dial returns as a RejectError at once.
+func TestReject(t *testing.T) {
+	a, _ := pair(t, porttest.Config{Buffers: 1024}, 14)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 9999), a.qc)
+	var rej *RejectError
+	if !errors.As(err, &rej) || rej.Reason != RejInvalidServiceID || !errors.Is(err, ErrRejected) {
+		t.Fatalf("Dial to a port without a listener: %v", err)
+	}
+	if el := time.Since(start); el > timeout(14) {
+		t.Errorf("the REJ took %v, longer than a response timeout", el)
+	}
+}
+
+// cmAttr returns the CM attribute of a frame to QP1, or 0.
+func cmAttr(f []byte) AttrID {
+	var p wire.Packet
+	if wire.ParseNoICRC(f, &p) != nil || p.BTH().DestQP() != GSIQPN {
+		return 0
+	}
+	mad := p.Payload()
+	if len(mad) < HeaderSize {
+		return 0
+	}
+	return AttrID(binary.BigEndian.Uint16(mad[16:]))
+}
+
+// TestLostHandshake: the first REQ, the first REP and the first RTU are
+// lost on the link; the REQ and the REP are sent again when their
+// response timeout runs out, the RTU when the REP comes again, and the
+// connection is established.
+func TestLostHandshake(t *testing.T) {
+	var mu sync.Mutex
+	dropped := map[AttrID]int{}
+	drop := func(f []byte) bool {
+		attr := cmAttr(f)
+		if attr != AttrREQ && attr != AttrREP && attr != AttrRTU {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		dropped[attr]++
+		return dropped[attr] == 1
+	}
+	a, b := pair(t, porttest.Config{Buffers: 1024, Drop: drop}, 14)
+	client, server := connect(t, a, b, nil, nil)
+	mu.Lock()
+	for _, attr := range []AttrID{AttrREQ, AttrREP, AttrRTU} {
+		if dropped[attr] < 2 {
+			t.Errorf("%v sent %d times, want the lost one and another", attr, dropped[attr])
+		}
+	}
+	mu.Unlock()
+	_, _, resentA, _, _ := a.a.Counters.Snapshot()
+	_, _, resentB, _, _ := b.a.Counters.Snapshot()
+	if resentA < 2 || resentB < 1 {
+		t.Errorf("resent: client %d (REQ, RTU), server %d (REP)", resentA, resentB)
+	}
+	if client.QP.State() != verbs.QPSRTS || server.QP.State() != verbs.QPSRTS {
+		t.Errorf("QPs %v and %v", client.QP.State(), server.QP.State())
+	}
+	if err := server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-client.Done()
+}
+
+// TestRandomLoss: connections come up and go down over a link that loses
+// a fifth of its frames.
+func TestRandomLoss(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 1024, Loss: 0.2, Seed: 3}, 13)
+	l, err := b.a.Listen(7175, b.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		done := make(chan *Conn, 1)
+		go func() {
+			c, _ := l.Accept(ctx)
+			done <- c
+		}()
+		c, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7175), a.qc)
+		if err != nil {
+			cancel()
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		s := <-done
+		cancel()
+		if s == nil {
+			t.Fatalf("connection %d: not accepted", i)
+		}
+		c.Close()
+		<-s.Done()
+	}
+}

@@ -1,0 +1,492 @@
+package cm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// QPConfig is the RC QP a connection gets and what this side offers.
+type QPConfig struct {
+	PD             *verbs.PD
+	SendCQ, RecvCQ *verbs.CQ
+	SRQ            *verbs.SRQ
+	Cap            verbs.QPCap
+	// ResponderResources and InitiatorDepth: the READs and atomics this
+	// side answers at once, and has out at once (0: 16 each).
+	ResponderResources, InitiatorDepth uint8
+	// RetryCount is the retries after a local ACK timeout (0: 7), and
+	// RNRRetryCount those after an RNR NAK the peer is asked to make (7:
+	// without end).
+	RetryCount, RNRRetryCount uint8
+	// Private is sent with the REQ (at most MaxREQPrivate bytes) or the
+	// REP (at most REPPrivate).
+	Private []byte
+}
+
+func (q *QPConfig) defaults() {
+	if q.ResponderResources == 0 {
+		q.ResponderResources = 16
+	}
+	if q.InitiatorDepth == 0 {
+		q.InitiatorDepth = 16
+	}
+	if q.RetryCount == 0 {
+		q.RetryCount = 7
+	}
+	if q.RNRRetryCount == 0 {
+		q.RNRRetryCount = 7
+	}
+}
+
+func (q *QPConfig) create() (*verbs.QP, error) {
+	if q.PD == nil || q.SendCQ == nil || q.RecvCQ == nil {
+		return nil, errors.New("cm: QPConfig needs a PD and CQs")
+	}
+	return q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: q.SendCQ, RecvCQ: q.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
+}
+
+// Errors of a connection attempt.
+var (
+	ErrRejected = errors.New("cm: connection rejected")
+	ErrTimeout  = errors.New("cm: no answer")
+	ErrClosed   = errors.New("cm: closed")
+)
+
+// RejectError is a REJ's reason.
+type RejectError struct {
+	Reason  uint16
+	Private []byte
+}
+
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("cm: connection rejected, reason %d", e.Reason)
+}
+func (e *RejectError) Unwrap() error { return ErrRejected }
+
+// Conn is an established connection: its RC QP is in RTS, connected to
+// the peer's.
+type Conn struct {
+	QP      *verbs.QP
+	Peer    netip.Addr
+	Private []byte // what the peer sent with its REQ (without rdma_cm's header) or REP
+	c       *conn
+}
+
+// Done is closed when the connection ends: this side closed it, or the
+// peer did (its QP has then gone to the error state and flushed).
+func (c *Conn) Done() <-chan struct{} { return c.c.closed }
+
+// Close disconnects: a DREQ (sent again until a DREP or the retries run
+// out), then the QP goes to the error state and flushes.
+func (c *Conn) Close() error { return c.c.disconnect() }
+
+type event struct {
+	m   Message
+	tid uint64
+}
+
+// conn is one connection's state in the agent.
+type conn struct {
+	a                 *Agent
+	localID, remoteID uint32
+	peer              netip.Addr
+	tid               uint64
+	active            bool
+	events            chan event
+	closed            chan struct{}
+	closeOnce         sync.Once
+
+	mu          sync.Mutex
+	established bool
+	qp          *verbs.QP
+	remoteQPN   uint32
+	rtu         *RTU
+	key         passiveKey
+}
+
+func (a *Agent) newConn(peer netip.Addr, active bool) *conn {
+	c := &conn{a: a, peer: peer, active: active, tid: rand.Uint64(), events: make(chan event, 16), closed: make(chan struct{})}
+	a.mu.Lock()
+	c.localID = a.newLocalID()
+	a.conns[c.localID] = c
+	a.mu.Unlock()
+	return c
+}
+
+// deliver hands a message to the connection: a handshake or a Close
+// waiting for it, or, once established, the answer it calls for.
+func (c *conn) deliver(m Message, tid uint64) {
+	c.mu.Lock()
+	est, rtu := c.established, c.rtu
+	c.mu.Unlock()
+	if est {
+		switch m.(type) {
+		case *DREQ:
+			c.a.send(context.Background(), c.peer, &DREP{LocalCommID: c.localID, RemoteCommID: c.remoteID}, tid)
+			c.end()
+			return
+		case *REP:
+			if rtu != nil { // our RTU was lost: the passive side sent its REP again
+				c.a.Counters.add(&c.a.Counters.Resent)
+				c.a.send(context.Background(), c.peer, rtu, c.tid)
+			}
+			return
+		case *DREP:
+		default:
+			return
+		}
+	}
+	select {
+	case c.events <- event{m, tid}:
+	default:
+		c.a.Counters.add(&c.a.Counters.Dropped)
+	}
+}
+
+// end moves the QP to the error state (it flushes), forgets the
+// connection and closes Done.
+func (c *conn) end() {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		qp := c.qp
+		c.mu.Unlock()
+		if qp != nil {
+			qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+		}
+		c.a.mu.Lock()
+		delete(c.a.conns, c.localID)
+		if c.a.passive[c.key] == c {
+			delete(c.a.passive, c.key)
+		}
+		c.a.mu.Unlock()
+		close(c.closed)
+	})
+}
+
+func (c *conn) disconnect() error {
+	select {
+	case <-c.closed:
+		return nil
+	default:
+	}
+	c.mu.Lock()
+	dreq := &DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
+	c.mu.Unlock()
+	defer c.end()
+	tid := rand.Uint64()
+	for try := 0; try <= c.a.cfg.MaxRetries; try++ {
+		if try > 0 {
+			c.a.Counters.add(&c.a.Counters.Resent)
+		}
+		if err := c.a.send(context.Background(), c.peer, dreq, tid); err != nil {
+			return err
+		}
+		t := time.NewTimer(timeout(c.a.cfg.ResponseTimeout))
+		for {
+			select {
+			case ev := <-c.events:
+				if _, ok := ev.m.(*DREP); !ok {
+					continue
+				}
+				t.Stop()
+				return nil
+			case <-c.closed: // the peer's DREQ crossed ours
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			break
+		}
+	}
+	return fmt.Errorf("%w: no DREP", ErrTimeout)
+}
+
+// guid is the CA GUID a device states: EUI-64 from its MAC.
+func guid(mac wire.MAC) uint64 {
+	var b [8]byte
+	b[0], b[1], b[2] = mac[0]^2, mac[1], mac[2]
+	b[3], b[4] = 0xff, 0xfe
+	b[5], b[6], b[7] = mac[3], mac[4], mac[5]
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// connectQP takes qp to RTS towards the peer's QP.
+func (c *conn) connectQP(ctx context.Context, qp *verbs.QP, psn, peerQPN, peerPSN uint32, mtu uint8, opts verbs.ConnectOptions) error {
+	mac, err := c.a.cfg.Resolve(ctx, c.peer)
+	if err != nil {
+		return err
+	}
+	local := qp.Endpoint(psn, nil)
+	remote := verbs.Endpoint{Type: verbs.QPTRC, QPN: peerQPN, PSN: peerPSN, GID: c.peer, MAC: mac, MTU: int(mtu)}
+	opts.Access = verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	opts.MinRNRTimer = 12
+	if err := qp.Connect(local, remote, &opts); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.qp, c.remoteQPN = qp, peerQPN
+	c.mu.Unlock()
+	return nil
+}
+
+// Dial connects to the listener at addr (rdma_cm's TCP port space): it
+// creates an RC QP as qc says, sends a REQ (again each response timeout,
+// as often as the agent's MaxRetries), and on the REP takes the QP to
+// RTS and sends the RTU. A REJ is a *RejectError.
+func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Conn, error) {
+	qc.defaults()
+	if len(qc.Private) > MaxREQPrivate {
+		return nil, fmt.Errorf("cm: %d bytes of private data, a REQ carries %d", len(qc.Private), MaxREQPrivate)
+	}
+	peer := addr.Addr().Unmap()
+	qp, err := qc.create()
+	if err != nil {
+		return nil, err
+	}
+	c := a.newConn(peer, true)
+	c.mu.Lock()
+	c.qp = qp
+	c.mu.Unlock()
+	fail := func(err error) (*Conn, error) {
+		c.end()
+		return nil, err
+	}
+	psn := verbs.RandomPSN()
+	mtu := uint8(a.dev.ActiveMTU())
+	private := make([]byte, IPHeaderSize+len(qc.Private))
+	if err := (IPHeader{SrcPort: uint16(rand.IntN(0x8000) + 0x8000), Src: a.ip, Dst: peer}).Put(private); err != nil {
+		return fail(err)
+	}
+	copy(private[IPHeaderSize:], qc.Private)
+	req := &REQ{LocalCommID: c.localID, ServiceID: ServiceID(PortSpaceTCP, addr.Port()), LocalCAGUID: guid(qp.Endpoint(0, nil).MAC),
+		LocalQPN: qp.Num, ResponderResources: qc.ResponderResources, InitiatorDepth: qc.InitiatorDepth,
+		RemoteCMResponseTimeout: a.cfg.ResponseTimeout, TransportType: TransportRC, StartingPSN: psn,
+		LocalCMResponseTimeout: a.cfg.ResponseTimeout, RetryCount: qc.RetryCount, PKey: 0xffff, PathMTU: mtu,
+		RNRRetryCount: qc.RNRRetryCount, MaxCMRetries: uint8(min(15, a.cfg.MaxRetries)), SRQ: qc.SRQ != nil,
+		Primary: Path{LocalGID: a.ip.As16(), RemoteGID: peer.As16(), HopLimit: 64, LocalACKTimeout: 14},
+		Private: private}
+	for try := 0; try <= a.cfg.MaxRetries; try++ {
+		if try > 0 {
+			a.Counters.add(&a.Counters.Resent)
+		}
+		if err := a.send(ctx, peer, req, c.tid); err != nil {
+			return fail(err)
+		}
+		deadline := time.NewTimer(timeout(a.cfg.ResponseTimeout))
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				deadline.Stop()
+				return fail(ctx.Err())
+			case <-a.done:
+				return fail(ErrClosed)
+			case <-deadline.C:
+				break wait
+			case ev := <-c.events:
+				switch m := ev.m.(type) {
+				case *REJ:
+					deadline.Stop()
+					a.Counters.add(&a.Counters.Reject)
+					return fail(&RejectError{Reason: m.Reason, Private: m.Private})
+				case *MRA: // the peer needs longer: wait for it
+					deadline.Reset(timeout(m.ServiceTimeout) + timeout(a.cfg.ResponseTimeout))
+				case *REP:
+					deadline.Stop()
+					c.mu.Lock()
+					c.remoteID = m.LocalCommID
+					c.mu.Unlock()
+					opts := verbs.ConnectOptions{Timeout: 14, RetryCnt: qc.RetryCount, RNRRetry: m.RNRRetryCount,
+						MaxRdAtomic: min(qc.InitiatorDepth, m.ResponderResources), MaxDestRdAtomic: qc.ResponderResources}
+					if err := c.connectQP(ctx, qp, psn, m.LocalQPN, m.StartingPSN, mtu, opts); err != nil {
+						a.send(ctx, peer, &REJ{LocalCommID: c.localID, RemoteCommID: m.LocalCommID, MessageRejected: MsgREP, Reason: RejNoResources}, c.tid)
+						return fail(err)
+					}
+					rtu := &RTU{LocalCommID: c.localID, RemoteCommID: m.LocalCommID}
+					c.mu.Lock()
+					c.rtu, c.established = rtu, true
+					c.mu.Unlock()
+					if err := a.send(ctx, peer, rtu, c.tid); err != nil {
+						return fail(err)
+					}
+					return &Conn{QP: qp, Peer: peer, Private: m.Private, c: c}, nil
+				}
+			}
+		}
+	}
+	a.send(ctx, peer, &REJ{LocalCommID: c.localID, MessageRejected: MsgREQ, Reason: RejTimeout}, c.tid)
+	return fail(fmt.Errorf("%w: no REP from %v after %d REQs", ErrTimeout, addr, a.cfg.MaxRetries+1))
+}
+
+// Listener takes connection requests to one port (rdma_cm's TCP port
+// space).
+type Listener struct {
+	a        *Agent
+	port     uint16
+	qc       QPConfig
+	accepted chan *Conn
+	done     chan struct{}
+	once     sync.Once
+}
+
+// Listen starts taking connection requests to port; each gets an RC QP
+// as qc says, and qc.Private goes back with the REP.
+func (a *Agent) Listen(port uint16, qc QPConfig) (*Listener, error) {
+	qc.defaults()
+	if len(qc.Private) > REPPrivate {
+		return nil, fmt.Errorf("cm: %d bytes of private data, a REP carries %d", len(qc.Private), REPPrivate)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.listeners[port] != nil {
+		return nil, fmt.Errorf("cm: port %d has a listener", port)
+	}
+	l := &Listener{a: a, port: port, qc: qc, accepted: make(chan *Conn, 16), done: make(chan struct{})}
+	a.listeners[port] = l
+	return l, nil
+}
+
+// Accept returns the next established connection.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case <-l.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops taking requests to the port; later ones are rejected.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		l.a.mu.Lock()
+		delete(l.a.listeners, l.port)
+		l.a.mu.Unlock()
+		close(l.done)
+	})
+	return nil
+}
+
+// receiveREQ takes a REQ: a repeat goes to its handshake; a new one to
+// its listener, or back as a REJ when there is none.
+func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
+	key := passiveKey{peer, req.LocalCommID}
+	a.mu.Lock()
+	if c := a.passive[key]; c != nil {
+		a.mu.Unlock()
+		c.deliver(req, tid)
+		return
+	}
+	ps, port, ok := SplitServiceID(req.ServiceID)
+	l := a.listeners[port]
+	a.mu.Unlock()
+	if !ok || ps != PortSpaceTCP || l == nil {
+		a.Counters.add(&a.Counters.Reject)
+		a.send(context.Background(), peer, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: RejInvalidServiceID}, tid)
+		return
+	}
+	c := a.newConn(peer, false)
+	c.remoteID, c.tid, c.key = req.LocalCommID, tid, key
+	a.mu.Lock()
+	a.passive[key] = c
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.accept(l, c, req)
+	}()
+}
+
+// accept is the passive side of one handshake: the QP to RTS, the REP
+// (again each response timeout, and at once for a repeated REQ) until
+// the RTU.
+func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reject := func(reason uint16) {
+		a.Counters.add(&a.Counters.Reject)
+		a.send(ctx, c.peer, &REJ{LocalCommID: c.localID, RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: reason}, c.tid)
+		c.end()
+	}
+	if _, err := ParseIPHeader(req.Private); err != nil {
+		reject(RejConsumer)
+		return
+	}
+	qp, err := l.qc.create()
+	if err != nil {
+		reject(RejNoResources)
+		return
+	}
+	psn := verbs.RandomPSN()
+	mtu := min(req.PathMTU, uint8(a.dev.ActiveMTU()))
+	ackTimeout := req.Primary.LocalACKTimeout
+	if ackTimeout == 0 {
+		ackTimeout = 14
+	}
+	opts := verbs.ConnectOptions{Timeout: ackTimeout, RetryCnt: req.RetryCount, RNRRetry: req.RNRRetryCount,
+		MaxRdAtomic: min(l.qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: l.qc.ResponderResources}
+	if err := c.connectQP(ctx, qp, psn, req.LocalQPN, req.StartingPSN, mtu, opts); err != nil {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+		reject(RejNoResources)
+		return
+	}
+	rep := &REP{LocalCommID: c.localID, RemoteCommID: req.LocalCommID, LocalQPN: qp.Num, StartingPSN: psn,
+		ResponderResources: l.qc.ResponderResources, InitiatorDepth: l.qc.InitiatorDepth, TargetACKDelay: 15,
+		RNRRetryCount: l.qc.RNRRetryCount, SRQ: l.qc.SRQ != nil, LocalCAGUID: guid(qp.Endpoint(0, nil).MAC), Private: l.qc.Private}
+	private := append([]byte(nil), req.Private[IPHeaderSize:]...)
+	for try := 0; try <= a.cfg.MaxRetries; try++ {
+		if try > 0 {
+			a.Counters.add(&a.Counters.Resent)
+		}
+		if err := a.send(ctx, c.peer, rep, c.tid); err != nil {
+			c.end()
+			return
+		}
+		deadline := time.NewTimer(timeout(req.RemoteCMResponseTimeout))
+	wait:
+		for {
+			select {
+			case <-a.done:
+				deadline.Stop()
+				c.end()
+				return
+			case <-deadline.C:
+				break wait
+			case ev := <-c.events:
+				switch ev.m.(type) {
+				case *REQ: // our REP was lost
+					a.Counters.add(&a.Counters.Resent)
+					a.send(ctx, c.peer, rep, c.tid)
+				case *REJ:
+					deadline.Stop()
+					c.end()
+					return
+				case *RTU:
+					deadline.Stop()
+					c.mu.Lock()
+					c.established = true
+					c.mu.Unlock()
+					conn := &Conn{QP: qp, Peer: c.peer, Private: private, c: c}
+					select {
+					case l.accepted <- conn:
+					case <-l.done:
+						conn.Close()
+					}
+					return
+				}
+			}
+		}
+	}
+	reject(RejTimeout)
+}
