@@ -30,6 +30,10 @@ type QPConfig struct {
 	// Private is sent with the REQ (at most MaxREQPrivate bytes) or the
 	// REP (at most REPPrivate).
 	Private []byte
+	// Prepare, if set, is called with each new QP, in INIT, before its
+	// connection is set up: to post the receives the peer's first SENDs
+	// will need.
+	Prepare func(qp *verbs.QP) error
 }
 
 func (q *QPConfig) defaults() {
@@ -51,7 +55,20 @@ func (q *QPConfig) create() (*verbs.QP, error) {
 	if q.PD == nil || q.SendCQ == nil || q.RecvCQ == nil {
 		return nil, errors.New("cm: QPConfig needs a PD and CQs")
 	}
-	return q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: q.SendCQ, RecvCQ: q.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
+	qp, err := q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: q.SendCQ, RecvCQ: q.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
+	if err != nil || q.Prepare == nil {
+		return qp, err
+	}
+	// Receives can be posted from INIT on.
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+		return nil, err
+	}
+	if err := q.Prepare(qp); err != nil {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+		return nil, err
+	}
+	return qp, nil
 }
 
 // Errors of a connection attempt.
