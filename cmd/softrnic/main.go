@@ -4,6 +4,7 @@
 //	softrnic demo              every RC operation between two softrnic NICs over a veth pair
 //	softrnic perf TEST [ADDR]  perftest's tests as server or client (ib_*_bw, ib_*_lat peer)
 //	softrnic pingpong rc|uc|ud|srq [HOST]  a peer of rdma-core's ibv_*_pingpong programs
+//	softrnic rping -s|-c --dev NETDEV  a peer of librdmacm's rping
 //	softrnic stat ADDR         a running softrnic's counters from its --metrics endpoint
 //	softrnic bench frames      frame rates of the ports over a veth pair
 //	softrnic bench cache       GCCache against the blocking baseline
@@ -40,6 +41,7 @@ var commands = []command{
 	{"demo", "every RC operation between two softrnic NICs over a veth pair (root)", runDemo},
 	{"perf", "perftest's tests (send-bw … atomic-lat), a peer of the ib_* tools", runPerf},
 	{"pingpong", "rdma-core's example programs (rc, uc, ud, srq), a peer of ibv_*_pingpong", runPingpong},
+	{"rping", "librdmacm's rping through the connection manager, a peer of rping -s/-c", runRping},
 	{"stat", "a running softrnic's counters (perf --metrics ADDR), as rdma statistic shows them", runStat},
 	{"bench", "benchmarks: bench frames (ports over a veth pair), bench cache (GCCache), bench write (RDMA WRITE vs raw frames)", runBench},
 	{"version", "print the version", runVersion},

@@ -70,7 +70,8 @@ func (e *Endpoint) addr(b []byte) uint64 {
 	return e.MR.Addr + uint64(cap(e.Buf)-cap(b))
 }
 
-func (e *Endpoint) postRecv() error {
+// PostRecv posts the receive of the peer's next 16-byte advertisement.
+func (e *Endpoint) PostRecv() error {
 	_, err := e.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: e.addr(e.recvInfo()), Length: infoSize, LKey: e.MR.LKey}}}})
 	return err
 }
@@ -126,7 +127,7 @@ func (e *Endpoint) wait(ctx context.Context, done <-chan struct{}, want verbs.WC
 			if w.ByteLen != infoSize {
 				return w, fmt.Errorf("rping: received bogus data, size %d", w.ByteLen)
 			}
-			if err := e.postRecv(); err != nil {
+			if err := e.PostRecv(); err != nil {
 				return w, err
 			}
 		}

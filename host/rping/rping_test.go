@@ -44,7 +44,7 @@ func open(t *testing.T, p *porttest.Port, ip netip.Addr, mac wire.MAC, resolve f
 	s.qc = QPConfig(pd, cq)
 	s.qc.Prepare = func(qp *verbs.QP) error {
 		s.e.QP = qp
-		return s.e.postRecv()
+		return s.e.PostRecv()
 	}
 	return s
 }
