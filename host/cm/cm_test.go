@@ -2,7 +2,6 @@ package cm
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"reflect"
@@ -93,14 +92,14 @@ func TestREQLayout(t *testing.T) {
 		{"remote GID", 72, netip.MustParseAddr("::ffff:10.77.0.2").AsSlice()},
 		{"flow label, packet rate", 88, []byte{0xff, 0xff, 0xf0, 63}},
 		{"traffic class, hop limit, SL, subnet local, ACK timeout", 92, []byte{0xb8, 64, 15<<4 | 1<<3, 31 << 3}},
-		{"private data", 136, m.Private[:4]},
+		{"private data", 140, m.Private[:4]},
 	} {
 		if got := mad[HeaderSize+c.off : HeaderSize+c.off+len(c.want)]; !bytes.Equal(got, c.want) {
 			t.Errorf("%s at %d: % x, want % x", c.name, c.off, got, c.want)
 		}
 	}
-	if binary.BigEndian.Uint32(d[228:]) != 0 {
-		t.Error("the REQ's last four bytes are reserved")
+	if !bytes.Equal(d[96:140], make([]byte, 44)) {
+		t.Error("the alternate path (bytes 96-139) is not empty")
 	}
 }
 

@@ -236,14 +236,15 @@ func guid(mac wire.MAC) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// connectQP takes qp to RTS towards the peer's QP.
-func (c *conn) connectQP(ctx context.Context, qp *verbs.QP, psn, peerQPN, peerPSN uint32, mtu uint8, opts verbs.ConnectOptions) error {
+// connectQP takes qp to RTS towards the peer's QP: it sends from sqPSN
+// and expects rqPSN first.
+func (c *conn) connectQP(ctx context.Context, qp *verbs.QP, sqPSN, peerQPN, rqPSN uint32, mtu uint8, opts verbs.ConnectOptions) error {
 	mac, err := c.a.cfg.Resolve(ctx, c.peer)
 	if err != nil {
 		return err
 	}
-	local := qp.Endpoint(psn, nil)
-	remote := verbs.Endpoint{Type: verbs.QPTRC, QPN: peerQPN, PSN: peerPSN, GID: c.peer, MAC: mac, MTU: int(mtu)}
+	local := qp.Endpoint(sqPSN, nil)
+	remote := verbs.Endpoint{Type: verbs.QPTRC, QPN: peerQPN, PSN: rqPSN, GID: c.peer, MAC: mac, MTU: int(mtu)}
 	opts.Access = verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
 	opts.MinRNRTimer = 12
 	if err := qp.Connect(local, remote, &opts); err != nil {
@@ -324,7 +325,10 @@ func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 					c.mu.Unlock()
 					opts := verbs.ConnectOptions{Timeout: 14, RetryCnt: qc.RetryCount, RNRRetry: m.RNRRetryCount,
 						MaxRdAtomic: min(qc.InitiatorDepth, m.ResponderResources), MaxDestRdAtomic: qc.ResponderResources}
-					if err := c.connectQP(ctx, qp, psn, m.LocalQPN, m.StartingPSN, mtu, opts); err != nil {
+					// The REQ's starting PSN is the one the passive side sends
+					// from, the REP's the one this side sends from (as Linux's
+					// CM sets its QPs).
+					if err := c.connectQP(ctx, qp, m.StartingPSN, m.LocalQPN, psn, mtu, opts); err != nil {
 						a.send(ctx, peer, &REJ{LocalCommID: c.localID, RemoteCommID: m.LocalCommID, MessageRejected: MsgREP, Reason: RejNoResources}, c.tid)
 						return fail(err)
 					}
@@ -453,7 +457,10 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 	}
 	opts := verbs.ConnectOptions{Timeout: ackTimeout, RetryCnt: req.RetryCount, RNRRetry: req.RNRRetryCount,
 		MaxRdAtomic: min(l.qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: l.qc.ResponderResources}
-	if err := c.connectQP(ctx, qp, psn, req.LocalQPN, req.StartingPSN, mtu, opts); err != nil {
+	// This side sends from the REQ's starting PSN and expects the REP's
+	// (as Linux's CM sets its QPs: each message's starting PSN is the
+	// one its sender expects first).
+	if err := c.connectQP(ctx, qp, req.StartingPSN, req.LocalQPN, psn, mtu, opts); err != nil {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
 		reject(RejNoResources)
 		return

@@ -51,7 +51,7 @@ type REQ struct {
 	RemoteCMResponseTimeout uint8  // 5 bits: how long to wait for the answer, 4.096 us x 2^t
 	TransportType           uint8  // 2 bits: TransportRC or TransportUC
 	EndToEndFlowControl     bool
-	StartingPSN             uint32 // 24 bits
+	StartingPSN             uint32 // 24 bits: the PSN the REQ's sender expects first (the passive side sends from it), as Linux's CM reads it
 	LocalCMResponseTimeout  uint8  // 5 bits
 	RetryCount              uint8  // 3 bits
 	PKey                    uint16
@@ -60,9 +60,9 @@ type REQ struct {
 	RNRRetryCount           uint8 // 3 bits
 	MaxCMRetries            uint8 // 4 bits
 	SRQ                     bool
-	ExtendedTransportType   uint8 // 3 bits
-	Primary                 Path
-	Private                 []byte // at most REQPrivate bytes
+	ExtendedTransportType   uint8  // 3 bits
+	Primary                 Path   // bytes 52-95; the alternate path (96-139) is left empty
+	Private                 []byte // at most REQPrivate bytes, from byte 140
 }
 
 // Attr is AttrREQ.
@@ -88,7 +88,7 @@ func (m *REQ) put(d []byte) error {
 	d[50] = m.PathMTU<<4 | b2u(m.RDCExists)<<3 | m.RNRRetryCount&7
 	d[51] = m.MaxCMRetries<<4 | b2u(m.SRQ)<<3 | m.ExtendedTransportType&7
 	m.Primary.put(d[52:96])
-	copy(d[136:136+REQPrivate], m.Private)
+	copy(d[140:140+REQPrivate], m.Private)
 	return nil
 }
 
@@ -116,7 +116,7 @@ func (m *REQ) parse(d []byte) error {
 		MaxCMRetries:            d[51] >> 4,
 		SRQ:                     d[51]>>3&1 != 0,
 		ExtendedTransportType:   d[51] & 7,
-		Private:                 append([]byte(nil), d[136:136+REQPrivate]...),
+		Private:                 append([]byte(nil), d[140:140+REQPrivate]...),
 	}
 	m.Primary.parse(d[52:96])
 	if m.TransportType > TransportUC {
@@ -156,7 +156,7 @@ type REP struct {
 	LocalQKey                 uint32
 	LocalQPN                  uint32 // 24 bits
 	LocalEECN                 uint32 // 24 bits
-	StartingPSN               uint32 // 24 bits
+	StartingPSN               uint32 // 24 bits: the PSN the REP's sender expects first (the active side sends from it)
 	ResponderResources        uint8
 	InitiatorDepth            uint8
 	TargetACKDelay            uint8 // 5 bits
