@@ -49,6 +49,8 @@ ITERS_LAT=${ITERS_LAT:-10}
 ITERS_BIG=${ITERS_BIG:-20}
 # rdma-core's pingpong programs: a ping-pong, like the latency cells.
 ITERS_PP=${ITERS_PP:-10}
+# librdmacm's rping: pings per run.
+ITERS_RP=${ITERS_RP:-10}
 LOG=${INTEROP_LOG:-/tmp/softrnic-interop}
 NS=rxevm HOSTIF=rxetap0 HOSTIP=10.77.0.1 GUESTIP=10.77.0.2
 WATCHED="out_of_seq_request duplicate_request completer_retry_err retry_exceeded_err rcvd_seq_err"
@@ -103,6 +105,8 @@ figure() {
 # direction DIR (softrnic-server: softrnic serves and the guest's command
 # connects to HOSTIP; otherwise the guest's command serves, WAIT seconds
 # before softrnic connects to GUESTIP), each side's output in its log.
+# WAIT "cm": the servers listen through the connection manager (no TCP
+# port to watch): two seconds each way.
 # Sets src and prc: softrnic's and the guest command's exit statuses.
 run_pair() {
 	local dir=$1 slog=$2 plog=$3 wait=$4 guest=$5
@@ -110,10 +114,14 @@ run_pair() {
 	if [ "$dir" = softrnic-server ]; then
 		timeout 120 ip netns exec $NS "$BIN" "$@" >"$slog" 2>&1 &
 		local spid=$!
-		for _ in $(seq 50); do
-			ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
-			sleep 0.1
-		done
+		if [ "$wait" = cm ]; then
+			sleep 2 # a CM listener opens no TCP port: give it time to start
+		else
+			for _ in $(seq 50); do
+				ip netns exec $NS ss -ltn 2>/dev/null | grep -q ':18515 ' && break
+				sleep 0.1
+			done
+		fi
 		"$T" exec -t 110 "timeout 100 $guest $HOSTIP" >"$plog" 2>&1
 		prc=$?
 		wait $spid
@@ -121,7 +129,7 @@ run_pair() {
 	else
 		local id
 		id=$("$T" bg "timeout 100 $guest")
-		sleep "$wait"
+		if [ "$wait" = cm ]; then sleep 2; else sleep "$wait"; fi
 		timeout 120 ip netns exec $NS "$BIN" "$@" $GUESTIP >"$slog" 2>&1
 		src=$?
 		"$T" wait "$id" >"$plog" 2>&1
@@ -271,6 +279,65 @@ ppcell() {
 	done
 }
 
+# rpcell [FLAGS...]: softrnic rping against librdmacm's rping, both
+# directions, connected through the connection manager (QP1, REQ/REP/RTU,
+# DREQ/DREP). The guest's image has no libgcc_s.so.1, so its rping aborts
+# in pthread_exit after the disconnect (status 134, "libgcc_s.so.1 must
+# be installed") and its buffered stdout is lost: softrnic's side is
+# judged by what it printed (every ping: the server what it READ, the
+# client what came back, checked with -V), the guest's by a clean
+# disconnect ("DISCONNECT EVENT", no "mismatch" or error). No watched rxe
+# counter but completer_retry_err may move (see ppcell).
+rpcell() {
+	local extra="$*"
+	local name="rping $extra"
+	if [ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$name"; then
+		return
+	fi
+	for dir in "softrnic-server" "rdma-core-server"; do
+		local attempt note=""
+		for attempt in 1 2; do
+		local tag="rping_${extra// /}_${dir}"
+		tag=${tag//[^A-Za-z0-9_.-]/}
+		local slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.rdma-core.log"
+		local before after src prc
+		before=$(counters)
+		local t0=$SECONDS
+		if [ $dir = softrnic-server ]; then
+			# shellcheck disable=SC2086
+			run_pair $dir "$slog" "$plog" cm "rping -c -v -V -C $ITERS_RP $extra -a" rping -s -v --dev $HOSTIF -poll "$POLL" $extra
+		else
+			# shellcheck disable=SC2086
+			run_pair $dir "$slog" "$plog" cm "rping -s -v -a $GUESTIP $extra" rping -c --dev $HOSTIF -poll "$POLL" -v -V -C "$ITERS_RP" $extra -a
+		fi
+		after=$(counters)
+		local sf pf mv verdict=pass
+		# softrnic's pings (the server's READs, or the client's pings
+		# back), and the guest's ending
+		sf=$(grep -c 'ping data: rdma-ping-' "$slog")
+		pf=disconnected
+		if ! grep -q 'DISCONNECT EVENT' "$plog" || grep -Eqi 'mismatch|error|failed' "$plog"; then pf=-; fi
+		if [ $prc = 134 ] && grep -q 'libgcc_s.so.1 must be installed' "$plog"; then
+			prc=0
+			note=" (the guest's rping aborted at exit: no libgcc_s in its image)"
+		fi
+		mv=$(moved "$before" "$after")
+		local bad
+		bad=$(sed -E 's/(^| )completer_retry_err\+[0-9]+//g; s/^ +//' <<<"$mv")
+		if [ $src != 0 ] || [ $prc != 0 ] || [ "$sf" != "$ITERS_RP" ] || [ "$pf" = - ] || [ -n "$bad" ]; then verdict=FAIL; fi
+		if [ $verdict = FAIL ] && [ $attempt = 1 ] && [ $src = 0 ] && [ $prc = 0 ] && one_retry "$bad"; then
+			note=" (second run; the first moved $mv)"
+			echo "interop: $name $dir: rxe counted $mv: once more" >&2
+			continue
+		fi
+		break
+		done
+		[ $verdict = FAIL ] && fails=$((fails + 1))
+		rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}$note")")
+		echo "${rows[-1]}"
+	done
+}
+
 boot() {
 	local mtu=$1
 	cleanup
@@ -315,6 +382,9 @@ for mtu in 1500 9000; do
 		ppcell uc -c
 		ppcell ud -s 1024
 		ppcell srq -c -q 4
+		# librdmacm's rping, through the connection manager
+		rpcell
+		rpcell -S 1000
 	else
 		ppcell rc -s 8192 -m 4096
 		ppcell ud -s 4096
