@@ -260,3 +260,63 @@ func TestRandomLoss(t *testing.T) {
 		<-s.Done()
 	}
 }
+
+// TestStartingPSN: each side sends from the starting PSN the other's
+// message carries (the REP's for the active side, the REQ's for the
+// passive side), as Linux's CM sets its QPs; rxe NAKs anything else.
+func TestStartingPSN(t *testing.T) {
+	var mu sync.Mutex
+	var reqPSN, repPSN uint32
+	first := map[wire.MAC]uint32{} // destination NIC -> PSN of the first request to it (both QPs are QP 17)
+	watch := func(f []byte) bool {
+		var p wire.Packet
+		if wire.ParseNoICRC(f, &p) != nil {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if qp := p.BTH().DestQP(); qp == GSIQPN {
+			if _, m, err := Decode(p.Payload()); err == nil {
+				switch m := m.(type) {
+				case *REQ:
+					reqPSN = m.StartingPSN
+				case *REP:
+					repPSN = m.StartingPSN
+				}
+			}
+		} else if dst := wire.MAC(f[0:6]); p.Opcode.Info().Flags&wire.OpPayload != 0 {
+			if _, seen := first[dst]; !seen {
+				first[dst] = uint32(p.BTH().PSN())
+			}
+		}
+		return false
+	}
+	a, b := pair(t, porttest.Config{Buffers: 1024, Drop: watch}, 14)
+	client, server := connect(t, a, b, nil, nil)
+	for _, c := range []struct {
+		from, to   *Conn
+		sfrom, sto *side
+	}{{client, server, a, b}, {server, client, b, a}} {
+		c.to.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: c.sto.mr.Addr, Length: 64, LKey: c.sto.mr.LKey}}}})
+		if _, err := c.from.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: c.sfrom.mr.Addr, Length: 8, LKey: c.sfrom.mr.LKey}}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The send's completion, and the receive's on the other side (each
+		// side's sends and receives share its CQ).
+		if wc := waitWC(t, c.sfrom.qc.SendCQ); wc.Status != verbs.WCSuccess || wc.WRID != 2 {
+			t.Fatalf("send %+v", wc)
+		}
+		if wc := waitWC(t, c.sto.qc.RecvCQ); wc.Status != verbs.WCSuccess || wc.WRID != 1 {
+			t.Fatalf("receive %+v", wc)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := first[macB]; got != repPSN {
+		t.Errorf("the client sent from PSN %#x, the REP said %#x (the REQ %#x)", got, repPSN, reqPSN)
+	}
+	if got := first[macA]; got != reqPSN {
+		t.Errorf("the server sent from PSN %#x, the REQ said %#x (the REP %#x)", got, reqPSN, repPSN)
+	}
+}
