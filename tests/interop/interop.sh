@@ -146,6 +146,15 @@ one_retry() {
 
 rows=()
 fails=0
+
+# record adds the row of the run a cell function has just judged (its
+# locals name, dir, verdict, src, prc, sf, pf, t0, mv and note) and
+# prints it.
+record() {
+	[ "$verdict" = FAIL ] && fails=$((fails + 1))
+	rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}$note")")
+	echo "${rows[-1]}"
+}
 # cell TEST IO MTU SIZE [EXTRA perftest flags...]
 cell() {
 	local test=$1 io=$2 mtu=$3 size=$4
@@ -215,9 +224,7 @@ cell() {
 		fi
 		break
 		done
-		[ $verdict = FAIL ] && fails=$((fails + 1))
-		rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}$note")")
-		echo "${rows[-1]}"
+		record
 	done
 	done
 }
@@ -273,9 +280,7 @@ ppcell() {
 		fi
 		break
 		done
-		[ $verdict = FAIL ] && fails=$((fails + 1))
-		rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}$note")")
-		echo "${rows[-1]}"
+		record
 	done
 }
 
@@ -332,9 +337,7 @@ rpcell() {
 		fi
 		break
 		done
-		[ $verdict = FAIL ] && fails=$((fails + 1))
-		rows+=("$(printf '%-44s %-16s %-5s %3s %3s %12s %12s %4ss  %s' "$name" "$dir" "$verdict" "$src" "$prc" "${sf:--}" "${pf:--}" $((SECONDS - t0)) "${mv:-none}$note")")
-		echo "${rows[-1]}"
+		record
 	done
 }
 
