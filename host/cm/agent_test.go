@@ -320,3 +320,72 @@ func TestStartingPSN(t *testing.T) {
 		t.Errorf("the server sent from PSN %#x, the REQ said %#x (the REP %#x)", got, reqPSN, repPSN)
 	}
 }
+
+// TestCraftedMADs: datagrams to QP1 that are not CM messages (short,
+// another class, an unknown attribute, random bytes, a REP for no
+// connection) are counted and dropped; a REQ for a transport other than
+// RC gets a REJ (invalid transport type); the agent still connects
+// afterwards.
+func TestCraftedMADs(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 1024}, 14)
+	// A plain UD QP on a's device sends to b's QP1 with the GSI Q_Key.
+	qp, err := a.qc.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: a.qc.SendCQ, RecvCQ: a.qc.RecvCQ,
+		Cap: verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ReadyUD(qp, 0x11111111); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := Encode(&REP{LocalCommID: 1, RemoteCommID: 0x12345678, LocalQPN: 99}, 1) // no such connection
+	req, _ := Encode(&REQ{LocalCommID: 5, LocalQPN: 17, ServiceID: ServiceID(PortSpaceTCP, 1)}, 2)
+	req[HeaderSize+43] |= 3 << 1 // transport type 3
+	other := append([]byte(nil), good...)
+	other[1] = 0x01 // subnet management
+	unknown := append([]byte(nil), good...)
+	unknown[17] = byte(AttrLAP)
+	random := make([]byte, MADSize)
+	for i := range random {
+		random[i] = byte(i*131 + 7)
+	}
+	crafted := [][]byte{good[:100], other, unknown, random, good, req}
+	ah := &verbs.AH{DestMAC: macB, DestGID: ipB}
+	for i, m := range crafted {
+		copy(a.buf, m)
+		if _, err := qp.PostSend([]verbs.SendWR{{WRID: uint64(100 + i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: uint32(len(m)), LKey: a.mr.LKey}}, AH: ah, RemoteQPN: GSIQPN, RemoteQKey: GSIQKey}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("crafted MAD %d: %+v", i, wc)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		received, _, _, dropped, rejected := b.a.Counters.Snapshot()
+		if received >= uint64(len(crafted)) && rejected == 1 {
+			if dropped != uint64(len(crafted)-1) {
+				t.Errorf("%d of %d crafted MADs counted as dropped", dropped, len(crafted)-1)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent received %d of %d crafted MADs", received, len(crafted))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The REJ reached a's QP1 (a's agent: no such connection, dropped).
+	for {
+		if r, _, _, _, _ := a.a.Counters.Snapshot(); r >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no REJ came back for the REQ of an unknown transport")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	client, server := connect(t, a, b, nil, nil)
+	if client.QP.State() != verbs.QPSRTS || server.QP.State() != verbs.QPSRTS {
+		t.Fatal("no connection after the crafted MADs")
+	}
+}

@@ -122,11 +122,6 @@ func TestDecodeRefuses(t *testing.T) {
 		{"class version 1", mod(func(b []byte) { b[2] = 1 }), ErrNotCM},
 		{"base version 2", mod(func(b []byte) { b[0] = 2 }), ErrNotCM},
 		{"LAP", mod(func(b []byte) { b[17] = byte(AttrLAP) }), ErrNotCM},
-		{"REQ for RD", func() []byte {
-			b := append([]byte(nil), req...)
-			b[HeaderSize+43] = b[HeaderSize+43]&^6 | 2<<1
-			return b
-		}(), ErrMAD},
 		{"REQ from QP 0", func() []byte {
 			b := append([]byte(nil), req...)
 			put24(b[HeaderSize+32:], 0)

@@ -412,6 +412,12 @@ func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
 	ps, port, ok := SplitServiceID(req.ServiceID)
 	l := a.listeners[port]
 	a.mu.Unlock()
+	if req.TransportType != TransportRC {
+		// Listeners here hand out RC QPs only.
+		a.Counters.add(&a.Counters.Reject)
+		a.send(context.Background(), peer, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: RejInvalidTransportType}, tid)
+		return
+	}
 	if !ok || ps != PortSpaceTCP || l == nil {
 		a.Counters.add(&a.Counters.Reject)
 		a.send(context.Background(), peer, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: RejInvalidServiceID}, tid)

@@ -119,9 +119,6 @@ func (m *REQ) parse(d []byte) error {
 		Private:                 append([]byte(nil), d[140:140+REQPrivate]...),
 	}
 	m.Primary.parse(d[52:96])
-	if m.TransportType > TransportUC {
-		return fmt.Errorf("%w: REQ for transport service type %d (only RC and UC are connected here)", ErrMAD, m.TransportType)
-	}
 	if m.LocalQPN == 0 {
 		return fmt.Errorf("%w: REQ from QP 0", ErrMAD)
 	}
