@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"net/netip"
 
@@ -21,6 +22,27 @@ type nicOptions struct {
 	pcap        string // record frames in this pcapng file
 	metricsAddr string // serve Prometheus metrics here
 	pprof       bool
+}
+
+// addNICFlags defines into o the flags of a command that runs one NIC on
+// a netdev: -io, -poll (defaultPoll if not given), -pcap, -metrics and
+// -pprof; o's GID index is the first IPv4 GID's. After the flags are
+// parsed, parsePoll sets o's poll mode (a usage error if it is no mode).
+func addNICFlags(fs *flag.FlagSet, o *nicOptions, defaultPoll string) (parsePoll func() error) {
+	o.gidIndex, o.portKind = -1, "xsk"
+	fs.StringVar(&o.portKind, "io", o.portKind, "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
+	poll := fs.String("poll", defaultPoll, "how the NIC is driven: app (the program's own polling runs it), sleep, adaptive or spin")
+	fs.StringVar(&o.pcap, "pcap", "", "record every frame the NIC sends and receives in this pcapng file")
+	fs.StringVar(&o.metricsAddr, "metrics", "", "serve the NIC's counters as Prometheus metrics at http://ADDR/metrics during the run")
+	fs.BoolVar(&o.pprof, "pprof", false, "with --metrics, serve Go's pprof at /debug/pprof/ on the same listener")
+	return func() error {
+		mode, err := datapath.ParsePollMode(*poll)
+		if err != nil {
+			return badValue("-poll %q: want app, sleep, adaptive or spin", *poll)
+		}
+		o.poll = mode
+		return nil
+	}
 }
 
 // nicEnv is a NIC running on a netdev.

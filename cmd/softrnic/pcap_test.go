@@ -148,29 +148,11 @@ func TestBenchPcap(t *testing.T) {
 // both NICs' counters with `softrnic stat` while it runs.
 func TestDemoMetrics(t *testing.T) {
 	testenv.RequireRoot(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runDemo([]string{"-s", "64", "-n", "2000", "-metrics", addr, "-pprof"}, &out) }()
-	var got string
-	for got == "" {
-		select {
-		case err := <-done:
-			t.Fatalf("the demo ended (%v) before stat read its counters\n%s", err, out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		// runStat, not run: run points the process's logger at its
-		// stderr, which the demo's goroutines write to meanwhile.
-		var stdout bytes.Buffer
-		if runStat([]string{addr}, &stdout) == nil {
-			got = stdout.String()
-		}
-	}
+	got := statWhile(t, addr, done, "the demo", &out)
 	if resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("pprof: %v %v", err, resp)
 	} else {
@@ -191,30 +173,14 @@ func TestDemoMetrics(t *testing.T) {
 // the time with -metrics. No root needed.
 func TestInMemoryBenchObserve(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "loss.pcapng")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runBench([]string{"loss", "-l", "0,1", "-n", "40", "-rtt", "20ms", "-pcap", f, "-metrics", addr}, &out)
 	}()
 	// While it runs, stat finds the open NICs, under their names.
-	var got string
-	for got == "" {
-		select {
-		case err := <-done:
-			t.Fatalf("bench loss ended (%v) before stat read its counters\n%s", err, out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		var stdout bytes.Buffer // runStat, not run (see TestDemoMetrics)
-		if runStat([]string{addr}, &stdout) == nil && strings.Contains(stdout.String(), "sent_pkts") {
-			got = stdout.String()
-		}
-	}
+	got := statWhile(t, addr, done, "bench loss", &out)
 	if !strings.Contains(got, "loss ") {
 		t.Errorf("stat shows no NIC named after its cell:\n%s", got)
 	}
@@ -248,5 +214,35 @@ func TestInMemoryBenchObserve(t *testing.T) {
 	}
 	if named != 8*2*2 {
 		t.Errorf("%d interfaces named after a cell, want 32 (8 cells, 2 NICs, rx and tx)", named)
+	}
+}
+
+// freeAddr returns a loopback TCP address nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// statWhile runs softrnic stat on addr until it shows a NIC's counters,
+// failing if the command serving them (what, whose result done gives)
+// ends first. It calls runStat, not run: run points the process's logger
+// at its own stderr, which the running command writes to meanwhile.
+func statWhile(t *testing.T, addr string, done <-chan error, what string, out *bytes.Buffer) string {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("%s ended (%v) before stat read its counters\n%s", what, err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		var stdout bytes.Buffer
+		if runStat([]string{addr}, &stdout) == nil && strings.Contains(stdout.String(), "sent_pkts") {
+			return stdout.String()
+		}
 	}
 }

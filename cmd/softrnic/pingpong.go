@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/host/pingpong"
 )
 
@@ -45,7 +44,7 @@ func runPingpong(args []string, stdout io.Writer) error {
 	}
 	ibPort, sl := 1, 0
 	var odp, ts bool
-	o.gidIndex = -1
+	parsePoll := addNICFlags(fs, &o, "app")
 	both(&port, "p", "port", "listen on or connect to this TCP port")
 	both(&o.dev, "d", "ib-dev", "network device to run on (required; the C programs take the RDMA device)")
 	both(&ibPort, "i", "ib-port", "port of the device (softrnic's devices have one: 1)")
@@ -60,12 +59,6 @@ func runPingpong(args []string, stdout io.Writer) error {
 	both(&cfg.Check, "c", "chk", "validate received buffer (rc, uc, srq)")
 	both(&odp, "o", "odp", "on-demand paging (not supported)")
 	both(&ts, "t", "ts", "completion timestamps (not supported)")
-	o.portKind = "xsk"
-	fs.StringVar(&o.portKind, "io", o.portKind, "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
-	pollName := fs.String("poll", "app", "how the NIC is driven: app (the program's polling runs it), sleep, adaptive or spin")
-	fs.StringVar(&o.pcap, "pcap", "", "record every frame the NIC sends and receives in this pcapng file")
-	fs.StringVar(&o.metricsAddr, "metrics", "", "serve the NIC's counters as Prometheus metrics at http://ADDR/metrics during the run")
-	fs.BoolVar(&o.pprof, "pprof", false, "with --metrics, serve Go's pprof at /debug/pprof/ on the same listener")
 	usage := flagUsage(fs)
 
 	var words []string
@@ -112,8 +105,8 @@ func runPingpong(args []string, stdout io.Writer) error {
 	if _, err := cfg.WithDefaults(); err != nil {
 		return badValue("%v", err)
 	}
-	if o.poll, err = datapath.ParsePollMode(*pollName); err != nil {
-		return badValue("-poll %q: want app, sleep, adaptive or spin", *pollName)
+	if err := parsePoll(); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

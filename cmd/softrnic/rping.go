@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/host/cm"
 	"github.com/softrnic/softrnic/host/rping"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -42,12 +41,7 @@ func runRping(args []string, stdout io.Writer) error {
 	fs.BoolFunc("d", "log debug messages on stderr", verboseFlag)
 	var o nicOptions
 	fs.StringVar(&o.dev, "dev", "", "network device to run on (required; rping finds it from the address)")
-	o.gidIndex = -1
-	o.portKind = "xsk"
-	fs.StringVar(&o.portKind, "io", o.portKind, "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
-	pollName := fs.String("poll", "sleep", "how the NIC is driven: sleep, adaptive, spin or app")
-	fs.StringVar(&o.pcap, "pcap", "", "record every frame the NIC sends and receives in this pcapng file")
-	fs.StringVar(&o.metricsAddr, "metrics", "", "serve the NIC's counters as Prometheus metrics at http://ADDR/metrics")
+	parsePoll := addNICFlags(fs, &o, "sleep")
 	usage := flagUsage(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -76,9 +70,8 @@ func runRping(args []string, stdout io.Writer) error {
 			return badValue("-a %q: an IP address", *addr)
 		}
 	}
-	var err error
-	if o.poll, err = datapath.ParsePollMode(*pollName); err != nil {
-		return badValue("-poll %q: want app, sleep, adaptive or spin", *pollName)
+	if err := parsePoll(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

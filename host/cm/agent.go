@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -27,10 +28,12 @@ type Config struct {
 	Buffers int
 }
 
-// Counters count what the agent saw and did.
+// Counters count what the agent saw and did: datagrams received on QP1
+// and sent from it, messages sent again (REQ, REP, RTU, DREQ), datagrams
+// dropped (malformed, not CM, for no connection) and REJs sent or
+// received.
 type Counters struct {
-	mu                                      sync.Mutex
-	Received, Sent, Resent, Dropped, Reject uint64
+	Received, Sent, Resent, Dropped, Reject atomic.Uint64
 }
 
 // Agent is a device's communication manager: it owns QP1, answers and
@@ -172,7 +175,7 @@ func (a *Agent) send(ctx context.Context, ip netip.Addr, m Message, tid uint64) 
 		a.release(i)
 		return err
 	}
-	a.Counters.add(&a.Counters.Sent)
+	a.Counters.Sent.Add(1)
 	return nil
 }
 
@@ -183,17 +186,9 @@ func (a *Agent) release(i int) {
 	a.mu.Unlock()
 }
 
-func (c *Counters) add(v *uint64) {
-	c.mu.Lock()
-	*v++
-	c.mu.Unlock()
-}
-
 // Snapshot returns the counters' values.
 func (c *Counters) Snapshot() (received, sent, resent, dropped, rejected uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.Received, c.Sent, c.Resent, c.Dropped, c.Reject
+	return c.Received.Load(), c.Sent.Load(), c.Resent.Load(), c.Dropped.Load(), c.Reject.Load()
 }
 
 // serve polls QP1's completions: sends give their slot back, receives
@@ -237,15 +232,15 @@ func (a *Agent) serve() {
 // receive takes one datagram: the GRH (its IPv4 or IPv6 header says who
 // sent it) and the MAD.
 func (a *Agent) receive(dgram []byte) {
-	a.Counters.add(&a.Counters.Received)
+	a.Counters.Received.Add(1)
 	if len(dgram) < grhSize+MADSize {
-		a.Counters.add(&a.Counters.Dropped)
+		a.Counters.Dropped.Add(1)
 		return
 	}
 	peer := grhSource(dgram[:grhSize])
 	h, m, err := Decode(dgram[grhSize : grhSize+MADSize])
 	if err != nil || !peer.IsValid() {
-		a.Counters.add(&a.Counters.Dropped)
+		a.Counters.Dropped.Add(1)
 		return
 	}
 	if req, ok := m.(*REQ); ok {
@@ -277,7 +272,7 @@ func (a *Agent) receive(dgram []byte) {
 			a.send(context.Background(), peer, &DREP{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID}, h.TID)
 			return
 		}
-		a.Counters.add(&a.Counters.Dropped)
+		a.Counters.Dropped.Add(1)
 		return
 	}
 	c.deliver(m, h.TID)

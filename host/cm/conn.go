@@ -106,19 +106,13 @@ func (c *Conn) Done() <-chan struct{} { return c.c.closed }
 // out), then the QP goes to the error state and flushes.
 func (c *Conn) Close() error { return c.c.disconnect() }
 
-type event struct {
-	m   Message
-	tid uint64
-}
-
 // conn is one connection's state in the agent.
 type conn struct {
 	a                 *Agent
 	localID, remoteID uint32
 	peer              netip.Addr
 	tid               uint64
-	active            bool
-	events            chan event
+	events            chan Message // for a handshake or a Close waiting
 	closed            chan struct{}
 	closeOnce         sync.Once
 
@@ -130,8 +124,8 @@ type conn struct {
 	key         passiveKey
 }
 
-func (a *Agent) newConn(peer netip.Addr, active bool) *conn {
-	c := &conn{a: a, peer: peer, active: active, tid: rand.Uint64(), events: make(chan event, 16), closed: make(chan struct{})}
+func (a *Agent) newConn(peer netip.Addr) *conn {
+	c := &conn{a: a, peer: peer, tid: rand.Uint64(), events: make(chan Message, 16), closed: make(chan struct{})}
 	a.mu.Lock()
 	c.localID = a.newLocalID()
 	a.conns[c.localID] = c
@@ -153,7 +147,7 @@ func (c *conn) deliver(m Message, tid uint64) {
 			return
 		case *REP:
 			if rtu != nil { // our RTU was lost: the passive side sent its REP again
-				c.a.Counters.add(&c.a.Counters.Resent)
+				c.a.Counters.Resent.Add(1)
 				c.a.send(context.Background(), c.peer, rtu, c.tid)
 			}
 			return
@@ -163,9 +157,9 @@ func (c *conn) deliver(m Message, tid uint64) {
 		}
 	}
 	select {
-	case c.events <- event{m, tid}:
+	case c.events <- m:
 	default:
-		c.a.Counters.add(&c.a.Counters.Dropped)
+		c.a.Counters.Dropped.Add(1)
 	}
 }
 
@@ -202,7 +196,7 @@ func (c *conn) disconnect() error {
 	tid := rand.Uint64()
 	for try := 0; try <= c.a.cfg.MaxRetries; try++ {
 		if try > 0 {
-			c.a.Counters.add(&c.a.Counters.Resent)
+			c.a.Counters.Resent.Add(1)
 		}
 		if err := c.a.send(context.Background(), c.peer, dreq, tid); err != nil {
 			return err
@@ -211,7 +205,7 @@ func (c *conn) disconnect() error {
 		for {
 			select {
 			case ev := <-c.events:
-				if _, ok := ev.m.(*DREP); !ok {
+				if _, ok := ev.(*DREP); !ok {
 					continue
 				}
 				t.Stop()
@@ -270,7 +264,7 @@ func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 	if err != nil {
 		return nil, err
 	}
-	c := a.newConn(peer, true)
+	c := a.newConn(peer)
 	c.mu.Lock()
 	c.qp = qp
 	c.mu.Unlock()
@@ -294,7 +288,7 @@ func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 		Private: private}
 	for try := 0; try <= a.cfg.MaxRetries; try++ {
 		if try > 0 {
-			a.Counters.add(&a.Counters.Resent)
+			a.Counters.Resent.Add(1)
 		}
 		if err := a.send(ctx, peer, req, c.tid); err != nil {
 			return fail(err)
@@ -311,10 +305,10 @@ func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 			case <-deadline.C:
 				break wait
 			case ev := <-c.events:
-				switch m := ev.m.(type) {
+				switch m := ev.(type) {
 				case *REJ:
 					deadline.Stop()
-					a.Counters.add(&a.Counters.Reject)
+					a.Counters.Reject.Add(1)
 					return fail(&RejectError{Reason: m.Reason, Private: m.Private})
 				case *MRA: // the peer needs longer: wait for it
 					deadline.Reset(timeout(m.ServiceTimeout) + timeout(a.cfg.ResponseTimeout))
@@ -414,16 +408,16 @@ func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
 	a.mu.Unlock()
 	if req.TransportType != TransportRC {
 		// Listeners here hand out RC QPs only.
-		a.Counters.add(&a.Counters.Reject)
+		a.Counters.Reject.Add(1)
 		a.send(context.Background(), peer, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: RejInvalidTransportType}, tid)
 		return
 	}
 	if !ok || ps != PortSpaceTCP || l == nil {
-		a.Counters.add(&a.Counters.Reject)
+		a.Counters.Reject.Add(1)
 		a.send(context.Background(), peer, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: RejInvalidServiceID}, tid)
 		return
 	}
-	c := a.newConn(peer, false)
+	c := a.newConn(peer)
 	c.remoteID, c.tid, c.key = req.LocalCommID, tid, key
 	a.mu.Lock()
 	a.passive[key] = c
@@ -442,7 +436,7 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reject := func(reason uint16) {
-		a.Counters.add(&a.Counters.Reject)
+		a.Counters.Reject.Add(1)
 		a.send(ctx, c.peer, &REJ{LocalCommID: c.localID, RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: reason}, c.tid)
 		c.end()
 	}
@@ -477,7 +471,7 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 	private := append([]byte(nil), req.Private[IPHeaderSize:]...)
 	for try := 0; try <= a.cfg.MaxRetries; try++ {
 		if try > 0 {
-			a.Counters.add(&a.Counters.Resent)
+			a.Counters.Resent.Add(1)
 		}
 		if err := a.send(ctx, c.peer, rep, c.tid); err != nil {
 			c.end()
@@ -494,9 +488,9 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 			case <-deadline.C:
 				break wait
 			case ev := <-c.events:
-				switch ev.m.(type) {
+				switch ev.(type) {
 				case *REQ: // our REP was lost
-					a.Counters.add(&a.Counters.Resent)
+					a.Counters.Resent.Add(1)
 					a.send(ctx, c.peer, rep, c.tid)
 				case *REJ:
 					deadline.Stop()

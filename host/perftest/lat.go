@@ -26,7 +26,7 @@ func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 			rcnt++
 			var err error
 			if seen, err = d.waitByte(ctx, poll, byte(rcnt), seen); err != nil {
-				if t.over(err) {
+				if t.over() {
 					return nil
 				}
 				return fmt.Errorf("perftest: waiting for the peer's write %d of %d: %w", rcnt, n, err)
@@ -48,7 +48,7 @@ func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 				return fmt.Errorf("perftest: post write: %w", err)
 			}
 			if _, err := d.poll(ctx, d.scq); err != nil {
-				if t.over(err) {
+				if t.over() {
 					return nil
 				}
 				return err
@@ -63,7 +63,6 @@ func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 type latTimer struct {
 	w     *window
 	ctx   context.Context
-	done  bool
 	count int // iterations posted
 }
 
@@ -91,18 +90,13 @@ func (t *latTimer) posted(d *rdma, k int) (over bool) {
 		return false
 	}
 	t.count = k
-	t.done = t.w.tick(now, k)
-	return t.done
+	return t.w.tick(now, k)
 }
 
-// over reports whether err is the end of a -D run (its context's
-// deadline) rather than a failure.
-func (t *latTimer) over(err error) bool {
-	if t.w != nil && t.ctx.Err() == context.DeadlineExceeded {
-		t.done = true
-		return true
-	}
-	return false
+// over reports whether a wait that failed was cut by the end of a -D run
+// (its context's deadline) rather than by a failure.
+func (t *latTimer) over() bool {
+	return t.w != nil && t.ctx.Err() == context.DeadlineExceeded
 }
 
 // waitByte waits until the peer's WRITE has set buf[off] to want. It
@@ -147,7 +141,7 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 		if rcnt < n && !(scnt < 1 && !server) {
 			wcs, err := d.poll(ctx, d.rcq)
 			if err != nil {
-				if t.over(err) {
+				if t.over() {
 					return nil
 				}
 				return err
@@ -175,7 +169,7 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 				return fmt.Errorf("perftest: post send: %w", err)
 			}
 			if _, err := d.poll(ctx, d.scq); err != nil {
-				if t.over(err) {
+				if t.over() {
 					return nil
 				}
 				return err
@@ -211,7 +205,7 @@ func (d *rdma) readLat(ctx context.Context, size int) error {
 			return fmt.Errorf("perftest: post: %w", err)
 		}
 		if _, err := d.poll(ctx, d.scq); err != nil {
-			if t.over(err) {
+			if t.over() {
 				return nil
 			}
 			return err

@@ -101,16 +101,22 @@ figure() {
 	esac
 }
 
-# run_pair DIR SLOG PLOG WAIT GUEST-COMMAND SOFTRNIC-ARGS...: one run in
+# run_pair DIR TAG PEER WAIT GUEST-COMMAND SOFTRNIC-ARGS...: one run in
 # direction DIR (softrnic-server: softrnic serves and the guest's command
 # connects to HOSTIP; otherwise the guest's command serves, WAIT seconds
-# before softrnic connects to GUESTIP), each side's output in its log.
+# before softrnic connects to GUESTIP). It sets the caller's slog and plog
+# (each side's output, in $LOG/TAG.softrnic.log and $LOG/TAG.PEER.log),
+# t0 (when it began), src and prc (softrnic's and the guest command's
+# exit statuses) and mv (the watched rxe counters that moved).
 # WAIT "cm": the servers listen through the connection manager (no TCP
 # port to watch): two seconds each way.
-# Sets src and prc: softrnic's and the guest command's exit statuses.
 run_pair() {
-	local dir=$1 slog=$2 plog=$3 wait=$4 guest=$5
+	local dir=$1 tag=${2//[^A-Za-z0-9_.-]/} peer=$3 wait=$4 guest=$5
 	shift 5
+	slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.$peer.log"
+	local before after
+	before=$(counters)
+	t0=$SECONDS
 	if [ "$dir" = softrnic-server ]; then
 		timeout 120 ip netns exec $NS "$BIN" "$@" >"$slog" 2>&1 &
 		local spid=$!
@@ -135,6 +141,19 @@ run_pair() {
 		"$T" wait "$id" >"$plog" 2>&1
 		prc=$?
 	fi
+	after=$(counters)
+	mv=$(moved "$before" "$after")
+}
+
+# skipped says whether INTEROP_ONLY leaves out the cell NAME.
+skipped() {
+	[ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$1"
+}
+
+# beyond_timer drops completer_retry_err from a list of counters that
+# moved (rxe's own timer during the guest's stalls; see ppcell).
+beyond_timer() {
+	sed -E 's/(^| )completer_retry_err\+[0-9]+//g; s/^ +//' <<<"$1"
 }
 
 # one_retry says whether the counters that moved are one retransmission
@@ -164,7 +183,7 @@ cell() {
 	local sz=""
 	[ "$size" != - ] && sz="-s $size"
 	local name="$test $io mtu$mtu ${size/-/8} ${extra}"
-	if [ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$name"; then
+	if skipped "$name"; then
 		return
 	fi
 	local rep
@@ -181,20 +200,13 @@ cell() {
 	for dir in "softrnic-server" "perftest-server"; do
 		local attempt note=""
 		for attempt in 1 2; do
-		local tag="${test}_${io}_${mtu}_${size}_${extra// /}_${dir}"
-		tag=${tag//[^A-Za-z0-9_.-]/}
-		local slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.perftest.log"
-		local before after src prc
-		before=$(counters)
-		local t0=$SECONDS
+		local slog plog t0 src prc mv
 		# shellcheck disable=SC2086 # the flags split into words
-		run_pair $dir "$slog" "$plog" 0 "$pt -d rxe0 -x 1 -F $sz $iters $extra" \
+		run_pair $dir "${test}_${io}_${mtu}_${size}_${extra// /}_${dir}" perftest 0 "$pt -d rxe0 -x 1 -F $sz $iters $extra" \
 			perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz $iters $extra
-		after=$(counters)
-		local sf pf mv verdict=pass
+		local sf pf verdict=pass
 		sf=$(figure "$slog" "$test")
 		pf=$(figure "$plog" "$test")
-		mv=$(moved "$before" "$after")
 		if [ $src != 0 ] || [ $prc != 0 ]; then verdict=FAIL; fi
 		# The passive side of READ/atomic latency prints no table, as perftest.
 		case "$test,$dir" in
@@ -250,30 +262,23 @@ ppcell() {
 	shift
 	local extra="$*"
 	local name="pingpong $kind $extra"
-	if [ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$name"; then
+	if skipped "$name"; then
 		return
 	fi
 	local prog="ibv_${kind}_pingpong -d rxe0 -g 1 -n $ITERS_PP $extra"
 	for dir in "softrnic-server" "rdma-core-server"; do
 		local attempt note=""
 		for attempt in 1 2; do
-		local tag="pingpong_${kind}_${extra// /}_${dir}"
-		tag=${tag//[^A-Za-z0-9_.-]/}
-		local slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.rdma-core.log"
-		local before after src prc
-		before=$(counters)
-		local t0=$SECONDS
+		local slog plog t0 src prc mv
 		# The C client gives up at once if nobody listens yet: a second
 		# for the guest's server first.
 		# shellcheck disable=SC2086 # the flags split into words
-		run_pair $dir "$slog" "$plog" 1 "$prog" pingpong "$kind" -d $HOSTIF -poll "$POLL" -n "$ITERS_PP" $extra
-		after=$(counters)
-		local sf pf mv verdict=pass
+		run_pair $dir "pingpong_${kind}_${extra// /}_${dir}" rdma-core 1 "$prog" pingpong "$kind" -d $HOSTIF -poll "$POLL" -n "$ITERS_PP" $extra
+		local sf pf verdict=pass
 		sf=$(awk '/usec\/iter/ {print $(NF-1)}' "$slog")
 		pf=$(awk '/usec\/iter/ {print $(NF-1)}' "$plog")
-		mv=$(moved "$before" "$after")
 		local bad
-		bad=$(sed -E 's/(^| )completer_retry_err\+[0-9]+//g; s/^ +//' <<<"$mv")
+		bad=$(beyond_timer "$mv")
 		if [ $src != 0 ] || [ $prc != 0 ] || [ -z "$sf" ] || [ -z "$pf" ] || [ -n "$bad" ]; then verdict=FAIL; fi
 		# -c: the C server prints this when the client's marks are missing.
 		grep -q "invalid data" "$plog" && verdict=FAIL
@@ -300,27 +305,21 @@ ppcell() {
 rpcell() {
 	local extra="$*"
 	local name="rping $extra"
-	if [ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$name"; then
+	if skipped "$name"; then
 		return
 	fi
 	for dir in "softrnic-server" "rdma-core-server"; do
 		local attempt note=""
 		for attempt in 1 2; do
-		local tag="rping_${extra// /}_${dir}"
-		tag=${tag//[^A-Za-z0-9_.-]/}
-		local slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.rdma-core.log"
-		local before after src prc
-		before=$(counters)
-		local t0=$SECONDS
+		local slog plog t0 src prc mv tag="rping_${extra// /}_${dir}"
 		if [ $dir = softrnic-server ]; then
 			# shellcheck disable=SC2086
-			run_pair $dir "$slog" "$plog" cm "rping -c -v -V -C $ITERS_RP $extra -a" rping -s -v --dev $HOSTIF -poll "$POLL" $extra
+			run_pair $dir "$tag" rdma-core cm "rping -c -v -V -C $ITERS_RP $extra -a" rping -s -v --dev $HOSTIF -poll "$POLL" $extra
 		else
 			# shellcheck disable=SC2086
-			run_pair $dir "$slog" "$plog" cm "rping -s -v -a $GUESTIP $extra" rping -c --dev $HOSTIF -poll "$POLL" -v -V -C "$ITERS_RP" $extra -a
+			run_pair $dir "$tag" rdma-core cm "rping -s -v -a $GUESTIP $extra" rping -c --dev $HOSTIF -poll "$POLL" -v -V -C "$ITERS_RP" $extra -a
 		fi
-		after=$(counters)
-		local sf pf mv verdict=pass
+		local sf pf verdict=pass
 		# softrnic's pings (the server's READs, or the client's pings
 		# back), and the guest's ending
 		sf=$(grep -c 'ping data: rdma-ping-' "$slog")
@@ -330,9 +329,8 @@ rpcell() {
 			prc=0
 			note=" (the guest's rping aborted at exit: no libgcc_s in its image)"
 		fi
-		mv=$(moved "$before" "$after")
 		local bad
-		bad=$(sed -E 's/(^| )completer_retry_err\+[0-9]+//g; s/^ +//' <<<"$mv")
+		bad=$(beyond_timer "$mv")
 		if [ $src != 0 ] || [ $prc != 0 ] || [ "$sf" != "$ITERS_RP" ] || [ "$pf" = - ] || [ -n "$bad" ]; then verdict=FAIL; fi
 		if [ $verdict = FAIL ] && [ $attempt = 1 ] && [ $src = 0 ] && [ $prc = 0 ] && one_retry "$bad"; then
 			note=" (second run; the first moved $mv)"
