@@ -121,6 +121,9 @@ func NewAgent(dev *verbs.Device, ip netip.Addr, cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// Device is the device whose QP1 the agent serves.
+func (a *Agent) Device() *verbs.Device { return a.dev }
+
 // Close stops the agent: QP1 goes to the error state; connections it
 // made stay as they are.
 func (a *Agent) Close() error {

@@ -34,6 +34,11 @@ type QPConfig struct {
 	// connection is set up: to post the receives the peer's first SENDs
 	// will need.
 	Prepare func(qp *verbs.QP) error
+	// QP, if set, supplies each connection's QP instead of one made from
+	// PD, SendCQ, RecvCQ, SRQ and Cap: an RC QP of the agent's device,
+	// which is reset first. A failed attempt or the connection's end
+	// leaves it in the error state, as it does a QP of the agent's own.
+	QP func() (*verbs.QP, error)
 }
 
 func (q *QPConfig) defaults() {
@@ -52,10 +57,24 @@ func (q *QPConfig) defaults() {
 }
 
 func (q *QPConfig) create() (*verbs.QP, error) {
-	if q.PD == nil || q.SendCQ == nil || q.RecvCQ == nil {
-		return nil, errors.New("cm: QPConfig needs a PD and CQs")
+	var qp *verbs.QP
+	var err error
+	switch {
+	case q.QP != nil:
+		if qp, err = q.QP(); err != nil {
+			return nil, err
+		}
+		if qp.Type != verbs.QPTRC {
+			return nil, fmt.Errorf("cm: QP %d is %v, not RC", qp.Num, qp.Type)
+		}
+		if qp.State() != verbs.QPSReset {
+			err = qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
+		}
+	case q.PD == nil || q.SendCQ == nil || q.RecvCQ == nil:
+		return nil, errors.New("cm: QPConfig needs a PD and CQs (or a QP)")
+	default:
+		qp, err = q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: q.SendCQ, RecvCQ: q.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
 	}
-	qp, err := q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: q.SendCQ, RecvCQ: q.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
 	if err != nil || q.Prepare == nil {
 		return qp, err
 	}

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -20,32 +21,32 @@ func TestBadPeers(t *testing.T) {
 		want   string        // in the error
 	}{
 		{"wrong version", true, Config{Test: WriteBW, Iters: 10}, func(c *Conn) {
-			c.c.Write([]byte("5.10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
+			c.raw().Write([]byte("5.10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
 			time.Sleep(time.Second)
 		}, "version exchange: version 5.10 is older than 5.70"},
 		{"garbage version", false, Config{Test: WriteBW, Iters: 10}, func(c *Conn) {
 			var b [16]byte
-			c.c.Read(b[:])
-			c.c.Write([]byte("GET / HTTP/1.1\r\n"))
+			c.raw().Read(b[:])
+			c.raw().Write([]byte("GET / HTTP/1.1\r\n"))
 			time.Sleep(time.Second)
 		}, "version exchange"},
 		{"truncated keys", true, Config{Test: WriteBW, Iters: 10}, func(c *Conn) {
 			preamble(c)
 			k := (&Keys{QPN: 5, GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}}).Marshal()
-			c.c.Write(k[:50])
+			c.raw().Write(k[:50])
 			time.Sleep(6 * time.Second) // and says no more
 		}, "keys exchange: no answer within"},
 		{"truncated keys, then close", false, Config{Test: SendLat, Iters: 10}, func(c *Conn) {
 			preamble(c)
 			var b [KeysLen]byte
-			c.c.Read(b[:])
-			c.c.Write(b[:30])
+			c.raw().Read(b[:])
+			c.raw().Write(b[:30])
 		}, "keys exchange: the peer closed the connection"},
 		{"malformed keys", true, Config{Test: ReadLat, Iters: 10}, func(c *Conn) {
 			preamble(c)
 			b := []byte(sampleKeys)
 			b[20] = 'z'
-			c.c.Write(b)
+			c.raw().Write(b)
 			time.Sleep(time.Second)
 		}, "keys exchange: malformed keys message: PSN"},
 		{"closes mid-run (server waiting)", true, Config{Test: WriteBW, Iters: 10}, func(c *Conn) {
@@ -103,3 +104,6 @@ func setup(c *Conn, n int) {
 		}
 	}
 }
+
+// raw is the TCP connection under an exchange, for a peer that misbehaves.
+func (c *Conn) raw() net.Conn { return c.l.(*tcpLink).c }

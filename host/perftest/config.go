@@ -85,6 +85,9 @@ type Config struct {
 	// Samples keeps every iteration's latency in the Result (latency
 	// tests; softrnic perf --latency-log).
 	Samples bool
+	// RDMACM (-R) connects the test's QPs through the CM, as perftest -R
+	// does; the run's Conn must then be one from DialCM or AcceptCM.
+	RDMACM bool
 }
 
 // SelectiveRepeatFlag is the SRQN bit of a keys message by which a
@@ -191,6 +194,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Atomic != CmpAndSwap && c.Atomic != FetchAndAdd {
 		return fmt.Errorf("perftest: -A %q: want %s or %s", c.Atomic, CmpAndSwap, FetchAndAdd)
+	}
+	if c.RDMACM && c.SR {
+		return fmt.Errorf("perftest: --sr is agreed in the keys exchange, which does not connect the QPs under -R")
 	}
 	if c.MTU < 0 || c.MTU > 5 {
 		return fmt.Errorf("perftest: MTU enum %d out of range 1..5", c.MTU)

@@ -31,12 +31,27 @@ const StepTimeout = 4 * time.Second
 // perftest sends.
 var ErrPeer = errors.New("perftest: the peer broke the exchange")
 
-// Conn is one side of perftest's out-of-band exchange: lock-step, no
-// framing; in every step the client writes first and then reads as many
-// bytes, and the server reads, then writes. Every error names its step.
+// Conn is one side of perftest's out-of-band exchange: lock-step; in
+// every step the client writes first and then reads as many bytes, and
+// the server reads, then writes. It runs over TCP (Dial, Accept), or, as
+// perftest -R runs it, over an RC connection the CM sets up (DialCM,
+// AcceptCM), one SEND a message. Every error names its step.
 type Conn struct {
-	c      net.Conn
+	l      link
 	server bool
+	cm     *cmLink // the exchange over an rdma_cm connection
+}
+
+// link carries the exchange's messages.
+type link interface {
+	// send writes b; recv reads exactly len(b) bytes, within wait.
+	send(b []byte, wait time.Duration) error
+	recv(b []byte, wait time.Duration) error
+	// done ends the exchange as the link's perftest does.
+	done() error
+	// watch reports the peer going away while no step runs.
+	watch() (closed <-chan error, stop func())
+	close() error
 }
 
 // Dial connects to a perftest server, retrying until ctx ends (a server
@@ -46,7 +61,7 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 	for {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			return &Conn{c: c}, nil
+			return NewConn(c, false), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -67,39 +82,24 @@ func Accept(ctx context.Context, ln net.Listener) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("perftest: waiting for a client: %w", err)
 	}
-	return &Conn{c: c, server: true}, nil
+	return NewConn(c, true), nil
 }
 
-// NewConn wraps an established connection; server tells the side.
-func NewConn(c net.Conn, server bool) *Conn { return &Conn{c: c, server: server} }
+// NewConn wraps an established TCP connection; server tells the side.
+func NewConn(c net.Conn, server bool) *Conn { return &Conn{l: &tcpLink{c}, server: server} }
 
-// Close closes the connection.
-func (c *Conn) Close() error { return c.c.Close() }
+// Close closes the connection (over rdma_cm: the test QPs' connections,
+// then the exchange's own).
+func (c *Conn) Close() error { return c.l.close() }
 
 // Server reports whether this is the server's side.
 func (c *Conn) Server() bool { return c.server }
 
 // exchange runs one step: out goes to the peer, in is filled from it, in
-// the order of the side, within wait.
+// the order of the side, each within wait.
 func (c *Conn) exchange(step string, out, in []byte, wait time.Duration) error {
-	if err := c.c.SetDeadline(time.Now().Add(wait)); err != nil {
-		return fmt.Errorf("perftest: %s: %w", step, err)
-	}
-	write := func() error {
-		_, err := c.c.Write(out)
-		return err
-	}
-	read := func() error {
-		_, err := io.ReadFull(c.c, in)
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return fmt.Errorf("the peer closed the connection (%w)", err)
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("no answer within %v", wait)
-		}
-		return err
-	}
+	write := func() error { return c.l.send(out, wait) }
+	read := func() error { return c.l.recv(in, wait) }
 	first, second := write, read
 	if c.server {
 		first, second = read, write
@@ -111,6 +111,45 @@ func (c *Conn) exchange(step string, out, in []byte, wait time.Duration) error {
 		return fmt.Errorf("perftest: %s: %w", step, err)
 	}
 	return nil
+}
+
+// Done ends the exchange: over TCP each side writes "done" and a NUL,
+// then reads the peer's (a peer that closes without it, as perftest
+// after 6.2x does, is fine too); over rdma_cm there is nothing more.
+func (c *Conn) Done() error { return c.l.done() }
+
+// Watch reports, on the returned channel, the peer going away while no
+// step is running (during a test run); call stop, which waits for it,
+// before the next step.
+func (c *Conn) Watch() (closed <-chan error, stop func()) { return c.l.watch() }
+
+// tcpLink is the exchange over TCP: no framing, bytes as the steps have
+// them.
+type tcpLink struct{ c net.Conn }
+
+func (l *tcpLink) close() error { return l.c.Close() }
+
+func (l *tcpLink) send(b []byte, wait time.Duration) error {
+	if err := l.c.SetDeadline(time.Now().Add(wait)); err != nil {
+		return err
+	}
+	_, err := l.c.Write(b)
+	return err
+}
+
+func (l *tcpLink) recv(b []byte, wait time.Duration) error {
+	if err := l.c.SetDeadline(time.Now().Add(wait)); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(l.c, b)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("the peer closed the connection (%w)", err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("no answer within %v", wait)
+	}
+	return err
 }
 
 // Versions exchanges versions (16 bytes, NUL-padded) and returns the
@@ -172,12 +211,16 @@ func (c *Conn) MTU(mtu int) (int, error) {
 // Keys exchanges keys messages in the named step, waiting up to wait for
 // the peer (a sync after a run waits for the peer's run to end).
 func (c *Conn) Keys(step string, k Keys, wait time.Duration) (Keys, error) {
-	out := k.Marshal()
-	var in [KeysLen]byte
-	if err := c.exchange(step, out[:], in[:], wait); err != nil {
+	out, in, parse := k.Marshal(), [KeysLen]byte{}, ParseKeys
+	o, i := out[:], in[:]
+	if c.cm != nil { // perftest's struct itself, as -R sends it
+		bout, bin := k.MarshalBinary(0), [KeysBinaryLen]byte{}
+		o, i, parse = bout[:], bin[:], ParseKeysBinary
+	}
+	if err := c.exchange(step, o, i, wait); err != nil {
 		return Keys{}, err
 	}
-	r, err := ParseKeys(in[:])
+	r, err := parse(i)
 	if err != nil {
 		return r, fmt.Errorf("%w: %s: %w", ErrPeer, step, err)
 	}
@@ -208,24 +251,21 @@ func (c *Conn) Reports(r Report) (Report, error) {
 	return Report{Size: in[0], Iters: in[1], PeakBW: math.Float64frombits(in[2]), AvgBW: math.Float64frombits(in[3]), MsgMpp: math.Float64frombits(in[4])}, nil
 }
 
-// Done ends the exchange: each side writes "done" and a NUL, then reads
-// the peer's. A peer that closes without it (perftest after 6.2x no
-// longer writes it) is fine too.
-func (c *Conn) Done() error {
-	if err := c.c.SetDeadline(time.Now().Add(StepTimeout)); err != nil {
+func (l *tcpLink) done() error {
+	if err := l.c.SetDeadline(time.Now().Add(StepTimeout)); err != nil {
 		return fmt.Errorf("perftest: closing: %w", err)
 	}
 	gone := func(err error) bool {
 		return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 	}
-	if _, err := c.c.Write([]byte("done\x00")); err != nil {
+	if _, err := l.c.Write([]byte("done\x00")); err != nil {
 		if gone(err) {
 			return nil
 		}
 		return fmt.Errorf("perftest: closing: %w", err)
 	}
 	var in [5]byte
-	n, err := io.ReadFull(c.c, in[:])
+	n, err := io.ReadFull(l.c, in[:])
 	switch {
 	case n == 0 && gone(err):
 		return nil
@@ -237,10 +277,9 @@ func (c *Conn) Done() error {
 	return nil
 }
 
-// Watch reports, on the returned channel, the peer closing the
-// connection while no step is running (during a test run). It looks
-// without consuming; call stop, which waits for it, before the next step.
-func (c *Conn) Watch() (closed <-chan error, stop func()) {
+// watch looks at the connection without consuming: data is the peer's
+// next step, the run over for it.
+func (l *tcpLink) watch() (closed <-chan error, stop func()) {
 	ch := make(chan error, 1)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -252,8 +291,8 @@ func (c *Conn) Watch() (closed <-chan error, stop func()) {
 				return
 			default:
 			}
-			c.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			n, err := peek(c.c, b[:])
+			l.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			n, err := peek(l.c, b[:])
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():

@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -102,4 +103,56 @@ func (k *Keys) Addr() netip.Addr { return netip.AddrFrom16(k.GID).Unmap() }
 // String shows the keys as perftest prints a QP's address.
 func (k *Keys) String() string {
 	return fmt.Sprintf("LID %04x QPN 0x%04x PSN 0x%06x RKey 0x%06x VAddr 0x%014x GID %s", k.LID, k.QPN, k.PSN, k.RKey, k.VAddr, k.Addr())
+}
+
+// KeysBinaryLen is the length of the keys message over an rdma_cm
+// connection (perftest -R): perftest's struct pingpong_dest as it is laid
+// out in memory, every field big-endian: LID, OUT_READS, QPN, PSN and
+// RKEY (4 bytes each), 4 bytes of padding, VADDR (8), the GID (16), SRQN
+// and the GID index (4 each).
+const KeysBinaryLen = 56
+
+// MarshalBinary encodes k as perftest sends it over an rdma_cm
+// connection; gidIndex fills the last field, which the peer does not
+// read.
+func (k *Keys) MarshalBinary(gidIndex uint32) [KeysBinaryLen]byte {
+	var b [KeysBinaryLen]byte
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(k.LID))
+	be.PutUint32(b[4:], uint32(k.OutReads))
+	be.PutUint32(b[8:], k.QPN&0xffffff)
+	be.PutUint32(b[12:], k.PSN&0xffffff)
+	be.PutUint32(b[16:], k.RKey)
+	be.PutUint64(b[24:], k.VAddr)
+	copy(b[32:48], k.GID[:])
+	be.PutUint32(b[48:], k.SRQN)
+	be.PutUint32(b[52:], gidIndex)
+	return b
+}
+
+// ParseKeysBinary decodes a keys message of an rdma_cm connection. The
+// message must be KeysBinaryLen bytes, and every field must fit: a LID
+// and an OUT_READS of 16 bits, a QPN and a PSN of 24.
+func ParseKeysBinary(b []byte) (Keys, error) {
+	var k Keys
+	if len(b) != KeysBinaryLen {
+		return k, fmt.Errorf("%w: %d bytes, want %d", ErrKeys, len(b), KeysBinaryLen)
+	}
+	be := binary.BigEndian
+	lid, out, qpn, psn := be.Uint32(b[0:]), be.Uint32(b[4:]), be.Uint32(b[8:]), be.Uint32(b[12:])
+	switch {
+	case lid > 0xffff:
+		return k, fmt.Errorf("%w: LID %#x is more than 16 bits", ErrKeys, lid)
+	case out > 0xffff:
+		return k, fmt.Errorf("%w: OUT_READS %d is more than 16 bits", ErrKeys, int32(out))
+	case qpn > 0xffffff:
+		return k, fmt.Errorf("%w: QPN %#x is more than 24 bits", ErrKeys, qpn)
+	case psn > 0xffffff:
+		return k, fmt.Errorf("%w: PSN %#x is more than 24 bits", ErrKeys, psn)
+	}
+	k.LID, k.OutReads, k.QPN, k.PSN = uint16(lid), uint16(out), qpn, psn
+	k.RKey, k.VAddr = be.Uint32(b[16:]), be.Uint64(b[24:])
+	copy(k.GID[:], b[32:48])
+	k.SRQN = be.Uint32(b[48:])
+	return k, nil
 }

@@ -19,6 +19,7 @@ type rdma struct {
 	env            Env
 	cfg            *Config
 	sr, srOn       bool // selective repeat asked for, and agreed with the peer
+	viaCM          bool // the CM connects the QPs (-R)
 	scq, rcq       *verbs.CQ
 	qps            []*verbs.QP
 	mr             *verbs.MR
@@ -97,8 +98,17 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	return d.local, nil
 }
 
+func (d *rdma) cmQPs() []*verbs.QP {
+	d.viaCM = true
+	return d.qps
+}
+
 func (d *rdma) connect(ctx context.Context, peers []Keys, mtu int, rts bool) error {
 	d.peer = peers
+	if d.viaCM { // in RTS already
+		d.placed0 = d.env.Dev.WritesPlaced()
+		return nil
+	}
 	ip := peers[0].Addr()
 	if !ip.IsValid() || ip.IsUnspecified() {
 		return fmt.Errorf("%w: keys exchange: GID %s is no address", ErrPeer, ip)

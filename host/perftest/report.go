@@ -84,7 +84,11 @@ func (s *session) printHeader() {
 	if c.Test.read() || c.Test.atomic() {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", c.OutReads)
 	}
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	method := "Ethernet"
+	if s.conn.cm != nil {
+		method = "rdma_cm"
+	}
+	fmt.Fprintf(w, " Data ex. method : %s\n", method)
 	fmt.Fprint(w, resultLine)
 	reads := c.Test.read() || c.Test.atomic()
 	for i := range s.local {

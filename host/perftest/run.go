@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -45,6 +46,9 @@ type dataPath interface {
 	measureBidir(ctx context.Context, size int) (Result, error)
 	// teardown moves the QP to the error state and resets it.
 	teardown()
+	// cmQPs hands the QPs to the connection manager (-R); connect then
+	// only takes the peers' keys. A data path without QPs returns nil.
+	cmQPs() []*verbs.QP
 }
 
 // Run runs one test over an established exchange connection, printing
@@ -65,6 +69,9 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 	if out == nil {
 		out = io.Discard
 	}
+	if cfg.RDMACM && conn.cm == nil {
+		return nil, errors.New("perftest: -R runs over an exchange connected through the CM (DialCM, AcceptCM)")
+	}
 	s := &session{dp: dp, conn: conn, cfg: cfg, out: out, devName: devName}
 	defer func() {
 		if err != nil {
@@ -78,6 +85,11 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 		return nil, err
 	}
 	s.peer = make([]Keys, len(s.local))
+	if s.cfg.RDMACM {
+		if err := s.connectCM(ctx); err != nil {
+			return nil, err
+		}
+	}
 	err = s.run(ctx)
 	return s.results, err
 }
@@ -118,6 +130,34 @@ func (s *session) preamble(portMTU int) error {
 		mtu = portMTU
 	}
 	s.mtu, err = s.conn.MTU(mtu)
+	return err
+}
+
+// connectCM connects the test's QPs through the CM (perftest -R): the
+// server listens, both sync, the client connects every QP and the server
+// accepts them, and both sync again. perftest's syncs carry its keys
+// still zero.
+func (s *session) connectCM(ctx context.Context) error {
+	qps := s.dp.cmQPs()
+	if len(qps) == 0 {
+		return errors.New("perftest: -R: the data path has no QPs to connect")
+	}
+	reads := uint8(0)
+	if s.cfg.Test.read() || s.cfg.Test.atomic() {
+		reads = uint8(s.cfg.OutReads)
+	}
+	if s.conn.server {
+		if err := s.conn.cm.listen(qps, reads); err != nil {
+			return err
+		}
+	}
+	if _, err := s.conn.Keys("sync before connecting through the CM", Keys{}, StepTimeout); err != nil {
+		return err
+	}
+	if err := s.conn.cm.connectQPs(ctx, qps, reads); err != nil {
+		return err
+	}
+	_, err := s.conn.Keys("sync after connecting through the CM", Keys{}, StepTimeout)
 	return err
 }
 

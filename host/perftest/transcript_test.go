@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/host/verbs"
 )
 
 // The transcripts in testdata are the TCP payloads of perftest 6.06 runs
@@ -57,6 +59,7 @@ func (p *replayPlane) setup(*Config) ([]Keys, error)                    { return
 func (p *replayPlane) connect(context.Context, []Keys, int, bool) error { return nil }
 func (p *replayPlane) prepare(int) error                                { return nil }
 func (p *replayPlane) teardown()                                        {}
+func (p *replayPlane) cmQPs() []*verbs.QP                               { return nil }
 func (p *replayPlane) measureBidir(ctx context.Context, size int) (Result, error) {
 	r, _, err := p.measure(ctx, size, false)
 	return r, err

@@ -1,0 +1,135 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/host/cm"
+)
+
+// runCM runs a test between two softrnic devices as perftest -R runs it:
+// the exchange over a connection through the CM, and the test's QPs
+// connected through it too. It returns both outputs and results, and the
+// two sides' exchange connections' test QP connections after Close.
+func runCM(t *testing.T, se, ce Env, cfg Config) (sout, cout string, sres, cres []Result, tests [2][]*cm.Conn) {
+	t.Helper()
+	agent := func(e Env) *cm.Agent {
+		a, err := cm.NewAgent(e.Dev, e.GID, cm.Config{Resolve: e.Resolve, ResponseTimeout: 14})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a
+	}
+	sa, ca := agent(se), agent(ce)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var so, co bytes.Buffer
+	serr := make(chan error, 1)
+	go func() {
+		c, err := AcceptCM(ctx, sa, Port)
+		if err != nil {
+			serr <- err
+			return
+		}
+		sres, err = Run(ctx, se, c, cfg, &so)
+		tests[0] = c.cm.tests
+		serr <- errors.Join(err, c.Close())
+	}()
+	c, err := DialCM(ctx, ca, netip.AddrPortFrom(se.GID, Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cres, err = Run(ctx, ce, c, cfg, &co)
+	tests[1] = c.cm.tests
+	if err := errors.Join(err, c.Close()); err != nil {
+		t.Fatalf("client: %v\n%s", err, co.String())
+	}
+	if err := <-serr; err != nil {
+		t.Fatalf("server: %v\n%s", err, so.String())
+	}
+	return so.String(), co.String(), sres, cres, tests
+}
+
+// TestRunCM: perftest -R between two softrnic devices: every kind of
+// test runs over QPs the CM connected (one connection per QP on each
+// side), the exchange says rdma_cm, the figures are there, and closing
+// disconnects every test connection on both sides.
+func TestRunCM(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		loss float64
+	}{
+		{cfg: Config{Test: WriteBW, Iters: 200, Size: 4096}},
+		{cfg: Config{Test: SendBW, Iters: 200, Size: 1024}},
+		{cfg: Config{Test: ReadBW, Iters: 200, Size: 3000}},
+		{cfg: Config{Test: WriteLat, Iters: 100}},
+		{cfg: Config{Test: SendLat, Iters: 100}},
+		{cfg: Config{Test: ReadLat, Iters: 100}},
+		{cfg: Config{Test: AtomicBW, Iters: 100}},
+		{cfg: Config{Test: WriteBW, Iters: 200, Size: 3000, QPs: 3}},
+		{cfg: Config{Test: SendBW, Iters: 100, Size: 2048, Bidir: true}},
+		// Loss: the CM's messages are sent again, the exchange's SENDs
+		// and the test's packets retransmitted.
+		{cfg: Config{Test: WriteBW, Iters: 100, Size: 4096}, loss: 0.02},
+		{cfg: Config{Test: SendLat, Iters: 50}, loss: 0.02},
+	} {
+		cfg := tc.cfg
+		cfg.RDMACM = true
+		name := fmt.Sprintf("%v/q%d/b=%v/loss=%v", cfg.Test, max(1, cfg.QPs), cfg.Bidir, tc.loss)
+		t.Run(name, func(t *testing.T) {
+			se, ce := pairEnvLink(t, porttest.Config{Buffers: 8192, Loss: tc.loss, Seed: 7})
+			sout, cout, sres, cres, tests := runCM(t, se, ce, cfg)
+			for side, out := range map[string]string{"client": cout, "server": sout} {
+				if !strings.Contains(out, "Data ex. method : rdma_cm") {
+					t.Errorf("%s output does not name rdma_cm:\n%s", side, out)
+				}
+				if n := strings.Count(out, "remote address: LID 0000 QPN"); n != max(1, cfg.QPs) {
+					t.Errorf("%s output shows %d remote addresses:\n%s", side, n, out)
+				}
+			}
+			if len(cres) != 1 || cres[0].Iters != cfg.Iters*max(1, cfg.QPs) {
+				t.Fatalf("client results %+v\n%s", cres, cout)
+			}
+			if cfg.Test.BW() && cres[0].BWAvg <= 0 || !cfg.Test.BW() && cres[0].TTypical <= 0 {
+				t.Errorf("figures %+v", cres[0])
+			}
+			if cfg.Bidir && (len(sres) != 1 || sres[0].BWAvg != cres[0].BWAvg) {
+				t.Errorf("-b: the server printed %+v, the client %+v", sres, cres)
+			}
+			for i, side := range []string{"server", "client"} {
+				if len(tests[i]) != max(1, cfg.QPs) {
+					t.Fatalf("%s has %d test connections, want %d", side, len(tests[i]), max(1, cfg.QPs))
+				}
+				for _, c := range tests[i] {
+					select {
+					case <-c.Done():
+					default:
+						t.Errorf("%s: the connection of QP %d is still up after Close", side, c.QP.Num)
+					}
+				}
+			}
+			t.Logf("client:\n%s", cout)
+		})
+	}
+}
+
+// TestRunCMMisuse: -R needs an exchange through the CM, and does not go
+// with --sr.
+func TestRunCMMisuse(t *testing.T) {
+	if err := (Config{Test: WriteBW, RDMACM: true, SR: true}).Check(); err == nil {
+		t.Error("-R with --sr accepted")
+	}
+	se, _ := pairEnv(t)
+	c := NewConn(nil, false)
+	if _, err := Run(context.Background(), se, c, Config{Test: WriteBW, RDMACM: true}, nil); err == nil || !strings.Contains(err.Error(), "through the CM") {
+		t.Errorf("-R over TCP: %v", err)
+	}
+}
