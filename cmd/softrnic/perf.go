@@ -22,6 +22,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/netdev"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/xsk"
+	"github.com/softrnic/softrnic/host/cm"
 	"github.com/softrnic/softrnic/host/perftest"
 )
 
@@ -51,6 +52,7 @@ type perfFlags struct {
 	pcap         *string
 	metricsAddr  *string
 	pprof        *bool
+	commCM       *bool
 }
 
 func newPerfFlags() *perfFlags {
@@ -67,7 +69,11 @@ func newPerfFlags() *perfFlags {
 	fs.BoolVar(&cfg.Bidir, "b", false, "bidirectional: both sides send (send-bw, write-bw, read-bw); each prints the sum of both")
 	fs.BoolVar(&cfg.Bidir, "bidirectional", false, "same as -b")
 	p.mtu = fs.Int("m", 0, "IB MTU in bytes, 256..4096 (default: the port's, from the netdev MTU)")
-	p.tcpPort = fs.Int("p", perftest.Port, "TCP port of the exchange")
+	p.tcpPort = fs.Int("p", perftest.Port, "port of the exchange: TCP, or rdma_cm's with -R or -z")
+	fs.BoolVar(&cfg.RDMACM, "R", false, "connect the QPs through rdma_cm (the IB CM on QP1) and run the test on them; the exchange runs over rdma_cm too (perftest -R)")
+	fs.BoolVar(&cfg.RDMACM, "rdma_cm", false, "same as -R")
+	p.commCM = fs.Bool("z", false, "run the exchange over an rdma_cm connection; the QPs connect as without it (perftest -z)")
+	fs.BoolVar(p.commCM, "comm_rdma_cm", false, "same as -z")
 	fs.StringVar(&cfg.Atomic, "A", perftest.FetchAndAdd, "atomic type: CMP_AND_SWAP or FETCH_AND_ADD")
 	fs.IntVar(&cfg.TxDepth, "t", 0, "send queue depth (bw 128, lat 1)")
 	fs.IntVar(&cfg.RxDepth, "r", 0, "receive queue depth (send tests 512)")
@@ -133,6 +139,12 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 	if err := p.cfg.Check(); err != nil {
 		return "", badValue("%v", err)
 	}
+	if *p.tcpPort < 1 || *p.tcpPort > 65535 {
+		return "", badValue("-p %d: a port is 1..65535", *p.tcpPort)
+	}
+	if p.cfg.RDMACM && *p.commCM {
+		return "", badValue("-R runs the exchange over rdma_cm already: give -R or -z, not both")
+	}
 	if *p.portKind != "xsk" && *p.portKind != "udp" {
 		return "", badValue("-io %q: want xsk or udp", *p.portKind)
 	}
@@ -188,7 +200,34 @@ func runPerf(args []string, stdout io.Writer) error {
 	env := perftest.Env{Dev: vd, GID: ip, PortMTU: vd.ActiveMTU(), DevName: nd.Name, Resolve: e.resolve}
 
 	var conn *perftest.Conn
-	if addr == "" {
+	switch {
+	case cfg.RDMACM || *pf.commCM:
+		// The exchange (and with -R the test's QPs) through the CM.
+		agent, err := cm.NewAgent(vd, ip, cm.Config{Resolve: e.resolve})
+		if err != nil {
+			return err
+		}
+		defer agent.Close()
+		if addr == "" {
+			if !*jsonOut {
+				fmt.Fprintln(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************")
+			}
+			if conn, err = perftest.AcceptCM(ctx, agent, uint16(*tcpPort)); err != nil {
+				return err
+			}
+			break
+		}
+		server, err := resolveHost(addr)
+		if err != nil {
+			return err
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		conn, err = perftest.DialCM(dctx, agent, netip.AddrPortFrom(server, uint16(*tcpPort)))
+		cancel()
+		if err != nil {
+			return err
+		}
+	case addr == "":
 		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(*tcpPort)))
 		if err != nil {
 			return err
@@ -200,7 +239,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		if conn, err = perftest.Accept(ctx, ln); err != nil {
 			return err
 		}
-	} else {
+	default:
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err = perftest.Dial(dctx, net.JoinHostPort(addr, strconv.Itoa(*tcpPort)))
 		cancel()
@@ -253,6 +292,23 @@ func runPerf(args []string, stdout io.Writer) error {
 		}
 	}
 	return err
+}
+
+// resolveHost is the IPv4 address of a server named by address or name.
+func resolveHost(host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, ip := range ips {
+		if v4 := ip.To4(); v4 != nil {
+			return netip.AddrFrom4([4]byte(v4)), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%s has no IPv4 address", host)
 }
 
 // writeSamples writes the latency samples of the results, one a line.

@@ -27,6 +27,10 @@ func TestPerfCommand(t *testing.T) {
 		{[]string{"write-bw", "-d", "veth0", "-n", "300", "-s", "4096", "--json"}, true},
 		{[]string{"write-lat", "-d", "veth0", "-n", "200", "-p", "18600"}, false},
 		{[]string{"read-bw", "-d", "veth0", "-n", "100", "--io", "udp", "--report_gbits"}, false},
+		// perftest -R and -z: the exchange over rdma_cm, and with -R the
+		// test's QPs connected through it.
+		{[]string{"write-bw", "-d", "veth0", "-n", "200", "-s", "4096", "-R", "--json"}, true},
+		{[]string{"send-lat", "-d", "veth0", "-n", "100", "-z"}, false},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var sout, cout bytes.Buffer
@@ -49,7 +53,7 @@ func TestPerfCommand(t *testing.T) {
 					continue
 				}
 				var res []perftest.Result
-				if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 || res[0].BWAvg <= 0 || res[0].Bytes != 4096 || res[0].Iters != 300 {
+				if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 || res[0].BWAvg <= 0 || res[0].Bytes != 4096 || res[0].Iters < 200 {
 					t.Errorf("%s: JSON %v %+v:\n%s", side, err, res, out.String())
 				}
 			}
@@ -71,6 +75,9 @@ func TestPerfUsage(t *testing.T) {
 		{[]string{"write-bw", "-d", "lo", "-A", "SWAP"}, "CMP_AND_SWAP"},
 		{[]string{"write-bw", "-d", "lo", "1.2.3.4", "5.6.7.8"}, "more than one server address"},
 		{[]string{"write-bw", "-d", "lo", "--io", "dpdk"}, "-io"},
+		{[]string{"write-bw", "-d", "lo", "-R", "-z"}, "-R or -z, not both"},
+		{[]string{"write-bw", "-d", "lo", "-R", "--sr"}, "--sr"},
+		{[]string{"write-bw", "-d", "lo", "-p", "70000"}, "-p 70000"},
 		{[]string{}, "no test named"},
 		{[]string{"-d", "lo"}, "no test named"},
 		{[]string{"write-bw", "-d", "lo", "-s", "0"}, "-s 0: a message size is at least 1 byte"},
