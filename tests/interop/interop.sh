@@ -200,12 +200,14 @@ cell() {
 	case " $extra " in *" -b "*) n=$ITERS_BIG ;; esac
 	local iters="-n $n"
 	case " $extra " in *" -D "*) iters="" ;; esac # -D: a duration instead
+	local wait=0
+	case " $extra " in *" -R "*) wait=cm ;; esac # -R: the servers listen through the CM
 	for dir in "softrnic-server" "perftest-server"; do
 		local attempt note=""
 		for attempt in 1 2; do
 		local slog plog t0 src prc mv
 		# shellcheck disable=SC2086 # the flags split into words
-		run_pair $dir "${test}_${io}_${mtu}_${size}_${extra// /}_${dir}" perftest 0 "$pt -d rxe0 -x 1 -F $sz $iters $extra" \
+		run_pair $dir "${test}_${io}_${mtu}_${size}_${extra// /}_${dir}" perftest $wait "$pt -d rxe0 -x 1 -F $sz $iters $extra" \
 			perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz $iters $extra
 		local sf pf verdict=pass
 		sf=$(figure "$slog" "$test")
@@ -397,6 +399,12 @@ for mtu in 1500 9000; do
 		# librdmacm's rping, through the connection manager
 		rpcell
 		rpcell -S 1000
+		# perftest -R: the exchange and the test's QPs connected through
+		# the connection manager (rdma_cm on the guest's side)
+		cell write-bw xsk $mtu 65536 -R
+		cell send-bw xsk $mtu 65536 -R
+		cell read-bw xsk $mtu 65536 -R
+		cell write-lat xsk $mtu 2 -R
 	else
 		ppcell rc -s 8192 -m 4096
 		ppcell ud -s 4096
