@@ -88,7 +88,7 @@ func TestRunCM(t *testing.T) {
 			se, ce := pairEnvLink(t, porttest.Config{Buffers: 8192, Loss: tc.loss, Seed: 7})
 			sout, cout, sres, cres, tests := runCM(t, se, ce, cfg)
 			for side, out := range map[string]string{"client": cout, "server": sout} {
-				if !strings.Contains(out, "Data ex. method : rdma_cm") {
+				if !strings.Contains(out, "Data ex. method : rdma_cm") || !strings.Contains(out, "rdma_cm QPs\t : ON") {
 					t.Errorf("%s output does not name rdma_cm:\n%s", side, out)
 				}
 				if n := strings.Count(out, "remote address: LID 0000 QPN"); n != max(1, cfg.QPs) {

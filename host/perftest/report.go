@@ -84,10 +84,14 @@ func (s *session) printHeader() {
 	if c.Test.read() || c.Test.atomic() {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", c.OutReads)
 	}
-	method := "Ethernet"
+	method, cmQPs := "Ethernet", "OFF"
 	if s.conn.cm != nil {
 		method = "rdma_cm"
 	}
+	if c.RDMACM {
+		cmQPs = "ON"
+	}
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", cmQPs)
 	fmt.Fprintf(w, " Data ex. method : %s\n", method)
 	fmt.Fprint(w, resultLine)
 	reads := c.Test.read() || c.Test.atomic()
