@@ -61,6 +61,7 @@ type qpRun struct {
 	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
+	writeLen               uint32                 // the WRITE's length (its RETH's), for a WRITE_WITH_IMM's completion
 	reads                  [maxRdAtomic]readState // READs being answered, in order
 	readHead, readN        int
 	readListed             bool    // on the NIC's list of QPs answering READs

@@ -447,7 +447,7 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		}
 	case info.Flags&wire.OpWrite != 0:
 		if h := p.RETH(); h != nil {
-			r.writeVA, r.writeKey, r.writeLeft = h.VA(), h.RKey(), h.DMALen()
+			r.writeVA, r.writeKey, r.writeLeft, r.writeLen = h.VA(), h.RKey(), h.DMALen(), h.DMALen()
 			// An ONLY packet carries the whole message; a FIRST one
 			// begins one longer than a packet.
 			if m := h.DMALen(); m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) {
@@ -472,6 +472,14 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 			return false
 		}
+		// A WRITE_WITH_IMM's last packet needs a receive WQE: without one
+		// it is refused (RNR NAK) before it changes anything, so that
+		// the requester's retry of it finds the message where it was.
+		imm := p.ImmDt()
+		if last && imm != nil && !r.recvActive && !n.takeRecv(q, r) {
+			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+			return false
+		}
 		if !n.memory(r.writeKey, q.PD, r.writeVA, payload, host.AccessRemoteWrite, true) {
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
@@ -481,16 +489,14 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		if last {
 			n.writePlaced()
 		}
-		if last {
-			if h := p.ImmDt(); h != nil {
-				if !r.recvActive && !n.takeRecv(q, r) {
-					n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
-					return false
-				}
-				c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecvRDMAWithImm, Flags: host.WCWithImm, Imm: h.Imm(), QPN: qpnOf(p), WQEIndex: r.recvIndex}
-				n.complete(q.RecvCQ, &c)
-				r.recvActive = false
-			}
+		if last && imm != nil {
+			// byte_len is the WRITE's length, as rxe and libibverbs give it
+			// (under selective repeat, where every packet is a message of
+			// its own on the wire, the last packet's).
+			c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecvRDMAWithImm, Flags: host.WCWithImm, Imm: imm.Imm(), ByteLen: r.writeLen,
+				QPN: qpnOf(p), WQEIndex: r.recvIndex}
+			n.complete(q.RecvCQ, &c)
+			r.recvActive = false
 		}
 	default:
 		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))

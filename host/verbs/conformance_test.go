@@ -1,6 +1,7 @@
 package verbs_test
 
 import (
+	"bytes"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -468,4 +469,47 @@ func TestCreditsSpareRetransmissions(t *testing.T) {
 	if re > rnr {
 		t.Errorf("%d packets sent again for %d RNR NAKs: more than the probe", re, rnr)
 	}
+}
+
+// TestWriteImmRNR: a two-packet WRITE_WITH_IMM whose last packet finds no
+// receive WQE is RNR NAKed at that packet; the requester's retry of the
+// last packet alone, once a receive is posted, completes it: byte_len is
+// the WRITE's length (as rxe reports it) and the memory holds the whole
+// message.
+func TestWriteImmRNR(t *testing.T) {
+	h := newHostile(t)
+	// Use up the four receives ready() posted.
+	for i := range 4 {
+		got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: hostilePSN + wire.PSN(i), AckReq: true}, Payload: []byte("x")}, 1)
+		if len(got) != 1 || !got[0].AETH().Syndrome().IsACK() {
+			t.Fatalf("SEND %d: %d answers", i, len(got))
+		}
+		verbstest.WaitWC(t, h.b.CQ)
+	}
+	msg := filled(1024 + 100)
+	first := &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteFirst, PSN: hostilePSN + 4},
+		RETH: wire.RETHFields{VA: h.mr.Addr + 64, RKey: h.mr.RKey, DMALen: uint32(len(msg))}, Payload: msg[:1024]}
+	last := &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteLastWithImmediate, PSN: hostilePSN + 5, AckReq: true},
+		Imm: 0xfeed, Payload: msg[1024:]}
+	h.send(t, first)
+	got, _ := h.exchange(t, last, 1)
+	if len(got) != 1 || !got[0].AETH().Syndrome().IsRNRNAK() || got[0].BTH().PSN() != hostilePSN+5 {
+		t.Fatalf("last packet without a receive: %d answers (NAK %d), want an RNR NAK of PSN %d", len(got), nakOf(got), hostilePSN+5)
+	}
+	if _, err := h.b.QP.PostRecv([]verbs.RecvWR{{WRID: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = h.exchange(t, last, 1)
+	if len(got) != 1 || !got[0].AETH().Syndrome().IsACK() {
+		t.Fatalf("the last packet again: %d answers (NAK %d), want an ACK", len(got), nakOf(got))
+	}
+	wc := verbstest.WaitWC(t, h.b.CQ)
+	if wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRecvRDMAWithImm || wc.WRID != 9 || wc.Imm != 0xfeed || wc.ByteLen != uint32(len(msg)) {
+		t.Errorf("completion %+v, want WRID 9, imm 0xfeed, byte_len %d", wc, len(msg))
+	}
+	h.b.Dev.Fence()
+	if !bytes.Equal(h.region[64:64+len(msg)], msg) {
+		t.Error("the region does not hold the message")
+	}
+	h.check(t)
 }

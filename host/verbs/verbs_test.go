@@ -753,6 +753,9 @@ func TestSelectiveWireVector(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != len(rows) {
+		for _, p := range got {
+			t.Logf("%v psn %d va %x len %d", p.BTH().Opcode(), p.BTH().PSN(), p.RETH().VA(), p.RETH().DMALen())
+		}
 		t.Fatalf("%d WRITE packets, the vector has %d", len(got), len(rows))
 	}
 	p0, va0 := got[0].BTH().PSN(), got[0].RETH().VA()
