@@ -107,7 +107,7 @@ func runRping(args []string, stdout io.Writer) error {
 	}
 	cfg := rping.Config{Count: *count, Size: *size, Verbose: *verbose, Validate: *validate}
 	if *server {
-		l, err := agent.Listen(uint16(*port), qc)
+		l, err := agent.Listen(fmt.Sprintf(":%d", *port), qc)
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func runRping(args []string, stdout io.Writer) error {
 		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c, err := agent.Dial(dctx, netip.AddrPortFrom(peer, uint16(*port)), qc)
+	c, err := agent.Dial(dctx, netip.AddrPortFrom(peer, uint16(*port)).String(), qc)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connect error: %w", err)

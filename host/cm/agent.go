@@ -41,7 +41,8 @@ type Counters struct {
 type Agent struct {
 	dev  *verbs.Device
 	cfg  Config
-	pd   *verbs.PD
+	pd   *verbs.PD // QP1's
+	upd  *verbs.PD // connections' without a PD of their own
 	cq   *verbs.CQ
 	qp1  *verbs.QP
 	mr   *verbs.MR
@@ -94,6 +95,9 @@ func NewAgent(dev *verbs.Device, ip netip.Addr, cfg Config) (*Agent, error) {
 	if a.pd, err = dev.AllocPD(); err != nil {
 		return nil, err
 	}
+	if a.upd, err = dev.AllocPD(); err != nil {
+		return nil, err
+	}
 	if a.cq, err = dev.CreateCQ(2 * (cfg.Buffers + sendSlots)); err != nil {
 		return nil, err
 	}
@@ -123,6 +127,10 @@ func NewAgent(dev *verbs.Device, ip netip.Addr, cfg Config) (*Agent, error) {
 
 // Device is the device whose QP1 the agent serves.
 func (a *Agent) Device() *verbs.Device { return a.dev }
+
+// PD is the protection domain of the connections whose QPConfig names
+// none: register the memory their QPs reach in it.
+func (a *Agent) PD() *verbs.PD { return a.upd }
 
 // Close stops the agent: QP1 goes to the error state; connections it
 // made stay as they are.

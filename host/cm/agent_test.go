@@ -81,7 +81,7 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 	t.Helper()
 	bqc := b.qc
 	bqc.Private = repPriv
-	l, err := b.a.Listen(7174, bqc)
+	l, err := b.a.Listen(":7174", bqc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 	}()
 	aqc := a.qc
 	aqc.Private = reqPriv
-	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174), aqc)
+	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174).String(), aqc)
 	if err != nil {
 		t.Fatal("Dial:", err)
 	}
@@ -167,7 +167,7 @@ func TestReject(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 9999), a.qc)
+	_, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 9999).String(), a.qc)
 	var rej *RejectError
 	if !errors.As(err, &rej) || rej.Reason != RejInvalidServiceID || !errors.Is(err, ErrRejected) {
 		t.Fatalf("Dial to a port without a listener: %v", err)
@@ -234,7 +234,7 @@ func TestLostHandshake(t *testing.T) {
 // a fifth of its frames.
 func TestRandomLoss(t *testing.T) {
 	a, b := pair(t, porttest.Config{Buffers: 1024, Loss: 0.2, Seed: 3}, 13)
-	l, err := b.a.Listen(7175, b.qc)
+	l, err := b.a.Listen(":7175", b.qc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestRandomLoss(t *testing.T) {
 			c, _ := l.Accept(ctx)
 			done <- c
 		}()
-		c, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7175), a.qc)
+		c, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7175).String(), a.qc)
 		if err != nil {
 			cancel()
 			t.Fatalf("connection %d: %v", i, err)
@@ -387,5 +387,111 @@ func TestCraftedMADs(t *testing.T) {
 	client, server := connect(t, a, b, nil, nil)
 	if client.QP.State() != verbs.QPSRTS || server.QP.State() != verbs.QPSRTS {
 		t.Fatal("no connection after the crafted MADs")
+	}
+}
+
+// TestNetLikeAPI: with addresses as net.Dial and net.Listen take them and
+// a zero QPConfig, a connection comes with its QP, a PD (the agent's) and
+// a CQ; memory registered in that PD is reached by a WRITE with
+// immediate, the private data goes both ways, and Close ends the peer's
+// side too.
+func TestNetLikeAPI(t *testing.T) {
+	a, b := pair(t, porttest.Config{}, 14)
+	l, err := b.a.Listen(":7300", QPConfig{Private: []byte("from the server")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Addr() != netip.AddrPortFrom(ipB, 7300) {
+		t.Errorf("listener address %v", l.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	client, err := a.a.Dial(ctx, "10.50.0.2:7300", QPConfig{Private: []byte("from the client")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := <-accepted
+	if server == nil {
+		t.FailNow()
+	}
+	if string(client.Private[:15]) != "from the server" || string(server.Private[:15]) != "from the client" {
+		t.Errorf("private data: client got %q, server %q", client.Private, server.Private)
+	}
+	for _, c := range []*Conn{client, server} {
+		if c.PD == nil || c.SendCQ == nil || c.SendCQ != c.RecvCQ || c.QP.State() != verbs.QPSRTS {
+			t.Fatalf("connection %+v: want the agent's PD, one CQ, the QP in RTS", c)
+		}
+	}
+	if client.PD != a.a.PD() || server.PD != b.a.PD() {
+		t.Error("the connections are not in their agents' PDs")
+	}
+	dst := make([]byte, 64)
+	dmr, err := server.PD.RegMR(dst, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := []byte("written through a connection the CM made")
+	smr, err := client.PD.RegMR(src, verbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.QP.PostRecv([]verbs.RecvWR{{WRID: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: 7,
+		SGL: []verbs.SGE{{Addr: smr.Addr, Length: uint32(len(src)), LKey: smr.LKey}}, RemoteAddr: dmr.Addr, RKey: dmr.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, client.SendCQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("WRITE: %v", wc.Status)
+	}
+	if wc := waitWC(t, server.RecvCQ); wc.Status != verbs.WCSuccess || wc.Imm != 7 || wc.ByteLen != uint32(len(src)) {
+		t.Fatalf("receive %+v", wc)
+	}
+	b.dev.Fence()
+	if !bytes.Equal(dst[:len(src)], src) {
+		t.Errorf("the server's memory holds %q", dst[:len(src)])
+	}
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-server.Done():
+	case <-time.After(5 * time.Second):
+		t.Error("the server's side did not end on the client's Close")
+	}
+}
+
+// TestAddresses: addresses the agent cannot use are refused, naming why.
+func TestAddresses(t *testing.T) {
+	a, _ := pair(t, porttest.Config{}, 14)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, addr := range []string{"10.50.0.2", "10.50.0.2:0", "10.50.0.2:70000", "[::1]:7300", "0.0.0.0:7300", "host.invalid:7300"} {
+		if _, err := a.a.Dial(ctx, addr, QPConfig{}); err == nil {
+			t.Errorf("Dial %q: no error", addr)
+		}
+	}
+	for _, addr := range []string{"7300", ":0", "10.50.0.9:7300", "[::1]:7300"} {
+		if _, err := a.a.Listen(addr, QPConfig{}); err == nil {
+			t.Errorf("Listen %q: no error", addr)
+		}
+	}
+	for _, addr := range []string{":7301", "0.0.0.0:7302", "10.50.0.1:7303"} {
+		l, err := a.a.Listen(addr, QPConfig{})
+		if err != nil {
+			t.Errorf("Listen %q: %v", addr, err)
+			continue
+		}
+		l.Close()
 	}
 }

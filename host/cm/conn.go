@@ -1,12 +1,15 @@
 package cm
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,12 +17,14 @@ import (
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
-// QPConfig is the RC QP a connection gets and what this side offers.
+// QPConfig is the RC QP a connection gets and what this side offers. The
+// zero QPConfig is a QP in the agent's PD (Agent.PD) with a CQ of its own
+// for sends and receives, 64 of each outstanding, one SGE each.
 type QPConfig struct {
-	PD             *verbs.PD
-	SendCQ, RecvCQ *verbs.CQ
-	SRQ            *verbs.SRQ
-	Cap            verbs.QPCap
+	PD             *verbs.PD   // nil: the agent's (Agent.PD)
+	SendCQ, RecvCQ *verbs.CQ   // nil: one CQ of the connection's own, for both
+	SRQ            *verbs.SRQ  // receives from a shared receive queue
+	Cap            verbs.QPCap // zero fields: 64 WRs each way, 1 SGE
 	// ResponderResources and InitiatorDepth: the READs and atomics this
 	// side answers at once, and has out at once (0: 16 each).
 	ResponderResources, InitiatorDepth uint8
@@ -41,7 +46,17 @@ type QPConfig struct {
 	QP func() (*verbs.QP, error)
 }
 
-func (q *QPConfig) defaults() {
+func (q *QPConfig) defaults(a *Agent) {
+	if q.PD == nil {
+		q.PD = a.upd
+	}
+	if q.Cap.MaxSendWR == 0 {
+		q.Cap.MaxSendWR = 64
+	}
+	if q.Cap.MaxRecvWR == 0 && q.SRQ == nil {
+		q.Cap.MaxRecvWR = 64
+	}
+	q.Cap.MaxSendSGE, q.Cap.MaxRecvSGE = max(q.Cap.MaxSendSGE, 1), max(q.Cap.MaxRecvSGE, 1)
 	if q.ResponderResources == 0 {
 		q.ResponderResources = 16
 	}
@@ -56,9 +71,18 @@ func (q *QPConfig) defaults() {
 	}
 }
 
-func (q *QPConfig) create() (*verbs.QP, error) {
+// create makes (or takes) a connection's QP; the QP's CQs go into conn.
+func (q *QPConfig) create(dev *verbs.Device, conn *Conn) (*verbs.QP, error) {
 	var qp *verbs.QP
 	var err error
+	conn.PD, conn.SendCQ, conn.RecvCQ = q.PD, q.SendCQ, q.RecvCQ
+	if q.QP == nil && (q.SendCQ == nil || q.RecvCQ == nil) {
+		cq, err := dev.CreateCQ(q.Cap.MaxSendWR + q.Cap.MaxRecvWR)
+		if err != nil {
+			return nil, err
+		}
+		conn.SendCQ, conn.RecvCQ = cmp.Or(q.SendCQ, cq), cmp.Or(q.RecvCQ, cq)
+	}
 	switch {
 	case q.QP != nil:
 		if qp, err = q.QP(); err != nil {
@@ -70,10 +94,9 @@ func (q *QPConfig) create() (*verbs.QP, error) {
 		if qp.State() != verbs.QPSReset {
 			err = qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
 		}
-	case q.PD == nil || q.SendCQ == nil || q.RecvCQ == nil:
-		return nil, errors.New("cm: QPConfig needs a PD and CQs (or a QP)")
+		conn.PD, conn.SendCQ, conn.RecvCQ = nil, nil, nil
 	default:
-		qp, err = q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: q.SendCQ, RecvCQ: q.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
+		qp, err = q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: conn.SendCQ, RecvCQ: conn.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
 	}
 	if err != nil || q.Prepare == nil {
 		return qp, err
@@ -111,10 +134,12 @@ func (e *RejectError) Unwrap() error { return ErrRejected }
 // Conn is an established connection: its RC QP is in RTS, connected to
 // the peer's.
 type Conn struct {
-	QP      *verbs.QP
-	Peer    netip.Addr
-	Private []byte // what the peer sent with its REQ (without rdma_cm's header) or REP
-	c       *conn
+	QP             *verbs.QP
+	PD             *verbs.PD // the QP's (nil for a QP from QPConfig.QP)
+	SendCQ, RecvCQ *verbs.CQ // the QP's (nil for a QP from QPConfig.QP)
+	Peer           netip.Addr
+	Private        []byte // what the peer sent with its REQ (without rdma_cm's header) or REP
+	c              *conn
 }
 
 // Done is closed when the connection ends: this side closed it, or the
@@ -269,20 +294,56 @@ func (c *conn) connectQP(ctx context.Context, qp *verbs.QP, sqPSN, peerQPN, rqPS
 	return nil
 }
 
-// Dial connects to the listener at addr (rdma_cm's TCP port space): it
-// creates an RC QP as qc says, sends a REQ (again each response timeout,
-// as often as the agent's MaxRetries), and on the REP takes the QP to
-// RTS and sends the RTU. A REJ is a *RejectError.
-func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Conn, error) {
-	qc.defaults()
+// Dial connects to the listener at addr, "host:port" as net.Dial takes
+// it (an IPv4 address or a name that has one; the port in rdma_cm's TCP
+// port space): it creates an RC QP as qc says, sends a REQ (again each
+// response timeout, as often as the agent's MaxRetries), and on the REP
+// takes the QP to RTS and sends the RTU. It returns the connection, its
+// QP in RTS; a REJ is a *RejectError, no answer ErrTimeout.
+func (a *Agent) Dial(ctx context.Context, addr string, qc QPConfig) (*Conn, error) {
+	ap, err := resolve(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return a.dial(ctx, ap, qc)
+}
+
+// resolve parses addr ("host:port") into an IPv4 address and a port.
+func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("cm: %w", err)
+	}
+	port, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || port == 0 {
+		return netip.AddrPort{}, fmt.Errorf("cm: %q: the port is 1..65535", addr)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		if lerr != nil || len(ips) == 0 {
+			return netip.AddrPort{}, fmt.Errorf("cm: %q: %w", addr, cmp.Or(lerr, errors.New("no IPv4 address")))
+		}
+		ip = ips[0]
+	}
+	if ip = ip.Unmap(); !ip.Is4() || ip.IsUnspecified() {
+		return netip.AddrPort{}, fmt.Errorf("cm: %q: RoCEv2 here is over IPv4: want a peer's IPv4 address", addr)
+	}
+	return netip.AddrPortFrom(ip, uint16(port)), nil
+}
+
+func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Conn, error) {
+	qc.defaults(a)
 	if len(qc.Private) > MaxREQPrivate {
 		return nil, fmt.Errorf("cm: %d bytes of private data, a REQ carries %d", len(qc.Private), MaxREQPrivate)
 	}
 	peer := addr.Addr().Unmap()
-	qp, err := qc.create()
+	conn := &Conn{Peer: peer}
+	qp, err := qc.create(a.dev, conn)
 	if err != nil {
 		return nil, err
 	}
+	conn.QP = qp
 	c := a.newConn(peer)
 	c.mu.Lock()
 	c.qp = qp
@@ -352,7 +413,8 @@ func (a *Agent) Dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 					if err := a.send(ctx, peer, rtu, c.tid); err != nil {
 						return fail(err)
 					}
-					return &Conn{QP: qp, Peer: peer, Private: m.Private, c: c}, nil
+					conn.Private, conn.c = m.Private, c
+					return conn, nil
 				}
 			}
 		}
@@ -372,10 +434,30 @@ type Listener struct {
 	once     sync.Once
 }
 
-// Listen starts taking connection requests to port; each gets an RC QP
-// as qc says, and qc.Private goes back with the REP.
-func (a *Agent) Listen(port uint16, qc QPConfig) (*Listener, error) {
-	qc.defaults()
+// Listen starts taking connection requests to addr, ":port" or
+// "host:port" as net.Listen takes it (the host, if any, this device's
+// address or 0.0.0.0; the port in rdma_cm's TCP port space); each gets
+// an RC QP as qc says, and qc.Private goes back with the REP.
+func (a *Agent) Listen(addr string, qc QPConfig) (*Listener, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("cm: %w", err)
+	}
+	port, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || port == 0 {
+		return nil, fmt.Errorf("cm: %q: the port is 1..65535", addr)
+	}
+	if host != "" {
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.Unmap().IsUnspecified() && ip.Unmap() != a.ip {
+			return nil, fmt.Errorf("cm: %q: listen on this device's address (%v), 0.0.0.0 or none", addr, a.ip)
+		}
+	}
+	return a.listen(uint16(port), qc)
+}
+
+func (a *Agent) listen(port uint16, qc QPConfig) (*Listener, error) {
+	qc.defaults(a)
 	if len(qc.Private) > REPPrivate {
 		return nil, fmt.Errorf("cm: %d bytes of private data, a REP carries %d", len(qc.Private), REPPrivate)
 	}
@@ -388,6 +470,9 @@ func (a *Agent) Listen(port uint16, qc QPConfig) (*Listener, error) {
 	a.listeners[port] = l
 	return l, nil
 }
+
+// Addr is the address the listener takes requests to.
+func (l *Listener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.a.ip, l.port) }
 
 // Accept returns the next established connection.
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
@@ -463,11 +548,13 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 		reject(RejConsumer)
 		return
 	}
-	qp, err := l.qc.create()
+	conn := &Conn{Peer: c.peer}
+	qp, err := l.qc.create(a.dev, conn)
 	if err != nil {
 		reject(RejNoResources)
 		return
 	}
+	conn.QP = qp
 	psn := verbs.RandomPSN()
 	mtu := min(req.PathMTU, uint8(a.dev.ActiveMTU()))
 	ackTimeout := req.Primary.LocalACKTimeout
@@ -520,7 +607,7 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 					c.mu.Lock()
 					c.established = true
 					c.mu.Unlock()
-					conn := &Conn{QP: qp, Peer: c.peer, Private: private, c: c}
+					conn.Private, conn.c = private, c
 					select {
 					case l.accepted <- conn:
 					case <-l.done:

@@ -82,7 +82,7 @@ func DialCM(ctx context.Context, agent *cm.Agent, addr netip.AddrPort) (*Conn, e
 		return nil, err
 	}
 	for {
-		if l.conn, err = agent.Dial(ctx, addr, qc); err == nil {
+		if l.conn, err = agent.Dial(ctx, addr.String(), qc); err == nil {
 			return &Conn{l: l, cm: l}, nil
 		}
 		if !errors.Is(err, cm.ErrRejected) {
@@ -104,7 +104,7 @@ func AcceptCM(ctx context.Context, agent *cm.Agent, port uint16) (*Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	ln, err := agent.Listen(port, qc)
+	ln, err := agent.Listen(fmt.Sprintf(":%d", port), qc)
 	if err != nil {
 		return nil, fmt.Errorf("perftest: %w", err)
 	}
@@ -270,7 +270,7 @@ func testQPConfig(qps []*verbs.QP, reads uint8) cm.QPConfig {
 // listen (the server's) takes the test QPs' connection requests on the
 // exchange's port: from before the sync that lets the client send them.
 func (l *cmLink) listen(qps []*verbs.QP, reads uint8) error {
-	ln, err := l.agent.Listen(l.addr.Port(), testQPConfig(qps, reads))
+	ln, err := l.agent.Listen(fmt.Sprintf(":%d", l.addr.Port()), testQPConfig(qps, reads))
 	if err != nil {
 		return fmt.Errorf("perftest: %w", err)
 	}
@@ -300,7 +300,7 @@ func (l *cmLink) connectQPs(ctx context.Context, qps []*verbs.QP, reads uint8) e
 	for _, qp := range qps {
 		qc := testQPConfig([]*verbs.QP{qp}, reads)
 		for try := 1; ; try++ {
-			c, err := l.agent.Dial(ctx, l.addr, qc)
+			c, err := l.agent.Dial(ctx, l.addr.String(), qc)
 			if err == nil {
 				l.tests = append(l.tests, c)
 				break

@@ -59,7 +59,7 @@ func TestPing(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
 	const size = 100
 	client, server := open(t, pa, ipA, macs[ipA], resolve, size), open(t, pb, ipB, macs[ipB], resolve, size)
-	l, err := server.agent.Listen(Port, server.qc)
+	l, err := server.agent.Listen(fmt.Sprintf(":%d", Port), server.qc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestPing(t *testing.T) {
 		}
 		serr <- Server(ctx, c, &server.e, Config{Size: size, Verbose: true}, &sout)
 	}()
-	c, err := client.agent.Dial(ctx, netip.AddrPortFrom(ipB, Port), client.qc)
+	c, err := client.agent.Dial(ctx, netip.AddrPortFrom(ipB, Port).String(), client.qc)
 	if err != nil {
 		t.Fatal(err)
 	}
