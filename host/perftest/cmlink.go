@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/host/cm"
@@ -60,8 +61,22 @@ func newCMLink(agent *cm.Agent, addr netip.AddrPort, server bool) (*cmLink, cm.Q
 	if l.mr, err = pd.RegMR(l.buf, verbs.AccessLocalWrite); err != nil {
 		return nil, cm.QPConfig{}, err
 	}
-	qc := cm.QPConfig{PD: pd, SendCQ: l.scq, RecvCQ: l.rcq, RetryCount: 7, RNRRetryCount: 7,
-		Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1},
+	// One QP for every attempt (the agent resets it for each): a client
+	// that retries until the server listens must not use up the device's
+	// QPs. The server hands it to one connection only.
+	qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: l.scq, RecvCQ: l.rcq,
+		Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return nil, cm.QPConfig{}, err
+	}
+	var taken atomic.Bool
+	qc := cm.QPConfig{RetryCount: 7, RNRRetryCount: 7,
+		QP: func() (*verbs.QP, error) {
+			if server && taken.Swap(true) {
+				return nil, errors.New("perftest: the exchange has its connection")
+			}
+			return qp, nil
+		},
 		Prepare: func(qp *verbs.QP) error {
 			for i := range cmRecvs {
 				if err := l.postRecv(qp, i); err != nil {
@@ -126,7 +141,7 @@ func (l *cmLink) postRecv(qp *verbs.QP, i int) error {
 var errGone = errors.New("the peer disconnected")
 
 // wait returns the next completion of the exchange's QP on cq within
-// wait (completions of QPs from earlier attempts are skipped).
+// wait.
 func (l *cmLink) wait(cq *verbs.CQ, wait time.Duration) (verbs.WC, error) {
 	deadline := time.Now().Add(wait)
 	for {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/host/cm"
+	"github.com/softrnic/softrnic/host/verbs"
 )
 
 // runCM runs a test between two softrnic devices as perftest -R runs it:
@@ -131,5 +132,72 @@ func TestRunCMMisuse(t *testing.T) {
 	c := NewConn(nil, false)
 	if _, err := Run(context.Background(), se, c, Config{Test: WriteBW, RDMACM: true}, nil); err == nil || !strings.Contains(err.Error(), "through the CM") {
 		t.Errorf("-R over TCP: %v", err)
+	}
+}
+
+// TestDialCMBeforeListen: a client that dials before the server listens
+// is rejected and tries again, on one QP, until the server takes it;
+// then a test runs over the connection.
+func TestDialCMBeforeListen(t *testing.T) {
+	se, ce := pairEnv(t)
+	sa, err := cm.NewAgent(se.Dev, se.GID, cm.Config{Resolve: se.Resolve, ResponseTimeout: 14})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	ca, err := cm.NewAgent(ce.Dev, ce.GID, cm.Config{Resolve: ce.Resolve, ResponseTimeout: 14})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A QP made just before: the exchange's is the next.
+	pd, _ := ce.Dev.AllocPD()
+	cq, _ := ce.Dev.CreateCQ(4)
+	probe, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan *Conn, 1)
+	go func() {
+		c, err := DialCM(ctx, ca, netip.AddrPortFrom(se.GID, Port))
+		if err != nil {
+			t.Error(err)
+		}
+		dialed <- c
+	}()
+	time.Sleep(700 * time.Millisecond)
+	if n := ca.Counters.Reject.Load(); n < 3 {
+		t.Errorf("%d attempts rejected in 700 ms, want one each 100 ms", n)
+	}
+	serr := make(chan error, 1)
+	cfg := Config{Test: SendLat, Iters: 20, RDMACM: true}
+	go func() {
+		s, err := AcceptCM(ctx, sa, Port)
+		if err == nil {
+			_, err = Run(ctx, se, s, cfg, nil)
+			err = errors.Join(err, s.Close())
+		}
+		serr <- err
+	}()
+	c := <-dialed
+	if c == nil {
+		t.FailNow()
+	}
+	first := c.cm.conn.QP.Num
+	res, err := Run(ctx, ce, c, cfg, nil)
+	if err := errors.Join(err, c.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-serr; err != nil {
+		t.Fatal("server:", err)
+	}
+	if len(res) != 1 || res[0].Iters != 20 {
+		t.Errorf("results %+v", res)
+	}
+	if first != probe.Num+1 {
+		t.Errorf("after %d rejected attempts the exchange runs on QP %d, the device's QP after %d: the attempts used up QPs",
+			ca.Counters.Reject.Load(), first, probe.Num)
 	}
 }
