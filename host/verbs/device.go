@@ -24,6 +24,7 @@ var (
 	ErrInvalid     = errors.New("verbs: invalid argument")
 	ErrQueueFull   = errors.New("verbs: work queue full")
 	ErrClosed      = errors.New("verbs: device closed")
+	ErrBusy        = errors.New("verbs: resource in use")
 )
 
 // DeviceConfig sets up a device.
@@ -79,7 +80,8 @@ type Device struct {
 	mu                     sync.Mutex
 	nextPD, nextMR, nextCQ uint32
 	nextQP, nextSRQ        uint32
-	cqs                    []*CQ    // by number, for completion notices
+	cqs                    []atomic.Pointer[CQ] // by number, for completion notices
+	freeQPs, freeCQs       []uint32             // numbers destroyed objects gave back, oldest first
 	qps                    sync.Map // QP number -> *QP, for queue accounting
 	gsi                    bool     // QP1 exists (under mu)
 }
@@ -105,7 +107,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	if len(ports) > 0 && wire.IBMTU(cfg.MTU) == 0 {
 		return nil, fmt.Errorf("%w: a netdev MTU of %d bytes carries no IB MTU (256 needs %d)", ErrInvalid, cfg.MTU, 256+wire.MTUHeaderRoom)
 	}
-	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]*CQ, 256)}
+	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
@@ -166,7 +168,7 @@ func (d *Device) Close() error {
 // notify is the NIC's completion notice: a CQE was written to CQ cqn.
 func (d *Device) notify(cqn uint32) {
 	if int(cqn) < len(d.cqs) {
-		if cq := d.cqs[cqn]; cq != nil {
+		if cq := d.cqs[cqn].Load(); cq != nil {
 			cq.written.Add(1)
 			select {
 			case cq.wake <- struct{}{}:
@@ -266,9 +268,61 @@ type CQ struct {
 	size     uint32
 	ring     []byte
 	written  atomic.Uint64 // CQEs the NIC has written
+	users    atomic.Int32  // QPs whose send or receive CQ it is (once each)
 	consumed uint64
 	wake     chan struct{}
 	mu       sync.Mutex
+	// gone: the completions before this position of a QP number belong
+	// to a destroyed QP, and go unread (under mu).
+	gone      map[uint32]uint64
+	destroyed bool // under mu
+}
+
+// Destroy destroys the CQ, as ibv_destroy_cq does: refused (ErrBusy)
+// while a QP has it as its send or receive CQ. The completions in it go,
+// and its number goes back to the device for a later CQ. The CQ must not
+// be used after.
+func (cq *CQ) Destroy() error {
+	d := cq.dev
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.destroyed {
+		return fmt.Errorf("%w: CQ %d is destroyed", ErrInvalid, cq.num)
+	}
+	if n := cq.users.Load(); n > 0 {
+		return fmt.Errorf("%w: CQ %d is the CQ of %d QPs", ErrBusy, cq.num, n)
+	}
+	var b [64]byte
+	(&host.RingEntry{}).Encode(b[:])
+	if err := d.hostWrite(host.CQC, cq.num, b[:]); err != nil {
+		return err
+	}
+	cq.destroyed = true
+	d.cqs[cq.num].Store(nil)
+	d.mem.Unmap(cq.base)
+	d.mu.Lock()
+	d.freeCQs = append(d.freeCQs, cq.num)
+	d.mu.Unlock()
+	return nil
+}
+
+// forget drops, from now on, the completions the CQ holds of QP qpn (a
+// destroyed QP), and forgets the QPs whose dropped completions it has
+// read past.
+func (cq *CQ) forget(qpn uint32) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	for q, g := range cq.gone {
+		if cq.consumed >= g {
+			delete(cq.gone, q)
+		}
+	}
+	if w := cq.written.Load(); w > cq.consumed {
+		if cq.gone == nil {
+			cq.gone = map[uint32]uint64{}
+		}
+		cq.gone[qpn] = w
+	}
 }
 
 // WC is a work completion.
@@ -291,7 +345,12 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	}
 	d.mu.Lock()
 	num := d.nextCQ
-	d.nextCQ++
+	switch {
+	case int(num) < len(d.cqs):
+		d.nextCQ++
+	case len(d.freeCQs) > 0: // every number used once: the longest free
+		num, d.freeCQs = d.freeCQs[0], d.freeCQs[1:]
+	}
 	d.mu.Unlock()
 	if int(num) >= len(d.cqs) {
 		return nil, fmt.Errorf("%w: CQ table full", ErrNoResources)
@@ -299,7 +358,7 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	base := d.mem.Alloc(int(size) * host.CQESize)
 	ring, _ := d.mem.Slice(base, int(size)*host.CQESize)
 	cq := &CQ{dev: d, num: num, base: base, size: size, ring: ring, wake: make(chan struct{}, 1)}
-	d.cqs[num] = cq
+	d.cqs[num].Store(cq)
 	e := host.RingEntry{Valid: true, Size: size, Base: base}
 	var b [64]byte
 	e.Encode(b[:])
@@ -335,6 +394,9 @@ func (cq *CQ) poll(wc []WC) int {
 		c.Decode(cq.ring[(pos%uint64(cq.size))*host.CQESize:])
 		cq.consumed++
 		recv := c.Opcode&0x80 != 0
+		if g, ok := cq.gone[c.QPN]; ok && pos < g {
+			continue // a destroyed QP's
+		}
 		if v, ok := cq.dev.qps.Load(c.QPN); ok {
 			qp := v.(*QP)
 			if qp.stale(recv, pos) {

@@ -89,6 +89,7 @@ type QP struct {
 	// receive CQ, belong to work requests a reset discarded: Poll drops
 	// them, as a libibverbs provider cleans the CQs of a reset QP.
 	sendStale, recvStale atomic.Uint64
+	destroyed            bool // under mu
 }
 
 // stale reports whether the completion at position pos of a CQ was
@@ -143,8 +144,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	d.mu.Lock()
 	num := d.nextQP
-	if num < uint32(datapath.FirstQPN+d.cfg.MaxQPs) {
+	switch {
+	case num < uint32(datapath.FirstQPN+d.cfg.MaxQPs):
 		d.nextQP++
+	case len(d.freeQPs) > 0: // every number used once: the longest free
+		num, d.freeQPs = d.freeQPs[0], d.freeQPs[1:]
 	}
 	d.mu.Unlock()
 	if num < datapath.FirstQPN || num >= uint32(datapath.FirstQPN+d.cfg.MaxQPs) { // 0 and 1 are QP0 and QP1, never handed out
@@ -191,6 +195,8 @@ func checkCaps(attr QPInitAttr) error {
 
 func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 	d := pd.dev
+	attr.SendCQ.users.Add(1)
+	attr.RecvCQ.users.Add(1)
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
 		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData,
 		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, replayEntries: attr.ReplayEntries}
@@ -208,12 +214,54 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 	}
 	if attr.SRQ != nil {
 		if attr.SRQ.pd != pd {
+			attr.SendCQ.users.Add(-1)
+			attr.RecvCQ.users.Add(-1)
 			return nil, fmt.Errorf("%w: the SRQ belongs to another protection domain", ErrInvalid)
 		}
 		qp.ctx.SRQ = attr.SRQ.num + 1
 		qp.srq = attr.SRQ
 	}
 	return qp, qp.write()
+}
+
+// Destroy destroys the QP, as ibv_destroy_qp does, from any state: what
+// is posted is discarded without completions, and the completions of its
+// work still unread in its CQs are dropped; the NIC forgets it (a frame to
+// its number counts as rcvd_unknown_qp) and releases its replay entries;
+// its queues are freed, and its number goes back to the device, for a
+// later QP once every number has been used. The QP must not be used
+// after.
+func (qp *QP) Destroy() error {
+	d := qp.pd.dev
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("%w: QP %d is destroyed", ErrInvalid, qp.Num)
+	}
+	sq, rq := qp.ctx.SQBase, qp.ctx.RQBase
+	qp.ctx = host.QPCEntry{}
+	if err := qp.write(); err != nil { // the NIC takes nothing more for it
+		return err
+	}
+	d.nic.ResetQP(qp.Num) // after it the NIC writes no completion of its work
+	qp.destroyed, qp.state = true, QPSReset
+	qp.sendCQ.forget(qp.Num)
+	if qp.recvCQ != qp.sendCQ {
+		qp.recvCQ.forget(qp.Num)
+	}
+	d.qps.Delete(qp.Num)
+	d.mem.Unmap(sq)
+	d.mem.Unmap(rq)
+	qp.sendCQ.users.Add(-1)
+	qp.recvCQ.users.Add(-1)
+	d.mu.Lock()
+	if qp.Num == 1 {
+		d.gsi = false
+	} else {
+		d.freeQPs = append(d.freeQPs, qp.Num)
+	}
+	d.mu.Unlock()
+	return nil
 }
 
 func (qp *QP) write() error {
@@ -238,6 +286,9 @@ func (qp *QP) State() QPState {
 func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("%w: QP %d is destroyed", ErrInvalid, qp.Num)
+	}
 	next := qp.state
 	if mask&AttrState != 0 {
 		next = attr.State

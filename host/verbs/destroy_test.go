@@ -1,0 +1,215 @@
+package verbs_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/host/verbs/verbstest"
+)
+
+// TestDestroyQP: a destroyed QP's unread completions are gone, the NIC
+// drops what comes for it (rcvd_unknown_qp), the QP refuses further use,
+// its CQ can be destroyed once no QP has it, and its number serves a new
+// QP (the device's table holds one) whose completions arrive in the same
+// CQ.
+func TestDestroyQP(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pb, MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), MaxQPs: 1}, 1<<16)
+	connect := func() {
+		t.Helper()
+		if err := a.QP.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+			t.Fatal(err)
+		}
+		verbstest.Connect(t, a, b, 3, 14)
+	}
+	send := func(wrid uint64) {
+		t.Helper()
+		if _, err := a.QP.PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: sgl(a, 0, 32)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func(wrid uint64) {
+		t.Helper()
+		if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: wrid, SGL: sgl(b, 0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect()
+	recv(1)
+	recv(2)
+	send(10)
+	if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("SEND: %v", wc.Status)
+	}
+	// b's receive completion is unread; the QP goes with it.
+	old := b.QP
+	if err := old.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	var wc [4]verbs.WC
+	if n := b.CQ.Poll(wc[:]); n != 0 {
+		t.Errorf("the destroyed QP left %d completions: %+v", n, wc[:n])
+	}
+	if err := old.Destroy(); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("a second Destroy: %v", err)
+	}
+	if err := old.Modify(&verbs.QPAttr{State: verbs.QPSInit}, verbs.AttrState); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("Modify after Destroy: %v", err)
+	}
+	if _, err := old.PostRecv([]verbs.RecvWR{{WRID: 3}}); err == nil {
+		t.Error("PostRecv after Destroy: no error")
+	}
+	unknown := b.Counts.RcvdUnknownQP.Load()
+	send(11) // to the number nobody has now
+	for b.Counts.RcvdUnknownQP.Load() == unknown {
+		b.Dev.Fence()
+	}
+	// The CQ goes only when no QP has it.
+	spare, err := b.Dev.CreateCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: spare, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatalf("a QP in the destroyed one's place: %v", err)
+	}
+	if busy.Num != old.Num {
+		t.Errorf("the new QP is %d, want the freed %d (the table holds one)", busy.Num, old.Num)
+	}
+	if err := spare.Destroy(); !errors.Is(err, verbs.ErrBusy) {
+		t.Errorf("destroying a CQ a QP uses: %v", err)
+	}
+	if _, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ}); !errors.Is(err, verbs.ErrNoResources) {
+		t.Errorf("a second QP on a table of one: %v", err)
+	}
+	// The new QP, under the old number, gets its own completions in the
+	// CQ that dropped the old one's.
+	b.QP = busy
+	a.Dev.Fence()
+	connect()
+	recv(20)
+	send(21)
+	for _, e := range []*verbstest.End{a, b} {
+		if wc := waitWC(t, e.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("after the reuse: %+v", wc)
+		} else if e == b && wc.WRID != 20 {
+			t.Errorf("b's completion is work request %d, want 20", wc.WRID)
+		}
+	}
+	if err := busy.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := spare.Destroy(); err != nil {
+		t.Fatalf("destroying the CQ once free: %v", err)
+	}
+	if err := spare.Destroy(); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("a second CQ Destroy: %v", err)
+	}
+}
+
+// TestQPAndCQNumbersModel drives creates and destroys of QPs and CQs at
+// random against a model of the device's tables: a new object takes a
+// number never used while there is one, then the longest free one; a
+// create fails exactly when the table is full; live numbers are unique.
+func TestQPAndCQNumbersModel(t *testing.T) {
+	const maxQPs = 6
+	pa, _ := porttest.NewPair(porttest.Config{Buffers: 64})
+	dev, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1"), MaxQPs: maxQPs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	pd, _ := dev.AllocPD()
+	type model struct {
+		fresh, end uint32
+		free       []uint32
+		live       map[uint32]bool
+	}
+	next := func(m *model) (uint32, bool) {
+		switch {
+		case m.fresh < m.end:
+			return m.fresh, true
+		case len(m.free) > 0:
+			return m.free[0], true
+		}
+		return 0, false
+	}
+	take := func(m *model, n uint32) {
+		if m.fresh < m.end {
+			m.fresh++
+		} else {
+			m.free = m.free[1:]
+		}
+		m.live[n] = true
+	}
+	qm := &model{fresh: datapath.FirstQPN, end: datapath.FirstQPN + maxQPs, live: map[uint32]bool{}}
+	cm := &model{fresh: 0, end: 256, live: map[uint32]bool{}}
+	cq, err := dev.CreateCQ(16) // the QPs'
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(cm, cq.Num())
+	qps := map[uint32]*verbs.QP{}
+	cqs := map[uint32]*verbs.CQ{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 2000 {
+		switch op := rng.IntN(4); {
+		case op == 0 && len(qps) > 0 || len(qps) == maxQPs:
+			for n, qp := range qps { // any one
+				if err := qp.Destroy(); err != nil {
+					t.Fatalf("step %d: destroying QP %d: %v", step, n, err)
+				}
+				delete(qps, n)
+				delete(qm.live, n)
+				qm.free = append(qm.free, n)
+				break
+			}
+		case op == 1 && len(cqs) > 0:
+			for n, c := range cqs {
+				if err := c.Destroy(); err != nil {
+					t.Fatalf("step %d: destroying CQ %d: %v", step, n, err)
+				}
+				delete(cqs, n)
+				delete(cm.live, n)
+				cm.free = append(cm.free, n)
+				break
+			}
+		case op == 2:
+			want, ok := next(cm)
+			c, err := dev.CreateCQ(4)
+			if ok != (err == nil) {
+				t.Fatalf("step %d: CreateCQ: %v, the model says free %v", step, err, ok)
+			}
+			if ok {
+				if c.Num() != want || cm.live[want] {
+					t.Fatalf("step %d: CQ %d, the model says %d", step, c.Num(), want)
+				}
+				take(cm, want)
+				cqs[want] = c
+			}
+		default:
+			want, ok := next(qm)
+			qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if ok != (err == nil) {
+				t.Fatalf("step %d: CreateQP: %v, the model says free %v", step, err, ok)
+			}
+			if ok {
+				if qp.Num != want || qm.live[want] {
+					t.Fatalf("step %d: QP %d, the model says %d", step, qp.Num, want)
+				}
+				take(qm, want)
+				qps[want] = qp
+			}
+		}
+	}
+	if err := cq.Destroy(); len(qps) > 0 && !errors.Is(err, verbs.ErrBusy) {
+		t.Errorf("the QPs' CQ destroyed under %d QPs: %v", len(qps), err)
+	}
+}
