@@ -152,11 +152,22 @@ func TestDialAccept(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server's connection did not end on the DREQ")
 	}
-	if server.QP.State() != verbs.QPSErr || client.QP.State() != verbs.QPSErr {
-		t.Errorf("after the disconnect: server QP %v, client QP %v", server.QP.State(), client.QP.State())
+	if server.QP.State() != verbs.QPSErr {
+		t.Errorf("after the disconnect: server QP %v", server.QP.State())
 	}
 	if wc := waitWC(t, b.qc.RecvCQ); wc.WRID != 3 || wc.Status != verbs.WCWRFlushErr {
 		t.Errorf("the server's posted receive: %+v, want flushed", wc)
+	}
+	// Close destroyed the QP the agent made for the client; the server's
+	// Close, after the peer's disconnect, destroys its own.
+	if err := client.QP.Destroy(); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("the client's QP after Close: %v, want it destroyed", err)
+	}
+	if err := server.Close(); err != nil {
+		t.Errorf("Close after the peer's disconnect: %v", err)
+	}
+	if err := server.QP.Destroy(); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("the server's QP after Close: %v, want it destroyed", err)
 	}
 }
 
@@ -493,5 +504,43 @@ func TestAddresses(t *testing.T) {
 			continue
 		}
 		l.Close()
+	}
+}
+
+// TestConnectionsReleased: connections come and go, and refused attempts
+// fail, many more times than a device has QPs and CQs (256 each): what the
+// agent made for each (its QP and CQ) is destroyed by Close or by the
+// failure, so the next always finds room.
+func TestConnectionsReleased(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 4096}, 14)
+	l, err := b.a.Listen(":7400", QPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 300 {
+		accepted := make(chan *Conn, 1)
+		go func() {
+			c, _ := l.Accept(ctx)
+			accepted <- c
+		}()
+		c, err := a.a.Dial(ctx, "10.50.0.2:7400", QPConfig{})
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		s := <-accepted
+		if s == nil {
+			t.Fatalf("connection %d: not accepted", i)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("connection %d: Close: %v", i, err)
+		}
+		<-s.Done()
+		s.Close()
+		if _, err := a.a.Dial(ctx, "10.50.0.2:7401", QPConfig{}); !errors.Is(err, ErrRejected) {
+			t.Fatalf("attempt %d to a closed port: %v", i, err)
+		}
 	}
 }

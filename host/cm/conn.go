@@ -71,46 +71,61 @@ func (q *QPConfig) defaults(a *Agent) {
 	}
 }
 
-// create makes (or takes) a connection's QP; the QP's CQs go into conn.
+// create makes (or takes) a connection's QP; the QP's CQs go into conn,
+// and what it made there is conn's to release.
 func (q *QPConfig) create(dev *verbs.Device, conn *Conn) (*verbs.QP, error) {
-	var qp *verbs.QP
-	var err error
-	conn.PD, conn.SendCQ, conn.RecvCQ = q.PD, q.SendCQ, q.RecvCQ
-	if q.QP == nil && (q.SendCQ == nil || q.RecvCQ == nil) {
-		cq, err := dev.CreateCQ(q.Cap.MaxSendWR + q.Cap.MaxRecvWR)
+	if q.QP != nil {
+		qp, err := q.QP()
 		if err != nil {
-			return nil, err
-		}
-		conn.SendCQ, conn.RecvCQ = cmp.Or(q.SendCQ, cq), cmp.Or(q.RecvCQ, cq)
-	}
-	switch {
-	case q.QP != nil:
-		if qp, err = q.QP(); err != nil {
 			return nil, err
 		}
 		if qp.Type != verbs.QPTRC {
 			return nil, fmt.Errorf("cm: QP %d is %v, not RC", qp.Num, qp.Type)
 		}
 		if qp.State() != verbs.QPSReset {
-			err = qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState)
+			if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+				return nil, err
+			}
 		}
-		conn.PD, conn.SendCQ, conn.RecvCQ = nil, nil, nil
-	default:
-		qp, err = q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: conn.SendCQ, RecvCQ: conn.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
+		return qp, q.prepare(qp)
 	}
-	if err != nil || q.Prepare == nil {
-		return qp, err
+	conn.PD, conn.SendCQ, conn.RecvCQ = q.PD, q.SendCQ, q.RecvCQ
+	if q.SendCQ == nil || q.RecvCQ == nil {
+		cq, err := dev.CreateCQ(q.Cap.MaxSendWR + q.Cap.MaxRecvWR)
+		if err != nil {
+			return nil, err
+		}
+		conn.madeCQ = cq
+		conn.SendCQ, conn.RecvCQ = cmp.Or(q.SendCQ, cq), cmp.Or(q.RecvCQ, cq)
+	}
+	qp, err := q.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: conn.SendCQ, RecvCQ: conn.RecvCQ, SRQ: q.SRQ, Cap: q.Cap})
+	if err != nil {
+		conn.release()
+		return nil, err
+	}
+	conn.madeQP = qp
+	if err := q.prepare(qp); err != nil {
+		conn.release()
+		return nil, err
+	}
+	return qp, nil
+}
+
+// prepare takes a new QP to INIT and runs Prepare, if there is one.
+func (q *QPConfig) prepare(qp *verbs.QP) error {
+	if q.Prepare == nil {
+		return nil
 	}
 	// Receives can be posted from INIT on.
 	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
 		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
-		return nil, err
+		return err
 	}
 	if err := q.Prepare(qp); err != nil {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
-		return nil, err
+		return err
 	}
-	return qp, nil
+	return nil
 }
 
 // Errors of a connection attempt.
@@ -140,6 +155,10 @@ type Conn struct {
 	Peer           netip.Addr
 	Private        []byte // what the peer sent with its REQ (without rdma_cm's header) or REP
 	c              *conn
+
+	madeQP      *verbs.QP // what the agent made for the connection, and Close destroys
+	madeCQ      *verbs.CQ
+	releaseOnce sync.Once
 }
 
 // Done is closed when the connection ends: this side closed it, or the
@@ -147,8 +166,28 @@ type Conn struct {
 func (c *Conn) Done() <-chan struct{} { return c.c.closed }
 
 // Close disconnects: a DREQ (sent again until a DREP or the retries run
-// out), then the QP goes to the error state and flushes.
-func (c *Conn) Close() error { return c.c.disconnect() }
+// out; nothing if the peer has disconnected), then the QP goes to the
+// error state and flushes; then the QP and the CQ the agent made for the
+// connection are destroyed (a QP from QPConfig.QP and the CQs a QPConfig
+// named stay the caller's). Wait for the completions you need before
+// Close, as with ibv_destroy_qp.
+func (c *Conn) Close() error {
+	err := c.c.disconnect()
+	c.release()
+	return err
+}
+
+// release destroys what the agent made for the connection.
+func (c *Conn) release() {
+	c.releaseOnce.Do(func() {
+		if c.madeQP != nil {
+			c.madeQP.Destroy()
+		}
+		if c.madeCQ != nil {
+			c.madeCQ.Destroy()
+		}
+	})
+}
 
 // conn is one connection's state in the agent.
 type conn struct {
@@ -350,6 +389,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 	c.mu.Unlock()
 	fail := func(err error) (*Conn, error) {
 		c.end()
+		conn.release()
 		return nil, err
 	}
 	psn := verbs.RandomPSN()
@@ -555,6 +595,12 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 		return
 	}
 	conn.QP = qp
+	accepted := false
+	defer func() {
+		if !accepted {
+			conn.release()
+		}
+	}()
 	psn := verbs.RandomPSN()
 	mtu := min(req.PathMTU, uint8(a.dev.ActiveMTU()))
 	ackTimeout := req.Primary.LocalACKTimeout
@@ -608,6 +654,7 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 					c.established = true
 					c.mu.Unlock()
 					conn.Private, conn.c = private, c
+					accepted = true
 					select {
 					case l.accepted <- conn:
 					case <-l.done:
