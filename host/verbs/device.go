@@ -82,8 +82,8 @@ type Device struct {
 	nextQP, nextSRQ        uint32
 	cqs                    []atomic.Pointer[CQ] // by number, for completion notices
 	freeQPs, freeCQs       []uint32             // numbers destroyed objects gave back, oldest first
-	qps                    sync.Map // QP number -> *QP, for queue accounting
-	gsi                    bool     // QP1 exists (under mu)
+	qps                    sync.Map             // QP number -> *QP, for queue accounting
+	gsi                    bool                 // QP1 exists (under mu)
 }
 
 // Open starts a device on a port.
