@@ -7,7 +7,16 @@
 // private data of a REQ (the service ID of a port space and port, the
 // source and destination IP addresses).
 //
-// This file set holds the wire formats: every message parses from and
-// encodes to its 256-byte MAD, and a malformed one is refused with an
-// error, never a panic.
+// The wire formats (mad.go, messages.go, ip.go): every message parses
+// from and encodes to its 256-byte MAD, and a malformed one is refused
+// with an error, never a panic.
+//
+// The Agent is a device's communication manager. It serves QP1 and
+// connects RC QPs the way net.Dial and net.Listen connect sockets:
+// Agent.Dial(ctx, "10.0.0.2:7471", QPConfig{}) and Agent.Listen(":7471",
+// QPConfig{}) with Listener.Accept return a Conn whose QP is in RTS,
+// connected to the peer's; Conn.Close disconnects (DREQ/DREP) and
+// destroys what the agent made for it. Each message is sent again on its
+// response timeout; a REJ is a *RejectError. It interoperates with the
+// Linux kernel's CM and librdmacm (rping, perftest -R).
 package cm
