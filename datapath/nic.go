@@ -504,17 +504,34 @@ func (n *NIC) FlushQP(qpn uint32) {
 	})
 }
 
-// Command runs fn on the first engine's goroutine, then passes every
-// other engine, and returns: the way the host changes what the engines
-// use, and a fence between the host and all of them.
+// Command runs fn on the first engine's goroutine while every other
+// engine waits between two turns, and returns: the way the host changes
+// what the engines use (host memory a context cache reads included, with
+// no engine reading it meanwhile), and a fence between the host and all
+// of them.
 func (n *NIC) Command(fn func()) {
-	for i, e := range n.engines {
-		if i == 0 {
-			e.command(fn)
-		} else {
-			e.command(func() {})
-		}
+	if len(n.engines) == 1 {
+		n.engines[0].command(fn)
+		return
 	}
+	parked, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	for _, e := range n.engines[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.command(func() {
+				parked <- struct{}{}
+				<-release
+			})
+		}()
+	}
+	for range n.engines[1:] {
+		<-parked
+	}
+	n.engines[0].command(fn)
+	close(release)
+	wg.Wait()
 }
 
 // Run runs the engines, one goroutine per queue; it returns when Close is

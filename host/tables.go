@@ -84,6 +84,10 @@ type Registrar struct {
 	mtt      *Table
 	pageSize int
 	nextMTT  uint64
+	// WriteEntry, if set, writes MTT entry idx (a page's IOVA) instead of
+	// a store into host memory: the NIC's context cache does it, in step
+	// with its reads and any cached copy.
+	WriteEntry func(idx, iova uint64) error
 }
 
 // NewRegistrar registers memory into mtt with the given page size (a power
@@ -106,11 +110,18 @@ func (r *Registrar) Register(buf []byte) (MR, error) {
 	}
 	mr := MR{IOVA: r.mem.Map(buf), Len: len(buf), PageSize: r.pageSize, FirstMTT: r.nextMTT, Pages: pages}
 	for p := range pages {
-		e, err := r.mtt.Entry(mr.FirstMTT + uint64(p))
+		idx, iova := mr.FirstMTT+uint64(p), mr.IOVA+uint64(p*r.pageSize)
+		if r.WriteEntry != nil {
+			if err := r.WriteEntry(idx, iova); err != nil {
+				return MR{}, err
+			}
+			continue
+		}
+		e, err := r.mtt.Entry(idx)
 		if err != nil {
 			return MR{}, err
 		}
-		binary.LittleEndian.PutUint64(e, mr.IOVA+uint64(p*r.pageSize))
+		binary.LittleEndian.PutUint64(e, iova)
 	}
 	r.nextMTT += uint64(pages)
 	return mr, nil

@@ -120,6 +120,11 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	if d.reg, err = host.NewRegistrar(mem, nic.Table(host.MTT), cfg.PageSize); err != nil {
 		return nil, err
 	}
+	word := make([]uint64, 1) // RegMR writes entries in a NIC command, one at a time
+	d.reg.WriteEntry = func(idx, iova uint64) error {
+		word[0] = iova
+		return nic.Cache(host.MTT).HostWrite(idx, word)
+	}
 	go func() {
 		defer close(d.done)
 		nic.Run()
@@ -229,15 +234,14 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if idx >= uint32(d.nic.Table(host.MPT).Count) {
 		return nil, fmt.Errorf("%w: MPT full", ErrNoResources)
 	}
-	reg, err := d.reg.Register(buf)
+	// The MTT entries are written through the NIC's cache, as a command:
+	// in step with the engines' reads of the table (and any cached line).
+	var reg host.MR
+	var err error
+	d.nic.Command(func() { reg, err = d.reg.Register(buf) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoResources, err)
 	}
-	d.nic.Command(func() { // the host wrote the MTT entries: drop any stale cached lines
-		for p := range reg.Pages {
-			d.nic.Cache(host.MTT).Invalidate(reg.FirstMTT + uint64(p))
-		}
-	})
 	key := uint8(idx*37 + 0x5a)
 	shift := uint8(0)
 	for 1<<shift < d.cfg.PageSize {
