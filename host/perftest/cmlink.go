@@ -78,6 +78,12 @@ func newCMLink(agent *cm.Agent, addr netip.AddrPort, server bool) (*cmLink, cm.Q
 			return qp, nil
 		},
 		Prepare: func(qp *verbs.QP) error {
+			// An earlier attempt's flushed receives, dropped as stale: out
+			// of the CQ before the next attempt's can flush.
+			for l.rcq.Poll(l.wc) > 0 {
+			}
+			for l.scq.Poll(l.wc) > 0 {
+			}
 			for i := range cmRecvs {
 				if err := l.postRecv(qp, i); err != nil {
 					return err
