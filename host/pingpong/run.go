@@ -218,8 +218,24 @@ func Run(ctx context.Context, env Env, conn net.Conn, server bool, cfg Config, o
 			}
 		}
 	}
+	if !server && cfg.Kind != UC && cfg.Kind != UD {
+		// The client's last event is a receive, whose ACK the link may
+		// lose, and the server waits for its last SEND to complete: the
+		// client's QPs stay up a while (as a TCP socket's TIME_WAIT) to
+		// answer its retransmission, instead of leaving it to fail.
+		t := time.NewTimer(linger)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
 	return res, nil
 }
+
+// linger is how long an RC client keeps its QPs up after its last
+// receive: several of the server's ACK timeouts (2^14 x 4.096 us).
+const linger = 300 * time.Millisecond
 
 // peerIP is the socket's remote address: where a peer that sent the zero
 // GID (a C program run without -g) is reached.
