@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
+	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +138,85 @@ func TestTablesAndRegistration(t *testing.T) {
 	}
 	if _, err := reg.Register(make([]byte, 5*4096)); !errors.Is(err, host.ErrMTTFull) {
 		t.Errorf("overfull MTT: %v", err)
+	}
+}
+
+// TestRegistrarModel registers and releases regions of random sizes
+// against a model of the MTT: a region takes the lowest-starting run of
+// free entries long enough for it (the runs between live regions, and
+// after the last), Register fails exactly when no run is, live regions
+// never overlap, every entry holds its page's address, and the count in
+// use is the live regions' pages.
+func TestRegistrarModel(t *testing.T) {
+	const entries = 64
+	m := host.NewMemory()
+	mtt := host.NewTable(m, host.MTT, 8, entries)
+	reg, err := host.NewRegistrar(m, mtt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type live struct {
+		mr  host.MR
+		buf []byte
+	}
+	var regions []live // by start
+	lowestFit := func(n uint64) (uint64, bool) {
+		at := uint64(0)
+		for _, r := range regions {
+			if r.mr.FirstMTT-at >= n {
+				return at, true
+			}
+			at = r.mr.FirstMTT + uint64(r.mr.Pages)
+		}
+		return at, entries-at >= n
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for step := range 3000 {
+		if len(regions) > 0 && rng.IntN(2) == 0 {
+			i := rng.IntN(len(regions))
+			if err := reg.Release(regions[i].mr); err != nil {
+				t.Fatalf("step %d: Release: %v", step, err)
+			}
+			regions = append(regions[:i], regions[i+1:]...)
+		} else {
+			pages := 1 + rng.IntN(12)
+			buf := make([]byte, pages*4096-rng.IntN(4096))
+			buf[0] = byte(step)
+			want, fits := lowestFit(uint64(pages))
+			mr, err := reg.Register(buf)
+			if fits != (err == nil) {
+				t.Fatalf("step %d: %d pages: %v, the model says fits %v", step, pages, err, fits)
+			}
+			if err != nil {
+				if !errors.Is(err, host.ErrMTTFull) {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				continue
+			}
+			if mr.FirstMTT != want {
+				t.Fatalf("step %d: %d pages at entry %d, the model says %d", step, pages, mr.FirstMTT, want)
+			}
+			i := sort.Search(len(regions), func(i int) bool { return regions[i].mr.FirstMTT > mr.FirstMTT })
+			regions = append(regions[:i], append([]live{{mr, buf}}, regions[i:]...)...)
+		}
+		used := 0
+		for i, r := range regions {
+			if i > 0 && regions[i-1].mr.FirstMTT+uint64(regions[i-1].mr.Pages) > r.mr.FirstMTT {
+				t.Fatalf("step %d: regions at %d and %d overlap", step, regions[i-1].mr.FirstMTT, r.mr.FirstMTT)
+			}
+			used += r.mr.Pages
+			for p := range r.mr.Pages {
+				e, _ := mtt.Entry(r.mr.FirstMTT + uint64(p))
+				if binary.LittleEndian.Uint64(e) != r.mr.IOVA+uint64(p*4096) {
+					t.Fatalf("step %d: entry %d of a region at %d holds %#x", step, p, r.mr.FirstMTT, binary.LittleEndian.Uint64(e))
+				}
+			}
+			if b, err := m.Slice(r.mr.IOVA, 1); err != nil || b[0] != r.buf[0] {
+				t.Fatalf("step %d: a live region is not mapped: %v", step, err)
+			}
+		}
+		if n, c := reg.InUse(); n != used || c != entries {
+			t.Fatalf("step %d: InUse %d of %d, the model %d of %d", step, n, c, used, entries)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // ContextType names one of the NIC's context tables.
@@ -78,12 +79,16 @@ type MR struct {
 }
 
 // Registrar registers memory: it maps buffers and writes their page
-// addresses into the MTT.
+// addresses into the MTT, and releases both again. A region takes a run
+// of consecutive MTT entries: the first run among the released ones long
+// enough (first fit), or else entries never used.
 type Registrar struct {
 	mem      *Memory
 	mtt      *Table
 	pageSize int
-	nextMTT  uint64
+	nextMTT  uint64     // entries from here on were never used
+	free     []mttRange // released runs below nextMTT, by start, none touching
+	inUse    atomic.Int64
 	// WriteEntry, if set, writes MTT entry idx (a page's IOVA) instead of
 	// a store into host memory: the NIC's context cache does it, in step
 	// with its reads and any cached copy.
@@ -99,16 +104,40 @@ func NewRegistrar(mem *Memory, mtt *Table, pageSize int) (*Registrar, error) {
 	return &Registrar{mem: mem, mtt: mtt, pageSize: pageSize}, nil
 }
 
+// mttRange is a run of MTT entries.
+type mttRange struct{ start, n uint64 }
+
 // ErrMTTFull is returned when the MTT has no room for a region's pages.
 var ErrMTTFull = errors.New("host: MTT full")
+
+// alloc takes a run of n entries.
+func (r *Registrar) alloc(n uint64) (uint64, bool) {
+	for i, f := range r.free {
+		if f.n >= n {
+			if f.n == n {
+				r.free = append(r.free[:i], r.free[i+1:]...)
+			} else {
+				r.free[i] = mttRange{f.start + n, f.n - n}
+			}
+			return f.start, true
+		}
+	}
+	if r.nextMTT+n > uint64(r.mtt.Count) {
+		return 0, false
+	}
+	r.nextMTT += n
+	return r.nextMTT - n, true
+}
 
 // Register maps buf and writes one MTT entry per page.
 func (r *Registrar) Register(buf []byte) (MR, error) {
 	pages := (len(buf) + r.pageSize - 1) / r.pageSize
-	if r.nextMTT+uint64(pages) > uint64(r.mtt.Count) {
-		return MR{}, fmt.Errorf("%w: %d pages wanted, %d left", ErrMTTFull, pages, uint64(r.mtt.Count)-r.nextMTT)
+	first, ok := r.alloc(uint64(pages))
+	if !ok {
+		return MR{}, fmt.Errorf("%w: %d pages wanted, %d of %d entries free", ErrMTTFull, pages, int64(r.mtt.Count)-r.inUse.Load(), r.mtt.Count)
 	}
-	mr := MR{IOVA: r.mem.Map(buf), Len: len(buf), PageSize: r.pageSize, FirstMTT: r.nextMTT, Pages: pages}
+	r.inUse.Add(int64(pages))
+	mr := MR{IOVA: r.mem.Map(buf), Len: len(buf), PageSize: r.pageSize, FirstMTT: first, Pages: pages}
 	for p := range pages {
 		idx, iova := mr.FirstMTT+uint64(p), mr.IOVA+uint64(p*r.pageSize)
 		if r.WriteEntry != nil {
@@ -123,6 +152,38 @@ func (r *Registrar) Register(buf []byte) (MR, error) {
 		}
 		binary.LittleEndian.PutUint64(e, iova)
 	}
-	r.nextMTT += uint64(pages)
 	return mr, nil
 }
+
+// Release unmaps a region Register returned and gives its MTT entries
+// back (the NIC must no longer use them: its MPT entry is invalid).
+func (r *Registrar) Release(mr MR) error {
+	if err := r.mem.Unmap(mr.IOVA); err != nil {
+		return err
+	}
+	r.inUse.Add(-int64(mr.Pages))
+	g := mttRange{mr.FirstMTT, uint64(mr.Pages)}
+	i := 0
+	for i < len(r.free) && r.free[i].start < g.start {
+		i++
+	}
+	if i > 0 && r.free[i-1].start+r.free[i-1].n == g.start { // joins the run before
+		i--
+		g = mttRange{r.free[i].start, r.free[i].n + g.n}
+		r.free = append(r.free[:i], r.free[i+1:]...)
+	}
+	if i < len(r.free) && g.start+g.n == r.free[i].start { // and the one after
+		g.n += r.free[i].n
+		r.free = append(r.free[:i], r.free[i+1:]...)
+	}
+	if g.start+g.n == r.nextMTT { // the never-used entries grow back
+		r.nextMTT = g.start
+		return nil
+	}
+	r.free = append(r.free[:i], append([]mttRange{g}, r.free[i:]...)...)
+	return nil
+}
+
+// InUse returns the MTT entries registered regions hold, and the table's
+// size.
+func (r *Registrar) InUse() (entries, capacity int) { return int(r.inUse.Load()), r.mtt.Count }
