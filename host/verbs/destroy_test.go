@@ -213,3 +213,81 @@ func TestQPAndCQNumbersModel(t *testing.T) {
 		t.Errorf("the QPs' CQ destroyed under %d QPs: %v", len(qps), err)
 	}
 }
+
+// TestDeregMR: a deregistered region's keys are refused (the peer's WRITE
+// is NAKed, remote access error), its MPT index serves a later region
+// under another key once the table has been used through, and the device
+// counts its regions and MTT entries.
+func TestDeregMR(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	// An MPT of 3: entry 0 is no region's, entry 1 is the End's buffer.
+	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pb, MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), MaxMRs: 3}, 1<<16)
+	connect := func() {
+		t.Helper()
+		for _, e := range []*verbstest.End{a, b} {
+			if err := e.QP.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+				t.Fatal(err)
+			}
+		}
+		verbstest.Connect(t, a, b, 3, 14)
+	}
+	write := func(mr *verbs.MR) verbs.WCStatus {
+		t.Helper()
+		if _, err := a.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: sgl(a, 0, 100),
+			RemoteAddr: mr.Addr, RKey: mr.RKey}}); err != nil {
+			t.Fatal(err)
+		}
+		return waitWC(t, a.CQ).Status
+	}
+	usage := func(name string) int {
+		for _, u := range b.Dev.Usage() {
+			if u.Name == name {
+				return u.InUse
+			}
+		}
+		t.Fatalf("no usage %q", name)
+		return 0
+	}
+	connect()
+	first, err := b.PD.RegMR(make([]byte, 3*4096), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := write(first); st != verbs.WCSuccess {
+		t.Fatalf("WRITE to a registered region: %v", st)
+	}
+	if n, pages := usage("mrs"), usage("mtt_entries"); n != 2 || pages != 16+3 {
+		t.Errorf("in use: %d regions and %d MTT entries, want 2 and 19", n, pages)
+	}
+	if _, err := b.PD.RegMR(make([]byte, 64), verbs.AccessLocalWrite); !errors.Is(err, verbs.ErrNoResources) {
+		t.Fatalf("a third region in an MPT of 3: %v", err)
+	}
+	if err := first.Dereg(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Dereg(); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("a second Dereg: %v", err)
+	}
+	if n, pages := usage("mrs"), usage("mtt_entries"); n != 1 || pages != 16 {
+		t.Errorf("after Dereg: %d regions and %d MTT entries, want 1 and 16", n, pages)
+	}
+	if st := write(first); st != verbs.WCRemAccessErr {
+		t.Errorf("WRITE with a deregistered key: %v, want a remote access error", st)
+	}
+	second, err := b.PD.RegMR(make([]byte, 2*4096), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	if err != nil {
+		t.Fatalf("a region in the freed entry: %v", err)
+	}
+	if second.RKey>>8 != first.RKey>>8 || second.RKey == first.RKey {
+		t.Errorf("keys %#x then %#x: want the same MPT index, another key", first.RKey, second.RKey)
+	}
+	connect() // the refused WRITE left a's QP in error
+	if st := write(first); st != verbs.WCRemAccessErr {
+		t.Errorf("WRITE with the old key to the reused entry: %v, want a remote access error", st)
+	}
+	connect()
+	if st := write(second); st != verbs.WCSuccess {
+		t.Errorf("WRITE to the new region: %v", st)
+	}
+}

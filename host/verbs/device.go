@@ -43,6 +43,7 @@ type DeviceConfig struct {
 	// it, as rdma_rxe's follows its netdev's.
 	MTU    int
 	MaxQPs int // QPs the device can create (default 256), numbered from datapath.FirstQPN
+	MaxMRs int // entries of its MPT (default 1024): regions registered at once, less one (entry 0 is no region's)
 	// NoCongestionControl: RC senders without congestion window, pacing
 	// or early probes (datapath.NICConfig's), for comparison runs.
 	NoCongestionControl bool
@@ -82,8 +83,12 @@ type Device struct {
 	nextQP, nextSRQ        uint32
 	cqs                    []atomic.Pointer[CQ] // by number, for completion notices
 	freeQPs, freeCQs       []uint32             // numbers destroyed objects gave back, oldest first
-	qps                    sync.Map             // QP number -> *QP, for queue accounting
-	gsi                    bool                 // QP1 exists (under mu)
+	freeMRs                []uint32             // MPT indexes deregistered regions gave back
+	mrGen                  []uint8              // per MPT index: times used, for its key
+	qpsInUse, cqsInUse     atomic.Int32
+	mrs                    atomic.Int32
+	qps                    sync.Map // QP number -> *QP, for queue accounting
+	gsi                    bool     // QP1 exists (under mu)
 }
 
 // Open starts a device on a port.
@@ -109,7 +114,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	}
 	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
-		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs,
+		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
 		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, Cache: cfg.Cache,
 	})
@@ -219,6 +224,8 @@ type MR struct {
 	LKey, RKey uint32
 	index      uint32
 	firstMTT   uint64 // the MTT entry of the region's first page
+	reg        host.MR
+	dereg      atomic.Bool
 }
 
 // RegMR registers buf with the given access rights.
@@ -227,11 +234,25 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("%w: empty buffer", ErrInvalid)
 	}
+	mpt := uint32(d.nic.Table(host.MPT).Count)
 	d.mu.Lock()
 	idx := d.nextMR
-	d.nextMR++
+	switch {
+	case idx < mpt:
+		d.nextMR++
+	case len(d.freeMRs) > 0: // every index used once: the longest free
+		idx, d.freeMRs = d.freeMRs[0], d.freeMRs[1:]
+	}
+	var gen uint8 // times the index was used before: its key differs each time
+	if idx < mpt {
+		if d.mrGen == nil {
+			d.mrGen = make([]uint8, mpt)
+		}
+		gen = d.mrGen[idx]
+		d.mrGen[idx]++
+	}
 	d.mu.Unlock()
-	if idx >= uint32(d.nic.Table(host.MPT).Count) {
+	if idx >= mpt {
 		return nil, fmt.Errorf("%w: MPT full", ErrNoResources)
 	}
 	// The MTT entries are written through the NIC's cache, as a command:
@@ -240,9 +261,12 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	var err error
 	d.nic.Command(func() { reg, err = d.reg.Register(buf) })
 	if err != nil {
+		d.freeMR(idx)
 		return nil, fmt.Errorf("%w: %v", ErrNoResources, err)
 	}
-	key := uint8(idx*37 + 0x5a)
+	// The key's low byte differs each time an index is used again, so a
+	// peer's key for a deregistered region matches no later one.
+	key := uint8(idx*37+0x5a) + gen*0x3b
 	shift := uint8(0)
 	for 1<<shift < d.cfg.PageSize {
 		shift++
@@ -253,15 +277,56 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if err := d.hostWrite(host.MPT, idx, b[:]); err != nil {
 		return nil, err
 	}
+	d.mrs.Add(1)
 	k := idx<<8 | uint32(key)
-	return &MR{pd: pd, Buf: buf, Addr: reg.IOVA, LKey: k, RKey: k, index: idx, firstMTT: reg.FirstMTT}, nil
+	return &MR{pd: pd, Buf: buf, Addr: reg.IOVA, LKey: k, RKey: k, index: idx, firstMTT: reg.FirstMTT, reg: reg}, nil
 }
 
-// Dereg invalidates the region's keys.
+func (d *Device) freeMR(idx uint32) {
+	d.mu.Lock()
+	d.freeMRs = append(d.freeMRs, idx)
+	d.mu.Unlock()
+}
+
+// Dereg deregisters the region, as ibv_dereg_mr: its keys are invalid
+// from then on (a peer's request with them is NAKed, a local work
+// request fails), and its MPT index, MTT entries and DMA mapping go back
+// to the device for later regions. The buffer is the program's again.
 func (mr *MR) Dereg() error {
+	d := mr.pd.dev
+	if !mr.dereg.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: MR %#x is deregistered", ErrInvalid, mr.LKey)
+	}
 	var b [64]byte
 	(&host.MPTEntry{}).Encode(b[:])
-	return mr.pd.dev.hostWrite(host.MPT, mr.index, b[:])
+	if err := d.hostWrite(host.MPT, mr.index, b[:]); err != nil {
+		return err
+	}
+	var err error
+	d.nic.Command(func() { err = d.reg.Release(mr.reg) })
+	d.freeMR(mr.index)
+	d.mrs.Add(-1)
+	return err
+}
+
+// Usage is how much of one of the device's tables is in use.
+type Usage struct {
+	Name     string // qps, cqs, mrs, mtt_entries
+	InUse    int
+	Capacity int
+}
+
+// Usage returns the use of the device's fixed tables: QPs (QP1, the
+// GSI, aside), CQs, memory regions and MTT entries (a registered region
+// takes one per page).
+func (d *Device) Usage() []Usage {
+	mtt, mttCap := d.reg.InUse()
+	return []Usage{
+		{"qps", int(d.qpsInUse.Load()), d.cfg.MaxQPs},
+		{"cqs", int(d.cqsInUse.Load()), len(d.cqs)},
+		{"mrs", int(d.mrs.Load()), d.nic.Table(host.MPT).Count - 1}, // index 0 is never a region's
+		{"mtt_entries", mtt, mttCap},
+	}
 }
 
 // CQ is a completion queue.
@@ -303,6 +368,7 @@ func (cq *CQ) Destroy() error {
 	}
 	cq.destroyed = true
 	d.cqs[cq.num].Store(nil)
+	d.cqsInUse.Add(-1)
 	d.mem.Unmap(cq.base)
 	d.mu.Lock()
 	d.freeCQs = append(d.freeCQs, cq.num)
@@ -363,6 +429,7 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	ring, _ := d.mem.Slice(base, int(size)*host.CQESize)
 	cq := &CQ{dev: d, num: num, base: base, size: size, ring: ring, wake: make(chan struct{}, 1)}
 	d.cqs[num].Store(cq)
+	d.cqsInUse.Add(1)
 	e := host.RingEntry{Valid: true, Size: size, Base: base}
 	var b [64]byte
 	e.Encode(b[:])

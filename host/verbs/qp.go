@@ -154,7 +154,13 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if num < datapath.FirstQPN || num >= uint32(datapath.FirstQPN+d.cfg.MaxQPs) { // 0 and 1 are QP0 and QP1, never handed out
 		return nil, fmt.Errorf("%w: QP table full", ErrNoResources)
 	}
-	return pd.createQP(attr, num)
+	qp, err := pd.createQP(attr, num)
+	if err != nil { // the number goes back
+		d.mu.Lock()
+		d.freeQPs = append(d.freeQPs, num)
+		d.mu.Unlock()
+	}
+	return qp, err
 }
 
 // GSIQKey is the Q_Key of QP1, the general services interface.
@@ -221,7 +227,13 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 		qp.ctx.SRQ = attr.SRQ.num + 1
 		qp.srq = attr.SRQ
 	}
-	return qp, qp.write()
+	if err := qp.write(); err != nil {
+		return nil, err
+	}
+	if num != 1 {
+		d.qpsInUse.Add(1)
+	}
+	return qp, nil
 }
 
 // Destroy destroys the QP, as ibv_destroy_qp does, from any state: what
@@ -258,6 +270,7 @@ func (qp *QP) Destroy() error {
 	if qp.Num == 1 {
 		d.gsi = false
 	} else {
+		d.qpsInUse.Add(-1)
 		d.freeQPs = append(d.freeQPs, qp.Num)
 	}
 	d.mu.Unlock()
