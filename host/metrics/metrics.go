@@ -135,6 +135,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- metric("softrnic_cache_host_fetches", "context cache fetches from host memory", prometheus.CounterValue, float64(st.HostFetches), s.Name, "context", ty)
 			ch <- metric("softrnic_cache_evictions", "context cache evictions", prometheus.CounterValue, float64(st.Evictions), s.Name, "context", ty)
 		}
+		for _, u := range s.Dev.Usage() {
+			what := strings.ReplaceAll(u.Name, "_", " ")
+			ch <- metric("softrnic_"+u.Name+"_in_use", "the device's "+what+" in use", prometheus.GaugeValue, float64(u.InUse), s.Name)
+			ch <- metric("softrnic_"+u.Name+"_max", "the device's "+what+" at most (fixed at start)", prometheus.GaugeValue, float64(u.Capacity), s.Name)
+		}
 		d := s.Dev.DMA()
 		ch <- metric("softrnic_dma_reads", "DMA reads of host memory", prometheus.CounterValue, float64(d.Reads.Load()), s.Name)
 		ch <- metric("softrnic_dma_read_bytes", "bytes the NIC read from host memory", prometheus.CounterValue, float64(d.ReadBytes.Load()), s.Name)

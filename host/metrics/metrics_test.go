@@ -78,6 +78,21 @@ func TestScrape(t *testing.T) {
 	if v := scrape(t, second, "go_goroutines"); v == 0 {
 		t.Error("no Go runtime metrics")
 	}
+	// The device's tables: one QP, one CQ, one MR of 256 pages.
+	for series, want := range map[string]float64{`softrnic_qps_in_use{device="a"}`: 1, `softrnic_cqs_in_use{device="a"}`: 1,
+		`softrnic_mrs_in_use{device="a"}`: 1, `softrnic_mtt_entries_in_use{device="a"}`: 256, `softrnic_qps_max{device="a"}`: 256} {
+		if v := scrape(t, second, series); v != want {
+			t.Errorf("%s is %v, want %v", series, v, want)
+		}
+	}
+	cq, _ := a.Dev.CreateCQ(4)
+	if v := scrape(t, get(), `softrnic_cqs_in_use{device="a"}`); v != 2 {
+		t.Errorf("cqs in use %v after CreateCQ, want 2", v)
+	}
+	cq.Destroy()
+	if v := scrape(t, get(), `softrnic_cqs_in_use{device="a"}`); v != 1 {
+		t.Errorf("cqs in use %v after Destroy, want 1", v)
+	}
 }
 
 // TestSet: a device is in the scrapes from Add until its remove, and
