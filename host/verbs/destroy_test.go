@@ -149,6 +149,10 @@ func TestQPAndCQNumbersModel(t *testing.T) {
 		}
 		m.live[n] = true
 	}
+	give := func(m *model, n uint32) {
+		delete(m.live, n)
+		m.free = append(m.free, n)
+	}
 	qm := &model{fresh: datapath.FirstQPN, end: datapath.FirstQPN + maxQPs, live: map[uint32]bool{}}
 	cm := &model{fresh: 0, end: 256, live: map[uint32]bool{}}
 	cq, err := dev.CreateCQ(16) // the QPs'
@@ -162,25 +166,19 @@ func TestQPAndCQNumbersModel(t *testing.T) {
 	for step := range 2000 {
 		switch op := rng.IntN(4); {
 		case op == 0 && len(qps) > 0 || len(qps) == maxQPs:
-			for n, qp := range qps { // any one
-				if err := qp.Destroy(); err != nil {
-					t.Fatalf("step %d: destroying QP %d: %v", step, n, err)
-				}
-				delete(qps, n)
-				delete(qm.live, n)
-				qm.free = append(qm.free, n)
-				break
+			n, qp := anyOf(qps)
+			if err := qp.Destroy(); err != nil {
+				t.Fatalf("step %d: destroying QP %d: %v", step, n, err)
 			}
+			delete(qps, n)
+			give(qm, n)
 		case op == 1 && len(cqs) > 0:
-			for n, c := range cqs {
-				if err := c.Destroy(); err != nil {
-					t.Fatalf("step %d: destroying CQ %d: %v", step, n, err)
-				}
-				delete(cqs, n)
-				delete(cm.live, n)
-				cm.free = append(cm.free, n)
-				break
+			n, c := anyOf(cqs)
+			if err := c.Destroy(); err != nil {
+				t.Fatalf("step %d: destroying CQ %d: %v", step, n, err)
 			}
+			delete(cqs, n)
+			give(cm, n)
 		case op == 2:
 			want, ok := next(cm)
 			c, err := dev.CreateCQ(4)
@@ -290,4 +288,12 @@ func TestDeregMR(t *testing.T) {
 	if st := write(second); st != verbs.WCSuccess {
 		t.Errorf("WRITE to the new region: %v", st)
 	}
+}
+
+// anyOf returns one of m's entries (m is not empty).
+func anyOf[V any](m map[uint32]V) (uint32, V) {
+	for k, v := range m {
+		return k, v
+	}
+	panic("anyOf: empty map")
 }
