@@ -481,6 +481,19 @@ func (n *NIC) ResetQP(qpn uint32) {
 	}
 }
 
+// ResetSRQ forgets an SRQ's queue positions: the host destroyed it, and
+// its number may serve a new one.
+func (n *NIC) ResetSRQ(num uint32) {
+	if num >= uint32(len(n.srqs)) {
+		return
+	}
+	s := &n.srqs[num]
+	s.mu.Lock()
+	s.producer.Store(0)
+	s.consumer = 0
+	s.mu.Unlock()
+}
+
 // FlushQP is the host moving a QP to the error state: every work request
 // posted to it and not yet complete completes with a flush error
 // (IBV_WC_WR_FLUSH_ERR), as ibv_modify_qp to IBV_QPS_ERR has it, the

@@ -297,3 +297,59 @@ func anyOf[V any](m map[uint32]V) (uint32, V) {
 	}
 	panic("anyOf: empty map")
 }
+
+// TestDestroySRQ: an SRQ a QP receives from cannot be destroyed; once the
+// QP is gone it can, refuses posts after, and the device counts it.
+func TestDestroySRQ(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	srqs := func() int {
+		for _, u := range b.Dev.Usage() {
+			if u.Name == "srqs" {
+				return u.InUse
+			}
+		}
+		return -1
+	}
+	srq, err := b.PD.CreateSRQ(8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, SRQ: srq, Cap: verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srqs(); n != 1 {
+		t.Errorf("%d SRQs in use, want 1", n)
+	}
+	if err := srq.Destroy(); !errors.Is(err, verbs.ErrBusy) {
+		t.Errorf("destroying the SRQ of a QP: %v", err)
+	}
+	if _, err := srq.PostRecv([]verbs.RecvWR{{WRID: 7, SGL: sgl(b, 0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	b.QP = qp
+	verbstest.Connect(t, a, b, 3, 14)
+	if _, err := a.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: sgl(a, 0, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess || wc.WRID != 7 {
+		t.Fatalf("the SEND's receive: %+v, want the SRQ's work request 7", wc)
+	}
+	if err := qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srq.Destroy(); err != nil {
+		t.Fatalf("destroying the SRQ once free: %v", err)
+	}
+	if _, err := srq.PostRecv([]verbs.RecvWR{{WRID: 8}}); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("PostRecv after Destroy: %v", err)
+	}
+	if err := srq.Destroy(); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("a second Destroy: %v", err)
+	}
+	if n := srqs(); n != 0 {
+		t.Errorf("%d SRQs in use after Destroy, want 0", n)
+	}
+}

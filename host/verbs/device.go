@@ -83,9 +83,10 @@ type Device struct {
 	nextQP, nextSRQ        uint32
 	cqs                    []atomic.Pointer[CQ] // by number, for completion notices
 	freeQPs, freeCQs       []uint32             // numbers destroyed objects gave back, oldest first
-	freeMRs                []uint32             // MPT indexes deregistered regions gave back
+	freeMRs, freeSRQs      []uint32             // MPT indexes and SRQ numbers given back
 	mrGen                  []uint8              // per MPT index: times used, for its key
 	qpsInUse, cqsInUse     atomic.Int32
+	srqsInUse              atomic.Int32
 	mrs                    atomic.Int32
 	qps                    sync.Map // QP number -> *QP, for queue accounting
 	gsi                    bool     // QP1 exists (under mu)
@@ -311,19 +312,20 @@ func (mr *MR) Dereg() error {
 
 // Usage is how much of one of the device's tables is in use.
 type Usage struct {
-	Name     string // qps, cqs, mrs, mtt_entries
+	Name     string // qps, cqs, srqs, mrs, mtt_entries
 	InUse    int
 	Capacity int
 }
 
 // Usage returns the use of the device's fixed tables: QPs (QP1, the
-// GSI, aside), CQs, memory regions and MTT entries (a registered region
+// GSI, aside), CQs, SRQs, memory regions and MTT entries (a registered region
 // takes one per page).
 func (d *Device) Usage() []Usage {
 	mtt, mttCap := d.reg.InUse()
 	return []Usage{
 		{"qps", int(d.qpsInUse.Load()), d.cfg.MaxQPs},
 		{"cqs", int(d.cqsInUse.Load()), len(d.cqs)},
+		{"srqs", int(d.srqsInUse.Load()), d.nic.Table(host.SRQC).Count},
 		{"mrs", int(d.mrs.Load()), d.nic.Table(host.MPT).Count - 1}, // index 0 is never a region's
 		{"mtt_entries", mtt, mttCap},
 	}

@@ -226,6 +226,7 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 		}
 		qp.ctx.SRQ = attr.SRQ.num + 1
 		qp.srq = attr.SRQ
+		attr.SRQ.users.Add(1)
 	}
 	if err := qp.write(); err != nil {
 		return nil, err
@@ -266,6 +267,9 @@ func (qp *QP) Destroy() error {
 	d.mem.Unmap(rq)
 	qp.sendCQ.users.Add(-1)
 	qp.recvCQ.users.Add(-1)
+	if qp.srq != nil {
+		qp.srq.users.Add(-1)
+	}
 	d.mu.Lock()
 	if qp.Num == 1 {
 		d.gsi = false
@@ -547,14 +551,17 @@ func postRecv(ring []byte, size uint32, producer *uint32, done *atomic.Uint32, m
 
 // SRQ is a shared receive queue.
 type SRQ struct {
-	pd       *PD
-	num      uint32
-	ring     []byte
-	size     uint32
-	maxSGE   int
-	mu       sync.Mutex
-	producer uint32
-	done     atomic.Uint32
+	pd        *PD
+	num       uint32
+	base      uint64
+	ring      []byte
+	size      uint32
+	maxSGE    int
+	mu        sync.Mutex
+	producer  uint32
+	done      atomic.Uint32
+	users     atomic.Int32 // QPs that receive from it
+	destroyed bool         // under mu
 }
 
 // CreateSRQ creates a shared receive queue of at least maxWR entries.
@@ -563,20 +570,59 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 	if maxSGE > host.MaxRecvSGE {
 		return nil, fmt.Errorf("%w: at most %d receive SGEs", ErrInvalid, host.MaxRecvSGE)
 	}
+	count := uint32(d.nic.Table(host.SRQC).Count)
 	d.mu.Lock()
 	num := d.nextSRQ
-	d.nextSRQ++
+	switch {
+	case num < count:
+		d.nextSRQ++
+	case len(d.freeSRQs) > 0: // every number used once: the longest free
+		num, d.freeSRQs = d.freeSRQs[0], d.freeSRQs[1:]
+	}
 	d.mu.Unlock()
-	if int(num) >= d.nic.Table(host.SRQC).Count {
+	if num >= count {
 		return nil, fmt.Errorf("%w: SRQ table full", ErrNoResources)
 	}
 	s := &SRQ{pd: pd, num: num, size: ringSize(max(maxWR, 1)), maxSGE: max(maxSGE, 1)}
-	base := d.mem.Alloc(int(s.size) * host.RecvWQESize)
-	s.ring, _ = d.mem.Slice(base, int(s.size)*host.RecvWQESize)
-	e := host.RingEntry{Valid: true, PD: pd.num, Size: s.size, Base: base}
+	s.base = d.mem.Alloc(int(s.size) * host.RecvWQESize)
+	s.ring, _ = d.mem.Slice(s.base, int(s.size)*host.RecvWQESize)
+	e := host.RingEntry{Valid: true, PD: pd.num, Size: s.size, Base: s.base}
 	var b [64]byte
 	e.Encode(b[:])
-	return s, d.hostWrite(host.SRQC, num, b[:])
+	if err := d.hostWrite(host.SRQC, num, b[:]); err != nil {
+		return nil, err
+	}
+	d.srqsInUse.Add(1)
+	return s, nil
+}
+
+// Destroy destroys the SRQ, as ibv_destroy_srq does: refused (ErrBusy)
+// while a QP receives from it. What is posted to it goes without
+// completions, and its number goes back to the device for a later SRQ.
+// The SRQ must not be used after.
+func (s *SRQ) Destroy() error {
+	d := s.pd.dev
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return fmt.Errorf("%w: SRQ %d is destroyed", ErrInvalid, s.num)
+	}
+	if n := s.users.Load(); n > 0 {
+		return fmt.Errorf("%w: SRQ %d is the receive queue of %d QPs", ErrBusy, s.num, n)
+	}
+	var b [64]byte
+	(&host.RingEntry{}).Encode(b[:])
+	if err := d.hostWrite(host.SRQC, s.num, b[:]); err != nil {
+		return err
+	}
+	d.nic.ResetSRQ(s.num)
+	d.mem.Unmap(s.base)
+	s.destroyed = true
+	d.srqsInUse.Add(-1)
+	d.mu.Lock()
+	d.freeSRQs = append(d.freeSRQs, s.num)
+	d.mu.Unlock()
+	return nil
 }
 
 // Num is the SRQ's number: its index in the NIC's SRQ context table.
@@ -586,6 +632,9 @@ func (s *SRQ) Num() uint32 { return s.num }
 func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.destroyed {
+		return 0, fmt.Errorf("%w: SRQ %d is destroyed", ErrInvalid, s.num)
+	}
 	n, err := postRecv(s.ring, s.size, &s.producer, &s.done, s.maxSGE, wrs)
 	s.pd.dev.nic.Ring(datapath.Doorbell{QPN: s.num, Producer: s.producer, SRQ: true})
 	return n, err
