@@ -217,12 +217,12 @@ func runPerf(args []string, stdout io.Writer) error {
 			}
 			break
 		}
-		server, err := resolveHost(addr)
+		server, err := cm.ResolveAddr(ctx, net.JoinHostPort(addr, strconv.Itoa(*tcpPort)))
 		if err != nil {
 			return err
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		conn, err = perftest.DialCM(dctx, agent, netip.AddrPortFrom(server, uint16(*tcpPort)))
+		conn, err = perftest.DialCM(dctx, agent, server)
 		cancel()
 		if err != nil {
 			return err
@@ -292,23 +292,6 @@ func runPerf(args []string, stdout io.Writer) error {
 		}
 	}
 	return err
-}
-
-// resolveHost is the IPv4 address of a server named by address or name.
-func resolveHost(host string) (netip.Addr, error) {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap(), nil
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, ip := range ips {
-		if v4 := ip.To4(); v4 != nil {
-			return netip.AddrFrom4([4]byte(v4)), nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("%s has no IPv4 address", host)
 }
 
 // writeSamples writes the latency samples of the results, one a line.

@@ -340,15 +340,16 @@ func (c *conn) connectQP(ctx context.Context, qp *verbs.QP, sqPSN, peerQPN, rqPS
 // takes the QP to RTS and sends the RTU. It returns the connection, its
 // QP in RTS; a REJ is a *RejectError, no answer ErrTimeout.
 func (a *Agent) Dial(ctx context.Context, addr string, qc QPConfig) (*Conn, error) {
-	ap, err := resolve(ctx, addr)
+	ap, err := ResolveAddr(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	return a.dial(ctx, ap, qc)
 }
 
-// resolve parses addr ("host:port") into an IPv4 address and a port.
-func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
+// ResolveAddr parses addr ("host:port", as Dial takes it) into the IPv4
+// address and the port Dial connects to: a name is looked up once.
+func ResolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("cm: %w", err)

@@ -104,7 +104,7 @@ func DialCM(ctx context.Context, agent *cm.Agent, addr netip.AddrPort) (*Conn, e
 	}
 	for {
 		if l.conn, err = agent.Dial(ctx, addr.String(), qc); err == nil {
-			return &Conn{l: l, cm: l}, nil
+			return &Conn{l: l}, nil
 		}
 		if !errors.Is(err, cm.ErrRejected) {
 			return nil, fmt.Errorf("perftest: connect to %v through the CM: %w", addr, err)
@@ -133,7 +133,7 @@ func AcceptCM(ctx context.Context, agent *cm.Agent, port uint16) (*Conn, error) 
 	if l.conn, err = ln.Accept(ctx); err != nil {
 		return nil, fmt.Errorf("perftest: waiting for a client: %w", err)
 	}
-	return &Conn{l: l, server: true, cm: l}, nil
+	return &Conn{l: l, server: true}, nil
 }
 
 func (l *cmLink) slotAddr(i int) uint64 { return l.mr.Addr + uint64(i*cmSlot) }
@@ -152,9 +152,6 @@ func (l *cmLink) wait(cq *verbs.CQ, wait time.Duration) (verbs.WC, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		if cq.Poll(l.wc) == 1 {
-			if l.wc[0].QPNum != l.conn.QP.Num {
-				continue
-			}
 			return l.wc[0], nil
 		}
 		if !time.Now().Before(deadline) {
@@ -165,7 +162,7 @@ func (l *cmLink) wait(cq *verbs.CQ, wait time.Duration) (verbs.WC, error) {
 		cancel()
 		select {
 		case <-l.conn.Done():
-			if cq.Poll(l.wc) == 1 && l.wc[0].QPNum == l.conn.QP.Num {
+			if cq.Poll(l.wc) == 1 {
 				return l.wc[0], nil
 			}
 			return verbs.WC{}, errGone
@@ -272,26 +269,26 @@ func (l *cmLink) close() error {
 
 // testQPConfig is what the test QPs' connections offer: perftest's
 // retry counts and, for READ and atomic tests, its outstanding reads both
-// ways. Each connection takes the next of qps.
-func testQPConfig(qps []*verbs.QP, reads uint8) cm.QPConfig {
-	var mu sync.Mutex
-	next := 0
-	return cm.QPConfig{RetryCount: 7, RNRRetryCount: 7, ResponderResources: reads, InitiatorDepth: reads,
-		QP: func() (*verbs.QP, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if next == len(qps) {
-				return nil, fmt.Errorf("perftest: all %d QPs are connected", len(qps))
-			}
-			next++
-			return qps[next-1], nil
-		}}
+// ways, on the QPs qp supplies.
+func testQPConfig(reads uint8, qp func() (*verbs.QP, error)) cm.QPConfig {
+	return cm.QPConfig{RetryCount: 7, RNRRetryCount: 7, ResponderResources: reads, InitiatorDepth: reads, QP: qp}
 }
 
 // listen (the server's) takes the test QPs' connection requests on the
 // exchange's port: from before the sync that lets the client send them.
 func (l *cmLink) listen(qps []*verbs.QP, reads uint8) error {
-	ln, err := l.agent.Listen(fmt.Sprintf(":%d", l.addr.Port()), testQPConfig(qps, reads))
+	// Each connection takes the next of qps.
+	var mu sync.Mutex
+	next := 0
+	ln, err := l.agent.Listen(fmt.Sprintf(":%d", l.addr.Port()), testQPConfig(reads, func() (*verbs.QP, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next == len(qps) {
+			return nil, fmt.Errorf("perftest: all %d QPs are connected", len(qps))
+		}
+		next++
+		return qps[next-1], nil
+	}))
 	if err != nil {
 		return fmt.Errorf("perftest: %w", err)
 	}
@@ -319,14 +316,13 @@ func (l *cmLink) connectQPs(ctx context.Context, qps []*verbs.QP, reads uint8) e
 		return nil
 	}
 	for _, qp := range qps {
-		qc := testQPConfig([]*verbs.QP{qp}, reads)
+		qc := testQPConfig(reads, func() (*verbs.QP, error) { return qp, nil }) // each attempt on it
 		for try := 1; ; try++ {
 			c, err := l.agent.Dial(ctx, l.addr.String(), qc)
 			if err == nil {
 				l.tests = append(l.tests, c)
 				break
 			}
-			qc = testQPConfig([]*verbs.QP{qp}, reads)
 			if !errors.Is(err, cm.ErrRejected) || try == cmConnectTries {
 				return fmt.Errorf("perftest: connecting QP %d through the CM: %w", qp.Num, err)
 			}

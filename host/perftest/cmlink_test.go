@@ -41,7 +41,7 @@ func runCM(t *testing.T, se, ce Env, cfg Config) (sout, cout string, sres, cres 
 			return
 		}
 		sres, err = Run(ctx, se, c, cfg, &so)
-		tests[0] = c.cm.tests
+		tests[0] = c.cm().tests
 		serr <- errors.Join(err, c.Close())
 	}()
 	c, err := DialCM(ctx, ca, netip.AddrPortFrom(se.GID, Port))
@@ -49,7 +49,7 @@ func runCM(t *testing.T, se, ce Env, cfg Config) (sout, cout string, sres, cres 
 		t.Fatal(err)
 	}
 	cres, err = Run(ctx, ce, c, cfg, &co)
-	tests[1] = c.cm.tests
+	tests[1] = c.cm().tests
 	if err := errors.Join(err, c.Close()); err != nil {
 		t.Fatalf("client: %v\n%s", err, co.String())
 	}
@@ -185,7 +185,7 @@ func TestDialCMBeforeListen(t *testing.T) {
 	if c == nil {
 		t.FailNow()
 	}
-	first := c.cm.conn.QP.Num
+	first := c.cm().conn.QP.Num
 	res, err := Run(ctx, ce, c, cfg, nil)
 	if err := errors.Join(err, c.Close()); err != nil {
 		t.Fatal(err)

@@ -39,7 +39,12 @@ var ErrPeer = errors.New("perftest: the peer broke the exchange")
 type Conn struct {
 	l      link
 	server bool
-	cm     *cmLink // the exchange over an rdma_cm connection
+}
+
+// cm is the exchange's rdma_cm link, nil over TCP.
+func (c *Conn) cm() *cmLink {
+	l, _ := c.l.(*cmLink)
+	return l
 }
 
 // link carries the exchange's messages.
@@ -213,7 +218,7 @@ func (c *Conn) MTU(mtu int) (int, error) {
 func (c *Conn) Keys(step string, k Keys, wait time.Duration) (Keys, error) {
 	out, in, parse := k.Marshal(), [KeysLen]byte{}, ParseKeys
 	o, i := out[:], in[:]
-	if c.cm != nil { // perftest's struct itself, as -R sends it
+	if c.cm() != nil { // perftest's struct itself, as -R sends it
 		bout, bin := k.MarshalBinary(0), [KeysBinaryLen]byte{}
 		o, i, parse = bout[:], bin[:], ParseKeysBinary
 	}

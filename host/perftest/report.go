@@ -85,7 +85,7 @@ func (s *session) printHeader() {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", c.OutReads)
 	}
 	method, cmQPs := "Ethernet", "OFF"
-	if s.conn.cm != nil {
+	if s.conn.cm() != nil {
 		method = "rdma_cm"
 	}
 	if c.RDMACM {

@@ -69,7 +69,7 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 	if out == nil {
 		out = io.Discard
 	}
-	if cfg.RDMACM && conn.cm == nil {
+	if cfg.RDMACM && conn.cm() == nil {
 		return nil, errors.New("perftest: -R runs over an exchange connected through the CM (DialCM, AcceptCM)")
 	}
 	s := &session{dp: dp, conn: conn, cfg: cfg, out: out, devName: devName}
@@ -147,14 +147,14 @@ func (s *session) connectCM(ctx context.Context) error {
 		reads = uint8(s.cfg.OutReads)
 	}
 	if s.conn.server {
-		if err := s.conn.cm.listen(qps, reads); err != nil {
+		if err := s.conn.cm().listen(qps, reads); err != nil {
 			return err
 		}
 	}
 	if _, err := s.conn.Keys("sync before connecting through the CM", Keys{}, StepTimeout); err != nil {
 		return err
 	}
-	if err := s.conn.cm.connectQPs(ctx, qps, reads); err != nil {
+	if err := s.conn.cm().connectQPs(ctx, qps, reads); err != nil {
 		return err
 	}
 	_, err := s.conn.Keys("sync after connecting through the CM", Keys{}, StepTimeout)

@@ -467,8 +467,10 @@ func (cq *CQ) poll(wc []WC) int {
 		c.Decode(cq.ring[(pos%uint64(cq.size))*host.CQESize:])
 		cq.consumed++
 		recv := c.Opcode&0x80 != 0
-		if g, ok := cq.gone[c.QPN]; ok && pos < g {
-			continue // a destroyed QP's
+		if len(cq.gone) > 0 { // a QP of this CQ was destroyed with completions unread
+			if g, ok := cq.gone[c.QPN]; ok && pos < g {
+				continue // one of them
+			}
 		}
 		if v, ok := cq.dev.qps.Load(c.QPN); ok {
 			qp := v.(*QP)

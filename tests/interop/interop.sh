@@ -277,8 +277,7 @@ ppcell() {
 	fi
 	local prog="ibv_${kind}_pingpong -d rxe0 -g 1 -n $ITERS_PP $extra"
 	for dir in "softrnic-server" "rdma-core-server"; do
-		local attempt note=""
-		for attempt in 1 2; do
+		local note=""
 		local slog plog t0 src prc mv
 		# The C client gives up at once if nobody listens yet: a second
 		# for the guest's server first.
@@ -292,13 +291,6 @@ ppcell() {
 		if [ $src != 0 ] || [ $prc != 0 ] || [ -z "$sf" ] || [ -z "$pf" ] || [ -n "$bad" ]; then verdict=FAIL; fi
 		# -c: the C server prints this when the client's marks are missing.
 		grep -q "invalid data" "$plog" && verdict=FAIL
-		if [ $verdict = FAIL ] && [ $attempt = 1 ] && [ $src = 0 ] && [ $prc = 0 ] && [ -n "$sf" ] && [ -n "$pf" ] && retries_only "$bad"; then
-			note=" (second run; the first moved $mv)"
-			echo "interop: $name $dir: rxe counted $mv: once more" >&2
-			continue
-		fi
-		break
-		done
 		record
 	done
 }
@@ -321,8 +313,7 @@ rpcell() {
 		return
 	fi
 	for dir in "softrnic-server" "rdma-core-server"; do
-		local attempt note=""
-		for attempt in 1 2; do
+		local note=""
 		local slog plog t0 src prc mv tag="rping_${extra// /}_${dir}"
 		if [ $dir = softrnic-server ]; then
 			# shellcheck disable=SC2086
@@ -345,13 +336,6 @@ rpcell() {
 		local bad
 		bad=$(beyond_stalls "$mv")
 		if [ $src != 0 ] || [ $prc != 0 ] || [ "$sf" != "$ITERS_RP" ] || [ "$pf" = - ] || [ -n "$bad" ]; then verdict=FAIL; fi
-		if [ $verdict = FAIL ] && [ $attempt = 1 ] && [ $src = 0 ] && [ $prc = 0 ] && retries_only "$bad"; then
-			note=" (second run; the first moved $mv)"
-			echo "interop: $name $dir: rxe counted $mv: once more" >&2
-			continue
-		fi
-		break
-		done
 		record
 	done
 }
