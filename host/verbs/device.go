@@ -229,8 +229,23 @@ type MR struct {
 	dereg      atomic.Bool
 }
 
-// RegMR registers buf with the given access rights.
-func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+// RegMR registers buf with the given access rights. The region's address
+// (MR.Addr, what SGEs and the peer's requests name) is the IOVA the device
+// maps it at.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) { return pd.regMR(buf, 0, false, access) }
+
+// RegMRAt registers buf as RegMR does, at the address iova, as
+// ibv_reg_mr_iova2: SGEs and the peer's requests name the region's bytes
+// from iova on. A C program's region is registered at its virtual
+// address (ibv_reg_mr), whatever its alignment.
+func (pd *PD) RegMRAt(buf []byte, iova uint64, access Access) (*MR, error) {
+	if iova+uint64(len(buf)) < iova {
+		return nil, fmt.Errorf("%w: the region at %#x of %d bytes wraps the address space", ErrInvalid, iova, len(buf))
+	}
+	return pd.regMR(buf, iova, true, access)
+}
+
+func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error) {
 	d := pd.dev
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("%w: empty buffer", ErrInvalid)
@@ -272,7 +287,10 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	for 1<<shift < d.cfg.PageSize {
 		shift++
 	}
-	e := host.MPTEntry{Valid: true, Key: key, Access: uint16(access), PD: pd.num, VA: reg.IOVA, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
+	if !at {
+		iova = reg.IOVA
+	}
+	e := host.MPTEntry{Valid: true, Key: key, Access: uint16(access), PD: pd.num, VA: iova, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
 	var b [64]byte
 	e.Encode(b[:])
 	if err := d.hostWrite(host.MPT, idx, b[:]); err != nil {
@@ -280,7 +298,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	d.mrs.Add(1)
 	k := idx<<8 | uint32(key)
-	return &MR{pd: pd, Buf: buf, Addr: reg.IOVA, LKey: k, RKey: k, index: idx, firstMTT: reg.FirstMTT, reg: reg}, nil
+	return &MR{pd: pd, Buf: buf, Addr: iova, LKey: k, RKey: k, index: idx, firstMTT: reg.FirstMTT, reg: reg}, nil
 }
 
 func (d *Device) freeMR(idx uint32) {

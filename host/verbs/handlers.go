@@ -73,12 +73,12 @@ func (r mrRegion) WriteAt(p []byte, off uint64) error {
 	if off > r.Len() || uint64(len(p)) > r.Len()-off {
 		return hpu.ErrOutsideRegion
 	}
-	return r.mr.pd.dev.dma.Write(r.mr.Addr+off, p)
+	return r.mr.pd.dev.dma.Write(r.mr.reg.IOVA+off, p)
 }
 
 func (r mrRegion) ReadAt(p []byte, off uint64) error {
 	if off > r.Len() || uint64(len(p)) > r.Len()-off {
 		return hpu.ErrOutsideRegion
 	}
-	return r.mr.pd.dev.dma.Read(r.mr.Addr+off, p)
+	return r.mr.pd.dev.dma.Read(r.mr.reg.IOVA+off, p)
 }

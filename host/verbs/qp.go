@@ -15,8 +15,15 @@ import (
 type QPCap struct {
 	MaxSendWR, MaxRecvWR   int
 	MaxSendSGE, MaxRecvSGE int
-	MaxInlineData          int // at most host.MaxInline
+	MaxInlineData          int // at most MaxInlineData
 }
+
+// MaxInlineData is the most inline data (IBV_SEND_INLINE) a QP may ask
+// for. Up to host.MaxInline bytes travel in the WQE itself; more, and any
+// on a UD QP (whose WQE holds the address vector there), are copied at
+// post time into a bounce slot of the QP's own, one per send queue entry.
+const MaxInlineData = 256
+
 
 // QPInitAttr describes a queue pair to create.
 type QPInitAttr struct {
@@ -81,6 +88,7 @@ type QP struct {
 	maxInline     int
 	replayEntries int
 	srq           *SRQ
+	bounce        *MR // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
 	sqDone        atomic.Uint32 // send WQEs the NIC has finished with (from completions)
 	rqDone        atomic.Uint32
 	sendCQ        *CQ
@@ -193,8 +201,8 @@ func (pd *PD) CreateGSI(attr QPInitAttr) (*QP, error) {
 
 // checkCaps checks a new QP's CQs and queue sizes.
 func checkCaps(attr QPInitAttr) error {
-	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE || attr.Cap.MaxInlineData > host.MaxInline {
-		return fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE, host.MaxInline)
+	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE || attr.Cap.MaxInlineData > MaxInlineData || attr.Cap.MaxInlineData < 0 {
+		return fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE, MaxInlineData)
 	}
 	return nil
 }
@@ -218,8 +226,19 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 		// port's active MTU (as rxe sends them).
 		qp.ctx.MTU = uint8(d.ActiveMTU())
 	}
+	if qp.maxInline > host.MaxInline || qp.maxInline > 0 && attr.Type == QPTUD {
+		var err error
+		if qp.bounce, err = pd.RegMR(make([]byte, int(qp.sqSize)*qp.maxInline), AccessLocalWrite); err != nil {
+			attr.SendCQ.users.Add(-1)
+			attr.RecvCQ.users.Add(-1)
+			return nil, err
+		}
+	}
 	if attr.SRQ != nil {
 		if attr.SRQ.pd != pd {
+			if qp.bounce != nil {
+				qp.bounce.Dereg()
+			}
 			attr.SendCQ.users.Add(-1)
 			attr.RecvCQ.users.Add(-1)
 			return nil, fmt.Errorf("%w: the SRQ belongs to another protection domain", ErrInvalid)
@@ -265,6 +284,9 @@ func (qp *QP) Destroy() error {
 	d.qps.Delete(qp.Num)
 	d.mem.Unmap(sq)
 	d.mem.Unmap(rq)
+	if qp.bounce != nil {
+		qp.bounce.Dereg()
+	}
 	qp.sendCQ.users.Add(-1)
 	qp.recvCQ.users.Add(-1)
 	if qp.srq != nil {
@@ -417,6 +439,11 @@ type SendWR struct {
 	AH         *AH    // UD: where the datagram goes
 	RemoteQPN  uint32 // UD
 	RemoteQKey uint32 // UD
+	// Inline, with SendInline, is the data to send, in place of the SGL's
+	// (which then need not be registered): what a C program's
+	// ibv_post_send hands over. Without it an inline request copies the
+	// SGL's registered memory.
+	Inline []byte
 }
 
 // RecvWR is a receive work request.
@@ -470,15 +497,17 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			w.DestQPN, w.QKey = wr.RemoteQPN, wr.RemoteQKey
 		}
 		if wr.Flags&SendInline != 0 {
-			if err := qp.inline(&w, wr.SGL); err != nil {
+			if err := qp.inline(&w, &wr); err != nil {
 				if i > 0 {
 					qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
 				}
 				return i, fmt.Errorf("work request %d: %w", i, err)
 			}
 		}
-		for j, s := range wr.SGL {
-			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
+		if wr.Flags&SendInline == 0 { // inline's copy put its own SGE, if any
+			for j, s := range wr.SGL {
+				w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
+			}
 		}
 		w.Encode(qp.sq[int(qp.sqProducer%qp.sqSize)*host.SendWQESize:])
 		qp.sqProducer++
@@ -487,29 +516,47 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-// inline copies a work request's data into its WQE (IBV_SEND_INLINE): the
-// driver reads the registered memory now, and the buffers may be reused as
-// soon as PostSend returns.
-func (qp *QP) inline(w *host.SendWQE, sgl []SGE) error {
-	var total int
-	for _, s := range sgl {
-		total += int(s.Length)
+// inline copies a work request's data at post time (IBV_SEND_INLINE):
+// the buffers may be reused as soon as PostSend returns. Up to
+// host.MaxInline bytes go into the WQE; more, or any on a UD QP, into the
+// QP's bounce slot for this send queue entry, sent from there as one SGE.
+func (qp *QP) inline(w *host.SendWQE, wr *SendWR) error {
+	total := len(wr.Inline)
+	if wr.Inline == nil {
+		for _, s := range wr.SGL {
+			total += int(s.Length)
+		}
 	}
-	if total > qp.maxInline || qp.Type == QPTUD {
-		return fmt.Errorf("%w: %d bytes inline, at most %d (and none on UD)", ErrInvalid, total, qp.maxInline)
+	if total > qp.maxInline {
+		return fmt.Errorf("%w: %d bytes inline, at most %d", ErrInvalid, total, qp.maxInline)
 	}
-	w.InlineLen, w.NumSGE = uint32(total), 0
-	w.SGE = [host.MaxSendSGE]host.SGE{}
+	var dst []byte
+	bounce := total > host.MaxInline || qp.Type == QPTUD
+	if bounce {
+		slot := int(qp.sqProducer%qp.sqSize) * qp.maxInline
+		dst = qp.bounce.Buf[slot : slot+total]
+		w.Flags &^= uint8(SendInline)
+		w.NumSGE, w.InlineLen = 1, 0
+		w.SGE = [host.MaxSendSGE]host.SGE{{Addr: qp.bounce.Addr + uint64(slot), Length: uint32(total), LKey: qp.bounce.LKey}}
+		if total == 0 {
+			w.NumSGE, w.SGE[0] = 0, host.SGE{}
+		}
+	} else {
+		w.InlineLen, w.NumSGE = uint32(total), 0
+		w.SGE = [host.MaxSendSGE]host.SGE{}
+		dst = w.Inline[:total]
+	}
+	if wr.Inline != nil {
+		copy(dst, wr.Inline)
+		return nil
+	}
 	off := 0
-	for _, s := range sgl {
+	for _, s := range wr.SGL {
 		b, err := qp.pd.dev.mem.Slice(s.Addr, int(s.Length))
 		if err != nil {
 			return fmt.Errorf("%w: inline data outside registered memory", ErrInvalid)
 		}
-		off += copy(w.Inline[off:], b)
-	}
-	if total == 0 {
-		w.InlineLen = 0
+		off += copy(dst[off:], b)
 	}
 	return nil
 }
