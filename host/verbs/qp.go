@@ -24,7 +24,6 @@ type QPCap struct {
 // post time into a bounce slot of the QP's own, one per send queue entry.
 const MaxInlineData = 256
 
-
 // QPInitAttr describes a queue pair to create.
 type QPInitAttr struct {
 	Type           QPType
@@ -88,7 +87,7 @@ type QP struct {
 	maxInline     int
 	replayEntries int
 	srq           *SRQ
-	bounce        *MR // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
+	bounce        *MR           // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
 	sqDone        atomic.Uint32 // send WQEs the NIC has finished with (from completions)
 	rqDone        atomic.Uint32
 	sendCQ        *CQ
