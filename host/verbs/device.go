@@ -185,6 +185,9 @@ func (d *Device) notify(cqn uint32) {
 			case cq.wake <- struct{}{}:
 			default:
 			}
+			if f := cq.hook.Load(); f != nil {
+				(*f)()
+			}
 		}
 	}
 }
@@ -360,6 +363,7 @@ type CQ struct {
 	users    atomic.Int32  // QPs whose send or receive CQ it is (once each)
 	consumed uint64
 	wake     chan struct{}
+	hook     atomic.Pointer[func()] // OnCompletion's
 	mu       sync.Mutex
 	// gone: the completions before this position of a QP number belong
 	// to a destroyed QP, and go unread (under mu).
@@ -461,6 +465,17 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 
 // Num is the CQ's number: its index in the NIC's CQ context table.
 func (cq *CQ) Num() uint32 { return cq.num }
+
+// OnCompletion has f called each time a completion reaches the CQ (nil:
+// no longer): a completion channel's source. f runs on the NIC's engine
+// and must not block.
+func (cq *CQ) OnCompletion(f func()) {
+	if f == nil {
+		cq.hook.Store(nil)
+		return
+	}
+	cq.hook.Store(&f)
+}
 
 // Poll fills wc with completions and returns how many; it never blocks.
 // On a device whose NIC the application's polling drives
