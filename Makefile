@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-rxe bench-plots clean
+.PHONY: help build libs libs-deps test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-rxe bench-plots clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -15,6 +15,38 @@ help: ## list the targets
 
 build: ## build bin/softrnic
 	$(GO) build -o bin/softrnic ./cmd/softrnic
+
+# The C libraries (host/capi): libsoftrnic.so is the NIC (Go, c-shared);
+# libibverbs.so.1 and librdmacm.so.1 are rdma-core's ABI over it, built
+# against Debian's rdma-core headers; libmlx5.so.1 and libefa.so.1 stand
+# in for the provider libraries Debian's perftest links.
+CAPI      := host/capi
+CAPI_C    := $(CAPI)/c
+CAPI_GO   := $(wildcard $(CAPI)/*.go) $(CAPI)/srn.h
+LIB_CFLAGS := -O2 -g -fPIC -Wall -Werror -fvisibility=hidden -I$(CAPI) -DSOFTRNIC_VERSION='"$(shell git describe --always --dirty 2>/dev/null || echo dev)"'
+LIBS      := lib/libsoftrnic.so lib/libibverbs.so.1 lib/libmlx5.so.1 lib/libefa.so.1
+
+libs: libs-deps $(LIBS) ## build lib/: libibverbs.so.1 and friends, for unmodified C programs (installs gcc and rdma-core's headers if missing)
+
+libs-deps:
+	@command -v gcc >/dev/null && [ -f /usr/include/infiniband/verbs.h ] && [ -f /usr/include/rdma/rdma_cma.h ] || { \
+		echo "installing gcc, libibverbs-dev and librdmacm-dev"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libibverbs-dev librdmacm-dev >/dev/null; }
+
+lib/libsoftrnic.so: $(CAPI_GO) $(shell find datapath host ctxcache reliability hpu bpf -name '*.go' -not -name '*_test.go' 2>/dev/null)
+	@mkdir -p lib
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='-extldflags=-Wl,-soname,libsoftrnic.so' -o $@ ./$(CAPI)
+	@rm -f lib/libsoftrnic.h
+
+lib/libibverbs.so.1: $(CAPI_C)/verbs.c $(CAPI_C)/misc.c $(CAPI_C)/softrnic.h $(CAPI_C)/libibverbs.map $(CAPI)/srn.h lib/libsoftrnic.so
+	gcc $(LIB_CFLAGS) -shared -Wl,--version-script=$(CAPI_C)/libibverbs.map -Wl,-soname,libibverbs.so.1 \
+		-o $@ $(CAPI_C)/verbs.c $(CAPI_C)/misc.c -Llib -lsoftrnic -Wl,-rpath,'$$ORIGIN' -lpthread
+
+lib/libmlx5.so.1: $(CAPI_C)/mlx5.c $(CAPI_C)/mlx5.map
+	gcc -O2 -fPIC -shared -Wall -Werror -Wl,--version-script=$(CAPI_C)/mlx5.map -Wl,-soname,libmlx5.so.1 -o $@ $<
+
+lib/libefa.so.1: $(CAPI_C)/efa.c $(CAPI_C)/efa.map
+	gcc -O2 -fPIC -shared -Wall -Werror -Wl,--version-script=$(CAPI_C)/efa.map -Wl,-soname,libefa.so.1 -o $@ $<
 
 lint: ## check formatting and run go vet
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -87,4 +119,4 @@ perf-veth: build ## softrnic perf write-bw and write-lat between two softrnic NI
 	bash tests/interop/perf-veth.sh
 
 clean: ## remove build output
-	rm -rf bin
+	rm -rf bin lib
