@@ -128,12 +128,14 @@ func (e *engine) run() {
 			// The application's polling drives the engine (NIC.Progress);
 			// this goroutine only keeps the timers and the control path
 			// going when it does not.
+			busy := false
 			if e.mu.TryLock() {
-				_, err := e.turn()
+				b, err := e.turn()
 				e.mu.Unlock()
 				if err != nil {
 					return
 				}
+				busy = b
 			}
 			if time.Duration(nanotime()-e.driven.Load()) < 2*time.Millisecond {
 				// The application polls: stay out of its way (on a machine
@@ -147,8 +149,11 @@ func (e *engine) run() {
 				}
 				continue
 			}
+			if busy { // released (NIC.Release): run on while there is work, as PollSleep does
+				continue
+			}
 			e.sleeping.Store(true)
-			if len(e.cmds) == 0 && len(e.hpuEv) == 0 {
+			if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.hpuEv) == 0 {
 				e.port.Wait(time.Millisecond)
 			}
 			e.sleeping.Store(false)

@@ -429,10 +429,10 @@ func (n *NIC) Ring(d Doorbell) {
 }
 
 // bell wakes an engine for a doorbell, unless the application's polling
-// drives it (PollApp).
+// drives it (PollApp) and the engine does not sleep.
 func (n *NIC) bell(e *engine) {
-	if n.cfg.Poll != PollApp {
-		e.wake()
+	if n.cfg.Poll != PollApp || e.sleeping.Load() {
+		e.wake() // or the application polls no more (Release), and the engine sleeps
 	}
 }
 
@@ -453,6 +453,20 @@ func (n *NIC) Progress() bool {
 		}
 	}
 	return busy
+}
+
+// Release hands the engines back to their own goroutines until the
+// application's polling drives them again (PollApp): a program that arms
+// a completion channel and then sleeps on it polls no more, and its
+// frames must not wait for the engines' millisecond tick.
+func (n *NIC) Release() {
+	if n.cfg.Poll != PollApp {
+		return
+	}
+	for _, e := range n.engines {
+		e.driven.Store(0)
+		e.wake()
+	}
 }
 
 // AppDriven reports whether the application's polling drives the NIC

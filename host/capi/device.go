@@ -44,7 +44,7 @@ type config struct {
 }
 
 func readConfig() (config, error) {
-	c := config{port: "auto", poll: datapath.PollAdaptive, maxQPs: 256}
+	c := config{port: "auto", poll: datapath.PollApp, maxQPs: 256}
 	for _, n := range strings.Split(os.Getenv("SOFTRNIC_NETDEV"), ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			c.netdevs = append(c.netdevs, n)

@@ -28,6 +28,7 @@ type mr struct{ mr *verbs.MR }
 // writes its cookie (the C library's struct ibv_cq pointer) to the
 // channel's pipe at the next completion.
 type cq struct {
+	dev    *device
 	cq     *verbs.CQ
 	fd     int // the channel's write end, or -1
 	cookie [8]byte
@@ -134,7 +135,7 @@ func srn_create_cq(dev C.int, n C.int, fd C.int, cookie C.uint64_t, actual *C.in
 	if err != nil {
 		return errno(err)
 	}
-	q := &cq{cq: c, fd: int(fd), wc: make([]verbs.WC, postBatch)}
+	q := &cq{dev: d, cq: c, fd: int(fd), wc: make([]verbs.WC, postBatch)}
 	binary.NativeEndian.PutUint64(q.cookie[:], uint64(cookie))
 	if fd >= 0 {
 		c.OnCompletion(q.completed)
@@ -180,7 +181,12 @@ func srn_poll_cq(h C.int, n C.int, wc *C.struct_srn_wc) C.int {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	got := q.cq.Poll(q.wc[:min(int(n), len(q.wc))])
+	var got int
+	if q.armed.Load() { // the program sleeps on the channel: the NIC's goroutines drive it
+		got = q.cq.PollNoDrive(q.wc[:min(int(n), len(q.wc))])
+	} else {
+		got = q.cq.Poll(q.wc[:min(int(n), len(q.wc))])
+	}
 	out := unsafe.Slice(wc, got)
 	for i, w := range q.wc[:got] {
 		out[i] = C.struct_srn_wc{wr_id: C.uint64_t(w.WRID), status: C.uint32_t(w.Status), opcode: C.uint32_t(w.Opcode),
@@ -204,6 +210,9 @@ func srn_arm_cq(h C.int, solicited C.int) C.int {
 		return -C.int(unix.EINVAL)
 	}
 	q.armed.Store(true)
+	// The program sleeps on the channel next: its polling drives the NIC
+	// no more (SOFTRNIC_POLL=app), the NIC's goroutines take over.
+	q.dev.dev.NIC().Release()
 	return 0
 }
 

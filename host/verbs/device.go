@@ -489,6 +489,11 @@ func (cq *CQ) Poll(wc []WC) int {
 	return cq.poll(wc)
 }
 
+// PollNoDrive fills wc as Poll does but never runs the NIC's engines: the
+// poll of a program that sleeps on a completion channel between polls,
+// whose engines its NIC's own goroutines run (datapath.NIC.Release).
+func (cq *CQ) PollNoDrive(wc []WC) int { return cq.poll(wc) }
+
 func (cq *CQ) poll(wc []WC) int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
