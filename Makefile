@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build libs libs-deps test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-rxe bench-plots clean
+.PHONY: help build libs libs-deps test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-capi bench-rxe bench-plots clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -108,6 +108,9 @@ interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a V
 
 bench-compare: build ## softrnic perf beside sockperf, iperf3 and the raw xsk frame rate on one veth pair, interleaved rounds, #13's goals as ratios (root)
 	bash tests/bench/compare.sh
+
+bench-capi: build libs ## unmodified ib_write_bw and ib_write_lat on lib/libibverbs.so.1 beside softrnic perf on one veth pair: the ratios (root, perftest)
+	bash tests/bench/capi.sh
 
 bench-plots: build ## SVG plots in bench-plots/: bandwidth against message size, latency CDF against UDP, QP scaling with both caches (root)
 	bash tests/bench/plots.sh

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host"
+	"golang.org/x/sys/unix"
 )
 
 // EngineStats count one engine's work.
@@ -116,8 +117,13 @@ func (e *engine) command(fn func()) {
 // run is the engine's loop; it returns when the NIC is closed.
 func (e *engine) run() {
 	runtime.LockOSThread()
+	if e.cfg.Poll == PollApp {
+		// appIdle's short sleeps, as short as asked (the default slack is 50 us).
+		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	}
 	defer close(e.done)
 	idle := 0 // turns since the engine last had work
+	backoff := appBackoffMin
 	for {
 		select {
 		case <-e.stop:
@@ -125,38 +131,9 @@ func (e *engine) run() {
 		default:
 		}
 		if e.cfg.Poll == PollApp {
-			// The application's polling drives the engine (NIC.Progress);
-			// this goroutine only keeps the timers and the control path
-			// going when it does not.
-			busy := false
-			if e.mu.TryLock() {
-				b, err := e.turn()
-				e.mu.Unlock()
-				if err != nil {
-					return
-				}
-				busy = b
+			if !e.appIdle(&backoff) {
+				return
 			}
-			if time.Duration(nanotime()-e.driven.Load()) < 2*time.Millisecond {
-				// The application polls: stay out of its way (on a machine
-				// with few cores a second thread per NIC costs it more
-				// than it helps), but come back for commands.
-				select {
-				case <-e.stop:
-					return
-				case <-e.nudge:
-				case <-time.After(time.Millisecond):
-				}
-				continue
-			}
-			if busy { // released (NIC.Release): run on while there is work, as PollSleep does
-				continue
-			}
-			e.sleeping.Store(true)
-			if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.hpuEv) == 0 {
-				e.port.Wait(time.Millisecond)
-			}
-			e.sleeping.Store(false)
 			continue
 		}
 		e.mu.Lock()
@@ -187,6 +164,58 @@ func (e *engine) run() {
 		}
 		e.sleeping.Store(false)
 	}
+}
+
+// While an application polls (NIC.Progress) no longer ago than
+// appActive, its engines' goroutines stay out of its way, for a backoff
+// that doubles from appBackoffMin to appBackoffMax while the application
+// keeps polling. An application that stops polling (a C program that
+// spins on a buffer a peer WRITEs, as perftest's write_lat does, or that
+// sleeps on a completion channel) gets its frames handled by the engine
+// as soon as they come.
+const (
+	appActive     = 10 * time.Microsecond
+	appBackoffMin = 10 * time.Microsecond
+	appBackoffMax = 50 * time.Microsecond
+)
+
+// appIdle is one pass of an engine's goroutine when the application's
+// polling drives it (PollApp): out of the way while the application
+// polls (on a machine with few cores a second thread per NIC costs it
+// more than it helps), a turn otherwise, and a sleep on the port, woken
+// by a frame or a doorbell, when there is no work. It returns false when
+// the engine stops.
+func (e *engine) appIdle(backoff *time.Duration) bool {
+	if time.Duration(nanotime()-e.driven.Load()) < appActive {
+		*backoff = min(*backoff*2, appBackoffMax)
+		// A sleep of the engine's own thread: the runtime's timers wake
+		// no sooner than a millisecond when the process is otherwise idle.
+		ts := unix.NsecToTimespec(int64(*backoff))
+		unix.Nanosleep(&ts, nil)
+		select {
+		case <-e.stop:
+			return false
+		default:
+		}
+		return true
+	}
+	if e.mu.TryLock() {
+		busy, err := e.turn()
+		e.mu.Unlock()
+		if err != nil {
+			return false
+		}
+		if busy {
+			*backoff = appBackoffMin
+			return true
+		}
+	}
+	e.sleeping.Store(true)
+	if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.hpuEv) == 0 {
+		e.port.Wait(time.Millisecond)
+	}
+	e.sleeping.Store(false)
+	return true
 }
 
 // turn is one pass of the engine: doorbells and commands, events from

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# make bench-capi: unmodified perftest binaries (Debian's ib_write_bw and
+# ib_write_lat) on softrnic's C libraries (lib/libibverbs.so.1) beside
+# softrnic's own Go tool (softrnic perf write-bw, write-lat) on one veth
+# pair, in interleaved rounds; medians and the goals of #22 as ratios:
+# bandwidth at least 0.9x and latency at most 1.2x the Go tool's.
+#
+# Both run with their NIC driven by the program's own polling (the C
+# libraries' default, SOFTRNIC_POLL=app; perf -poll app), 64 KiB WRITEs
+# for bandwidth and 2-byte WRITEs for latency (t_typical, perftest's
+# median), MTU 9000 (IB MTU 4096), xsk port. Needs root and perftest.
+#
+# Environment: SOFTRNIC (the binary), ROUNDS (default 3), LATN (latency
+# iterations, 5000), BWN (bandwidth iterations, 3000), PORT (xsk or udp).
+set -eu
+cd "$(dirname "$0")/../.."
+BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
+LIB=$(realpath lib)
+ROUNDS=${ROUNDS:-3}
+LATN=${LATN:-5000}
+BWN=${BWN:-3000}
+PORT=${PORT:-xsk}
+[ "$(id -u)" = 0 ] || { echo "bench-capi: needs root (network namespaces)" >&2; exit 2; }
+command -v ib_write_bw >/dev/null || { echo "bench-capi: needs perftest (apt-get install perftest)" >&2; exit 2; }
+[ -f "$LIB/libibverbs.so.1" ] || { echo "bench-capi: build the libraries first (make libs)" >&2; exit 2; }
+A=srncapi-a-$$ B=srncapi-b-$$
+OUT=$(mktemp -d /tmp/bench-capi.XXXXXX)
+pids=()
+cleanup() {
+	set +e
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	ip netns del $A 2>/dev/null
+	ip netns del $B 2>/dev/null
+	rm -rf "$OUT"
+}
+trap cleanup EXIT
+ip netns add $A
+ip netns add $B
+ip link add veth0 netns $A type veth peer name veth0 netns $B
+for ns in $A $B; do
+	ip -n $ns link set lo up
+	ip -n $ns link set veth0 mtu 9000 up
+done
+ip -n $A addr add 10.51.0.1/24 dev veth0
+ip -n $B addr add 10.51.0.2/24 dev veth0
+sleep 1
+
+CENV=(env SOFTRNIC_NETDEV=veth0 SOFTRNIC_PORT=$PORT LD_LIBRARY_PATH=$LIB)
+
+# pair SERVER... -- CLIENT...: the server in A, then the client in B; the
+# client's output on stdout.
+pair() {
+	local srv=() cli=()
+	while [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	ip netns exec $A timeout 120 "${srv[@]}" >"$OUT/srv" 2>&1 &
+	local sp=$!
+	pids+=($sp)
+	sleep 1.5
+	ip netns exec $B timeout 120 "${cli[@]}" 10.51.0.1 2>&1 || true
+	wait $sp 2>/dev/null || true
+}
+
+# perftest's result line: the BW average (MB/s) is field 4; t_typical (us)
+# of a latency test is field 5.
+bw() { awk '$1 == "65536" && NF >= 4 { v = $4 } END { print v }'; }
+lat() { awk '$1 == "2" && NF >= 6 { v = $5 } END { print v }'; }
+
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+for r in $(seq "$ROUNDS"); do
+	echo "round $r of $ROUNDS" >&2
+	pair "${CENV[@]}" ib_write_bw -d softrnic_veth0 -x 1 -s 65536 -n "$BWN" -- "${CENV[@]}" ib_write_bw -d softrnic_veth0 -x 1 -s 65536 -n "$BWN" | bw >>"$OUT/c-bw"
+	pair "$BIN" perf write-bw -d veth0 -io "$PORT" -s 65536 -n "$BWN" -- "$BIN" perf write-bw -d veth0 -io "$PORT" -s 65536 -n "$BWN" | bw >>"$OUT/go-bw"
+	pair "${CENV[@]}" ib_write_lat -d softrnic_veth0 -x 1 -s 2 -n "$LATN" -- "${CENV[@]}" ib_write_lat -d softrnic_veth0 -x 1 -s 2 -n "$LATN" | lat >>"$OUT/c-lat"
+	pair "$BIN" perf write-lat -d veth0 -io "$PORT" -s 2 -n "$LATN" -- "$BIN" perf write-lat -d veth0 -io "$PORT" -s 2 -n "$LATN" | lat >>"$OUT/go-lat"
+done
+
+cbw=$(median <"$OUT/c-bw") gobw=$(median <"$OUT/go-bw")
+clat=$(median <"$OUT/c-lat") golat=$(median <"$OUT/go-lat")
+echo
+echo "unmodified perftest on lib/libibverbs.so.1 beside softrnic perf, one veth pair, port $PORT, medians of $ROUNDS rounds"
+printf '%-34s %14s %14s %8s %s\n' "test" "C (perftest)" "Go (perf)" "ratio" "goal"
+awk -v c="$cbw" -v g="$gobw" 'BEGIN { r = (g > 0) ? c / g : 0; printf "%-34s %9.1f MB/s %9.1f MB/s %7.2fx %s\n", "WRITE 64 KiB bandwidth", c, g, r, (r >= 0.9 ? ">= 0.9x: met" : ">= 0.9x: NOT met") }'
+awk -v c="$clat" -v g="$golat" 'BEGIN { r = (g > 0) ? c / g : 0; printf "%-34s %12.2f us %12.2f us %7.2fx %s\n", "WRITE 2 B latency (t_typical)", c, g, r, (r <= 1.2 ? "<= 1.2x: met" : "<= 1.2x: NOT met") }'
+echo "rounds: C bw $(tr '\n' ' ' <"$OUT/c-bw")| Go bw $(tr '\n' ' ' <"$OUT/go-bw")| C lat $(tr '\n' ' ' <"$OUT/c-lat")| Go lat $(tr '\n' ' ' <"$OUT/go-lat")"
