@@ -51,12 +51,14 @@ type Agent struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	mu        sync.Mutex
-	conns     map[uint32]*conn // by local communication ID
-	passive   map[passiveKey]*conn
-	listeners map[uint16]*Listener
-	freeSlots []int
-	slotFree  *sync.Cond
+	mu          sync.Mutex
+	conns       map[uint32]*conn // by local communication ID
+	passive     map[passiveKey]*conn
+	listeners   map[uint16]*Listener
+	udListeners map[uint16]*Listener     // rdma_cm's UDP port space
+	sidr        map[uint32]chan *SIDRREP // resolutions waiting, by request ID
+	freeSlots   []int
+	slotFree    *sync.Cond
 
 	Counters Counters
 }
@@ -89,7 +91,8 @@ func NewAgent(dev *verbs.Device, ip netip.Addr, cfg Config) (*Agent, error) {
 		cfg.Buffers = 64
 	}
 	a := &Agent{dev: dev, cfg: cfg, ip: ip.Unmap(), done: make(chan struct{}),
-		conns: map[uint32]*conn{}, passive: map[passiveKey]*conn{}, listeners: map[uint16]*Listener{}}
+		conns: map[uint32]*conn{}, passive: map[passiveKey]*conn{}, listeners: map[uint16]*Listener{},
+		udListeners: map[uint16]*Listener{}, sidr: map[uint32]chan *SIDRREP{}}
 	a.slotFree = sync.NewCond(&a.mu)
 	var err error
 	if a.pd, err = dev.AllocPD(); err != nil {
@@ -254,8 +257,15 @@ func (a *Agent) receive(dgram []byte) {
 		a.Counters.Dropped.Add(1)
 		return
 	}
-	if req, ok := m.(*REQ); ok {
-		a.receiveREQ(peer, h.TID, req)
+	switch m := m.(type) {
+	case *REQ:
+		a.receiveREQ(peer, h.TID, m)
+		return
+	case *SIDRREQ:
+		a.receiveSIDRREQ(peer, h.TID, m)
+		return
+	case *SIDRREP:
+		a.receiveSIDRREP(m)
 		return
 	}
 	var id uint32

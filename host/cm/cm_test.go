@@ -36,6 +36,8 @@ func fullMessages() []Message {
 		&MRA{LocalCommID: 9, RemoteCommID: 10, MessageMRAed: MsgOther, ServiceTimeout: 31, Private: priv(MRAPrivate)},
 		&DREQ{LocalCommID: 11, RemoteCommID: 12, RemoteQPN: 0xffffff, Private: priv(DREQPrivate)},
 		&DREP{LocalCommID: 13, RemoteCommID: 14, Private: priv(DREPPrivate)},
+		&SIDRREQ{RequestID: 15, PKey: 0xffff, ServiceID: ServiceID(PortSpaceUDP, 7174), Private: priv(SIDRREQPrivate)},
+		&SIDRREP{RequestID: 16, Status: SIDRValid, QPN: 0xffffff, ServiceID: ServiceID(PortSpaceUDP, 7174), QKey: 0x01234567, Private: priv(SIDRREPPrivate)},
 	}
 }
 

@@ -44,6 +44,11 @@ type QPConfig struct {
 	// which is reset first. A failed attempt or the connection's end
 	// leaves it in the error state, as it does a QP of the agent's own.
 	QP func() (*verbs.QP, error)
+	// Existing, if set, is the connection's QP as it is: an RC QP of the
+	// agent's device in RESET or INIT (with receives posted, as
+	// librdmacm's programs post them before connecting), taken to RTS and
+	// left to the caller at the end, in the error state.
+	Existing *verbs.QP
 }
 
 func (q *QPConfig) defaults(a *Agent) {
@@ -74,6 +79,15 @@ func (q *QPConfig) defaults(a *Agent) {
 // create makes (or takes) a connection's QP; the QP's CQs go into conn,
 // and what it made there is conn's to release.
 func (q *QPConfig) create(dev *verbs.Device, conn *Conn) (*verbs.QP, error) {
+	if qp := q.Existing; qp != nil {
+		if qp.Type != verbs.QPTRC {
+			return nil, fmt.Errorf("cm: QP %d is %v, not RC", qp.Num, qp.Type)
+		}
+		if s := qp.State(); s != verbs.QPSReset && s != verbs.QPSInit {
+			return nil, fmt.Errorf("%w: QP %d is %v: a connection takes a QP in RESET or INIT", verbs.ErrInvalid, qp.Num, s)
+		}
+		return qp, nil
+	}
 	if q.QP != nil {
 		qp, err := q.QP()
 		if err != nil {
@@ -469,8 +483,10 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 type Listener struct {
 	a        *Agent
 	port     uint16
+	ud       bool // rdma_cm's UDP port space (ListenUD)
 	qc       QPConfig
 	accepted chan *Conn
+	requests chan *Request // ListenRequests, ListenUD: handed to the owner
 	done     chan struct{}
 	once     sync.Once
 }
@@ -480,21 +496,11 @@ type Listener struct {
 // address or 0.0.0.0; the port in rdma_cm's TCP port space); each gets
 // an RC QP as qc says, and qc.Private goes back with the REP.
 func (a *Agent) Listen(addr string, qc QPConfig) (*Listener, error) {
-	host, ps, err := net.SplitHostPort(addr)
+	port, err := a.listenPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("cm: %w", err)
+		return nil, err
 	}
-	port, err := strconv.ParseUint(ps, 10, 16)
-	if err != nil || port == 0 {
-		return nil, fmt.Errorf("cm: %q: the port is 1..65535", addr)
-	}
-	if host != "" {
-		ip, err := netip.ParseAddr(host)
-		if err != nil || !ip.Unmap().IsUnspecified() && ip.Unmap() != a.ip {
-			return nil, fmt.Errorf("cm: %q: listen on this device's address (%v), 0.0.0.0 or none", addr, a.ip)
-		}
-	}
-	return a.listen(uint16(port), qc)
+	return a.listen(port, qc)
 }
 
 func (a *Agent) listen(port uint16, qc QPConfig) (*Listener, error) {
@@ -531,9 +537,22 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		l.a.mu.Lock()
-		delete(l.a.listeners, l.port)
+		if l.ud {
+			delete(l.a.udListeners, l.port)
+		} else {
+			delete(l.a.listeners, l.port)
+		}
 		l.a.mu.Unlock()
 		close(l.done)
+		for l.requests != nil { // the requests no one took are refused
+			select {
+			case r := <-l.requests:
+				r.Reject(nil)
+				continue
+			default:
+			}
+			break
+		}
 	})
 	return nil
 }
@@ -567,6 +586,10 @@ func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
 	a.mu.Lock()
 	a.passive[key] = c
 	a.mu.Unlock()
+	if l.requests != nil {
+		l.offer(a.requestOf(peer, port, c, req, tid))
+		return
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -574,26 +597,39 @@ func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
 	}()
 }
 
-// accept is the passive side of one handshake: the QP to RTS, the REP
-// (again each response timeout, and at once for a repeated REQ) until
-// the RTU.
+// accept is the passive side of one handshake for a listener that
+// accepts every request: the handshake, then the connection to Accept.
 func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
-	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := a.handshake(context.Background(), l.qc, c, req)
+	if err != nil {
+		return
+	}
+	select {
+	case l.accepted <- conn:
+	case <-l.done:
+		conn.Close()
+	}
+}
+
+// handshake is the passive side of one handshake: the QP to RTS, the REP
+// (again each response timeout, and at once for a repeated REQ) until
+// the RTU. A failure has been answered (a REJ) and ended the attempt.
+func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (*Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reject := func(reason uint16) {
+	reject := func(reason uint16, err error) (*Conn, error) {
 		a.Counters.Reject.Add(1)
 		a.send(ctx, c.peer, &REJ{LocalCommID: c.localID, RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: reason}, c.tid)
 		c.end()
+		return nil, err
 	}
 	if _, err := ParseIPHeader(req.Private); err != nil {
-		reject(RejConsumer)
-		return
+		return reject(RejConsumer, err)
 	}
 	conn := &Conn{Peer: c.peer}
-	qp, err := l.qc.create(a.dev, conn)
+	qp, err := qc.create(a.dev, conn)
 	if err != nil {
-		reject(RejNoResources)
-		return
+		return reject(RejNoResources, err)
 	}
 	conn.QP = qp
 	accepted := false
@@ -609,18 +645,17 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 		ackTimeout = 14
 	}
 	opts := verbs.ConnectOptions{Timeout: ackTimeout, RetryCnt: req.RetryCount, RNRRetry: req.RNRRetryCount,
-		MaxRdAtomic: min(l.qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: l.qc.ResponderResources}
+		MaxRdAtomic: min(qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: qc.ResponderResources}
 	// This side sends from the REQ's starting PSN and expects the REP's
 	// (as Linux's CM sets its QPs: each message's starting PSN is the
 	// one its sender expects first).
 	if err := c.connectQP(ctx, qp, req.StartingPSN, req.LocalQPN, psn, mtu, opts); err != nil {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
-		reject(RejNoResources)
-		return
+		return reject(RejNoResources, err)
 	}
 	rep := &REP{LocalCommID: c.localID, RemoteCommID: req.LocalCommID, LocalQPN: qp.Num, StartingPSN: psn,
-		ResponderResources: l.qc.ResponderResources, InitiatorDepth: l.qc.InitiatorDepth, TargetACKDelay: 15,
-		RNRRetryCount: l.qc.RNRRetryCount, SRQ: l.qc.SRQ != nil, LocalCAGUID: guid(qp.Endpoint(0, nil).MAC), Private: l.qc.Private}
+		ResponderResources: qc.ResponderResources, InitiatorDepth: qc.InitiatorDepth, TargetACKDelay: 15,
+		RNRRetryCount: qc.RNRRetryCount, SRQ: qc.SRQ != nil || qc.Existing != nil && qc.Existing.HasSRQ(), LocalCAGUID: guid(qp.Endpoint(0, nil).MAC), Private: qc.Private}
 	private := append([]byte(nil), req.Private[IPHeaderSize:]...)
 	for try := 0; try <= a.cfg.MaxRetries; try++ {
 		if try > 0 {
@@ -628,7 +663,7 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 		}
 		if err := a.send(ctx, c.peer, rep, c.tid); err != nil {
 			c.end()
-			return
+			return nil, err
 		}
 		deadline := time.NewTimer(timeout(req.RemoteCMResponseTimeout))
 	wait:
@@ -637,18 +672,22 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 			case <-a.done:
 				deadline.Stop()
 				c.end()
-				return
+				return nil, ErrClosed
+			case <-ctx.Done():
+				deadline.Stop()
+				return reject(RejTimeout, ctx.Err())
 			case <-deadline.C:
 				break wait
 			case ev := <-c.events:
-				switch ev.(type) {
+				switch m := ev.(type) {
 				case *REQ: // our REP was lost
 					a.Counters.Resent.Add(1)
 					a.send(ctx, c.peer, rep, c.tid)
 				case *REJ:
 					deadline.Stop()
 					c.end()
-					return
+					a.Counters.Reject.Add(1)
+					return nil, &RejectError{Reason: m.Reason, Private: m.Private}
 				case *RTU:
 					deadline.Stop()
 					c.mu.Lock()
@@ -656,15 +695,10 @@ func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
 					c.mu.Unlock()
 					conn.Private, conn.c = private, c
 					accepted = true
-					select {
-					case l.accepted <- conn:
-					case <-l.done:
-						conn.Close()
-					}
-					return
+					return conn, nil
 				}
 			}
 		}
 	}
-	reject(RejTimeout)
+	return reject(RejTimeout, fmt.Errorf("%w: no RTU from %v after %d REPs", ErrTimeout, c.peer, a.cfg.MaxRetries+1))
 }

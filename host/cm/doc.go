@@ -19,4 +19,11 @@
 // destroys what the agent made for it. Each message is sent again on its
 // response timeout; a REJ is a *RejectError. It interoperates with the
 // Linux kernel's CM and librdmacm (rping, perftest -R).
+//
+// librdmacm's own model, where the application answers each request,
+// is there too (request.go): ListenRequests hands out each Request to
+// Accept, with the caller's QP (QPConfig.Existing, receives posted), or
+// to Reject; and UD services are found by service ID resolution
+// (SIDR_REQ and SIDR_REP: ListenUD, Request.AcceptUD, Agent.ResolveUD),
+// as udaddy does it.
 package cm

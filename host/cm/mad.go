@@ -159,6 +159,10 @@ func Decode(mad []byte) (Header, Message, error) {
 		m = &DREQ{}
 	case AttrDREP:
 		m = &DREP{}
+	case AttrSIDRREQ:
+		m = &SIDRREQ{}
+	case AttrSIDRREP:
+		m = &SIDRREP{}
 	default:
 		return h, nil, fmt.Errorf("%w: attribute %v is not handled", ErrNotCM, h.AttrID)
 	}

@@ -371,3 +371,85 @@ func b2u(b bool) uint8 {
 	}
 	return 0
 }
+
+// Private data room of the service ID resolution messages (UD).
+const (
+	SIDRREQPrivate = 216
+	SIDRREPPrivate = 136
+)
+
+// SIDR_REP statuses (IBTA table 122).
+const (
+	SIDRValid     = 0 // the QP and Q_Key are valid
+	SIDRNoService = 1 // no such service ID
+	SIDRReject    = 2 // the service refused (its reason in the private data)
+	SIDRNoQP      = 3 // no QP for the service
+	SIDRRedirect  = 4
+	SIDRVersion   = 5 // the class version is not supported
+)
+
+// SIDRREQ asks which UD QP serves a service ID (rdma_cm's UDP port space:
+// rdma_connect on a UD id, as udaddy does).
+type SIDRREQ struct {
+	RequestID uint32
+	PKey      uint16
+	ServiceID uint64
+	Private   []byte // at most SIDRREQPrivate bytes: rdma_cm's IP header, then the application's
+}
+
+// Attr is AttrSIDRREQ.
+func (*SIDRREQ) Attr() AttrID { return AttrSIDRREQ }
+
+func (m *SIDRREQ) put(d []byte) error {
+	if len(m.Private) > SIDRREQPrivate {
+		return fmt.Errorf("cm: SIDR_REQ private data of %d bytes, at most %d", len(m.Private), SIDRREQPrivate)
+	}
+	binary.BigEndian.PutUint32(d[0:], m.RequestID)
+	binary.BigEndian.PutUint16(d[4:], m.PKey)
+	binary.BigEndian.PutUint64(d[8:], m.ServiceID)
+	copy(d[16:16+SIDRREQPrivate], m.Private)
+	return nil
+}
+
+func (m *SIDRREQ) parse(d []byte) error {
+	*m = SIDRREQ{RequestID: binary.BigEndian.Uint32(d[0:]), PKey: binary.BigEndian.Uint16(d[4:]),
+		ServiceID: binary.BigEndian.Uint64(d[8:]), Private: append([]byte(nil), d[16:16+SIDRREQPrivate]...)}
+	return nil
+}
+
+// SIDRREP answers a SIDR_REQ: the QP and Q_Key serving the service, or why
+// not.
+type SIDRREP struct {
+	RequestID uint32
+	Status    uint8
+	QPN       uint32 // 24 bits
+	ServiceID uint64
+	QKey      uint32
+	Private   []byte // at most SIDRREPPrivate bytes
+}
+
+// Attr is AttrSIDRREP.
+func (*SIDRREP) Attr() AttrID { return AttrSIDRREP }
+
+func (m *SIDRREP) put(d []byte) error {
+	if len(m.Private) > SIDRREPPrivate {
+		return fmt.Errorf("cm: SIDR_REP private data of %d bytes, at most %d", len(m.Private), SIDRREPPrivate)
+	}
+	binary.BigEndian.PutUint32(d[0:], m.RequestID)
+	d[4] = m.Status
+	put24(d[8:], m.QPN)
+	binary.BigEndian.PutUint64(d[12:], m.ServiceID)
+	binary.BigEndian.PutUint32(d[20:], m.QKey)
+	copy(d[96:96+SIDRREPPrivate], m.Private)
+	return nil
+}
+
+func (m *SIDRREP) parse(d []byte) error {
+	*m = SIDRREP{RequestID: binary.BigEndian.Uint32(d[0:]), Status: d[4], QPN: u24(d[8:]),
+		ServiceID: binary.BigEndian.Uint64(d[12:]), QKey: binary.BigEndian.Uint32(d[20:]),
+		Private: append([]byte(nil), d[96:96+SIDRREPPrivate]...)}
+	if m.Status == SIDRValid && m.QPN == 0 {
+		return fmt.Errorf("%w: SIDR_REP of a valid service from QP 0", ErrMAD)
+	}
+	return nil
+}

@@ -685,3 +685,6 @@ func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	s.pd.dev.nic.Ring(datapath.Doorbell{QPN: s.num, Producer: s.producer, SRQ: true})
 	return n, err
 }
+
+// HasSRQ reports whether the QP receives from a shared receive queue.
+func (qp *QP) HasSRQ() bool { return qp.srq != nil }
