@@ -24,7 +24,7 @@ CAPI      := host/capi
 CAPI_C    := $(CAPI)/c
 CAPI_GO   := $(wildcard $(CAPI)/*.go) $(CAPI)/srn.h
 LIB_CFLAGS := -O2 -g -fPIC -Wall -Werror -fvisibility=hidden -I$(CAPI) -DSOFTRNIC_VERSION='"$(shell git describe --always --dirty 2>/dev/null || echo dev)"'
-LIBS      := lib/libsoftrnic.so lib/libibverbs.so.1 lib/libmlx5.so.1 lib/libefa.so.1
+LIBS      := lib/libsoftrnic.so lib/libibverbs.so.1 lib/librdmacm.so.1 lib/libmlx5.so.1 lib/libefa.so.1
 
 libs: libs-deps $(LIBS) ## build lib/: libibverbs.so.1 and friends, for unmodified C programs (installs gcc and rdma-core's headers if missing)
 
@@ -41,6 +41,10 @@ lib/libsoftrnic.so: $(CAPI_GO) $(shell find datapath host ctxcache reliability h
 lib/libibverbs.so.1: $(CAPI_C)/verbs.c $(CAPI_C)/misc.c $(CAPI_C)/softrnic.h $(CAPI_C)/libibverbs.map $(CAPI)/srn.h lib/libsoftrnic.so
 	gcc $(LIB_CFLAGS) -shared -Wl,--version-script=$(CAPI_C)/libibverbs.map -Wl,-soname,libibverbs.so.1 \
 		-o $@ $(CAPI_C)/verbs.c $(CAPI_C)/misc.c -Llib -lsoftrnic -Wl,-rpath,'$$ORIGIN' -lpthread
+
+lib/librdmacm.so.1: $(CAPI_C)/cma.c $(CAPI_C)/rsocket.c $(CAPI_C)/softrnic.h $(CAPI_C)/librdmacm.map $(CAPI)/srn.h lib/libibverbs.so.1
+	gcc $(LIB_CFLAGS) -shared -Wl,--version-script=$(CAPI_C)/librdmacm.map -Wl,-soname,librdmacm.so.1 \
+		-o $@ $(CAPI_C)/cma.c $(CAPI_C)/rsocket.c -Llib -l:libibverbs.so.1 -lsoftrnic -Wl,-rpath,'$$ORIGIN' -lpthread
 
 lib/libmlx5.so.1: $(CAPI_C)/mlx5.c $(CAPI_C)/mlx5.map
 	gcc -O2 -fPIC -shared -Wall -Werror -Wl,--version-script=$(CAPI_C)/mlx5.map -Wl,-soname,libmlx5.so.1 -o $@ $<

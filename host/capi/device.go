@@ -27,6 +27,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/xsk"
+	"github.com/softrnic/softrnic/host/cm"
 	"github.com/softrnic/softrnic/host/metrics"
 	"github.com/softrnic/softrnic/host/verbs"
 	"golang.org/x/sys/unix"
@@ -78,6 +79,7 @@ func readConfig() (config, error) {
 // device is one open softrnic device: a NIC on a netdev, shared by every
 // ibv_open_device of it in the process.
 type device struct {
+	h     int32 // its handle
 	name  string
 	nd    *netdev.Device
 	ip    netip.Addr
@@ -86,6 +88,8 @@ type device struct {
 	dev   *verbs.Device
 	refs  int // under devices.mu
 	undo  []func()
+	cmMu  sync.Mutex
+	cm    *cm.Agent // librdmacm's connection manager, from its first use
 }
 
 var devices struct {
@@ -145,28 +149,13 @@ func srn_device_names(buf *C.char, n C.int) C.int {
 //
 //export srn_open
 func srn_open(name *C.char, attr *C.struct_srn_dev_attr, errBuf *C.char, errLen C.int) C.int {
-	nd := C.GoString(name)
-	devices.Lock()
-	defer devices.Unlock()
-	if devices.byName == nil {
-		devices.byName = map[string]int32{}
-	}
-	if h, ok := devices.byName[nd]; ok {
-		d := devices.t.get(C.int(h))
-		d.refs++
-		fillAttr(d, attr)
-		return C.int(h)
-	}
-	d, err := openDevice(nd)
+	d, err := acquireDevice(C.GoString(name))
 	if err != nil {
 		copyCString(errBuf, errLen, err.Error())
 		return errno(err)
 	}
-	d.refs = 1
-	h := devices.t.put(d)
-	devices.byName[nd] = h
 	fillAttr(d, attr)
-	return C.int(h)
+	return C.int(d.h)
 }
 
 func openDevice(name string) (_ *device, err error) {
@@ -302,6 +291,10 @@ func (d *device) serveMetrics(addr string) error {
 }
 
 func (d *device) close() {
+	if d.cm != nil {
+		d.cm.Close()
+		d.cm = nil
+	}
 	for i := len(d.undo) - 1; i >= 0; i-- {
 		d.undo[i]()
 	}

@@ -92,6 +92,38 @@ struct srn_qp_attr {
 	uint32_t pad;
 };
 
+/* Connection manager events (librdmacm): enum rdma_cm_event_type. */
+#define SRN_CM_PRIVATE 256
+
+struct srn_cm_event {
+	uint32_t event;
+	int32_t status;	     /* 0, -errno, or a REJ reason / SIDR status for REJECTED */
+	int32_t id;	     /* the id's handle (for CONNECT_REQUEST, the new id's) */
+	int32_t listen_id;   /* CONNECT_REQUEST: the listener's handle; else -1 */
+	uint64_t cookie;     /* the id's C pointer (0 for a new id) */
+	uint64_t listen_cookie;
+	char netdev[SRN_NAME_LEN]; /* the device the id is on now */
+	uint8_t src[16], dst[16];  /* IPv4-mapped addresses */
+	uint16_t src_port, dst_port;
+	uint32_t private_len;
+	uint8_t private_data[SRN_CM_PRIVATE];
+	/* rdma_conn_param */
+	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count, srq;
+	uint8_t pad[3];
+	uint32_t qp_num;
+	/* rdma_ud_param */
+	uint32_t ud_qp_num, ud_qkey;
+};
+
+/* What rdma_connect and rdma_accept hand over. */
+struct srn_cm_param {
+	int32_t qp; /* the id's QP's handle, or -1 */
+	uint32_t qp_num, qkey;
+	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
+	uint32_t private_len;
+	const void *private_data;
+};
+
 #ifndef SRN_GO
 /* The Go side's exports (libsoftrnic.so). */
 extern int srn_device_names(char *buf, int len);
@@ -119,6 +151,20 @@ extern int srn_post_recv(int qp, int n, struct srn_recv_wr *wr, int *bad);
 extern int srn_create_ah(int pd, const uint8_t *dgid, uint8_t *dmac);
 extern int srn_destroy_ah(int ah);
 extern int srn_last_error(char *buf, int len);
+extern int srn_cm_channel(int fd);
+extern int srn_cm_close_channel(int ch);
+extern int srn_cm_get_event(int ch, struct srn_cm_event *ev);
+extern int srn_cm_create_id(int ch, int ps, uint64_t cookie);
+extern int srn_cm_migrate(int id, int ch, uint64_t cookie);
+extern int srn_cm_destroy_id(int id);
+extern int srn_cm_bind(int id, const uint8_t *addr, uint16_t port, char *netdev);
+extern int srn_cm_resolve_addr(int id, const uint8_t *src, const uint8_t *dst, uint16_t port, int timeout_ms);
+extern int srn_cm_resolve_route(int id);
+extern int srn_cm_listen(int id);
+extern int srn_cm_connect(int id, struct srn_cm_param *p);
+extern int srn_cm_accept(int id, struct srn_cm_param *p);
+extern int srn_cm_reject(int id, const void *private_data, int len);
+extern int srn_cm_disconnect(int id);
 #endif
 
 #endif
