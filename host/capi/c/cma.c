@@ -39,8 +39,10 @@ struct srn_cm_id {
 	int h;
 	int sync; /* made without a channel: each call waits for its event */
 	struct rdma_cm_event *sync_event; /* the last event a synchronous call took, acked at the next */
-	struct ibv_comp_channel *made_channel;
+	struct ibv_comp_channel *made_send_channel, *made_recv_channel;
 	struct ibv_cq *made_send_cq, *made_recv_cq;
+	struct ibv_qp_init_attr *ep_qp_attr; /* a passive endpoint's: each request's id gets such a QP */
+	struct ibv_pd *ep_pd;
 	uint32_t qkey;		 /* a UD QP's */
 	struct ibv_ah *ud_ah;	 /* a UD connection's address handle (in its ESTABLISHED event) */
 	struct ibv_sa_path_rec path;
@@ -393,6 +395,7 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		ibv_destroy_ah(c->ud_ah);
 	if (c->sync)
 		rdma_destroy_event_channel(id->channel);
+	free(c->ep_qp_attr);
 	free(c);
 	return 0;
 }
@@ -545,6 +548,17 @@ EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 	srn_cm_migrate(n->h, container_of(ch, struct srn_cm_channel, ch)->h, (uint64_t)(uintptr_t)n);
 	n->sync_event = ev;
 	n->id.event = ev;
+	if (l->ep_qp_attr) { /* a passive endpoint's requests get their QP (rdma_create_ep) */
+		struct ibv_qp_init_attr a = *l->ep_qp_attr;
+		if (l->ep_pd)
+			n->id.pd = l->ep_pd;
+		if (rdma_create_qp(&n->id, l->ep_pd, &a)) {
+			int e = errno;
+			rdma_reject(&n->id, NULL, 0);
+			rdma_destroy_id(&n->id);
+			return fail(e);
+		}
+	}
 	*id = &n->id;
 	return 0;
 }
@@ -720,30 +734,34 @@ static int init_qp(struct rdma_cm_id *id, struct ibv_qp *qp)
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
+/* make_cqs makes the CQs the program did not name, each on a completion
+ * channel of its own, as librdmacm does (rdma_get_send_comp and
+ * rdma_get_recv_comp sleep on them). */
 static int make_cqs(struct srn_cm_id *c, struct ibv_qp_init_attr_ex *attr)
 {
 	struct rdma_cm_id *id = &c->id;
-	int cqe = attr->cap.max_send_wr + attr->cap.max_recv_wr + 1;
-	if (attr->send_cq && attr->recv_cq)
-		return 0;
-	if (!c->made_channel) {
-		c->made_channel = ibv_create_comp_channel(id->verbs);
-		if (!c->made_channel)
-			return -1;
-	}
 	if (!attr->send_cq) {
-		c->made_send_cq = ibv_create_cq(id->verbs, cqe, id, c->made_channel, 0);
+		c->made_send_channel = ibv_create_comp_channel(id->verbs);
+		if (!c->made_send_channel)
+			return -1;
+		c->made_send_cq = ibv_create_cq(id->verbs, attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, id,
+						c->made_send_channel, 0);
 		if (!c->made_send_cq)
 			return -1;
 		attr->send_cq = c->made_send_cq;
+		id->send_cq_channel = c->made_send_channel;
 	}
 	if (!attr->recv_cq) {
-		c->made_recv_cq = ibv_create_cq(id->verbs, cqe, id, c->made_channel, 0);
+		c->made_recv_channel = ibv_create_comp_channel(id->verbs);
+		if (!c->made_recv_channel)
+			return -1;
+		c->made_recv_cq = ibv_create_cq(id->verbs, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1, id,
+						c->made_recv_channel, 0);
 		if (!c->made_recv_cq)
 			return -1;
 		attr->recv_cq = c->made_recv_cq;
+		id->recv_cq_channel = c->made_recv_channel;
 	}
-	id->send_cq_channel = id->recv_cq_channel = c->made_channel;
 	return 0;
 }
 
@@ -753,10 +771,12 @@ static void drop_cqs(struct srn_cm_id *c)
 		ibv_destroy_cq(c->made_send_cq);
 	if (c->made_recv_cq)
 		ibv_destroy_cq(c->made_recv_cq);
-	if (c->made_channel)
-		ibv_destroy_comp_channel(c->made_channel);
+	if (c->made_send_channel)
+		ibv_destroy_comp_channel(c->made_send_channel);
+	if (c->made_recv_channel)
+		ibv_destroy_comp_channel(c->made_recv_channel);
 	c->made_send_cq = c->made_recv_cq = NULL;
-	c->made_channel = NULL;
+	c->made_send_channel = c->made_recv_channel = NULL;
 	c->id.send_cq = c->id.recv_cq = NULL;
 	c->id.send_cq_channel = c->id.recv_cq_channel = NULL;
 }
@@ -964,10 +984,20 @@ EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, str
 	}
 	if (pd)
 		n->pd = pd;
-	if (qp_init_attr && n->verbs) {
+	if (qp_init_attr) {
 		qp_init_attr->qp_type = res->ai_qp_type;
-		if (rdma_create_qp(n, pd, qp_init_attr))
+		if (res->ai_flags & RAI_PASSIVE) { /* for each request's id (rdma_get_request) */
+			struct srn_cm_id *c = cid(n);
+			c->ep_qp_attr = malloc(sizeof(*qp_init_attr));
+			if (!c->ep_qp_attr) {
+				errno = ENOMEM;
+				goto err;
+			}
+			*c->ep_qp_attr = *qp_init_attr;
+			c->ep_pd = pd;
+		} else if (rdma_create_qp(n, pd, qp_init_attr)) {
 			goto err;
+		}
 	}
 	*id = n;
 	return 0;
