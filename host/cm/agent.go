@@ -220,9 +220,11 @@ func (a *Agent) serve() {
 	}()
 	wc := make([]verbs.WC, 32)
 	for {
-		n := a.cq.Poll(wc)
+		// The agent's goroutine never drives the NIC: that is the
+		// application's polling, or the engines' own goroutines.
+		n := a.cq.PollNoDrive(wc)
 		if n == 0 {
-			if err := a.cq.Wait(ctx); err != nil {
+			if err := a.cq.Sleep(ctx); err != nil {
 				return
 			}
 			continue

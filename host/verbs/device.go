@@ -553,6 +553,24 @@ func (cq *CQ) Wait(ctx context.Context) error {
 	}
 }
 
+// Sleep blocks until the CQ has a completion or ctx ends, as Wait does,
+// but never runs the NIC's engines: the wait of a goroutine beside the
+// application's (a connection manager's), which must not take turns from
+// the application's polling. An engine no one polls runs by itself
+// (datapath.PollApp).
+func (cq *CQ) Sleep(ctx context.Context) error {
+	for {
+		if cq.written.Load() > cq.consumedNow() {
+			return nil
+		}
+		select {
+		case <-cq.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 func (cq *CQ) consumedNow() uint64 {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
