@@ -57,7 +57,7 @@ lint: ## check formatting and run go vet
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: lint ## run every test with the race detector (as root, the namespace tests too)
+test: libs lint ## run every test with the race detector (as root, the namespace tests too), the C libraries' C test programs among them
 	$(GO) test -race -count=1 ./...
 
 bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=1s)

@@ -59,6 +59,7 @@ struct srn_mr {
 struct srn_channel {
 	struct ibv_comp_channel ch;
 	int wfd; /* the pipe's write end: the NIC writes a CQ's pointer there */
+	pthread_mutex_t mu; /* drop_events against itself */
 };
 
 struct srn_cq {

@@ -507,10 +507,14 @@ EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 		free(ch);
 		return NULL;
 	}
+	/* The NIC never blocks on the pipe: a program that arms and never
+	 * reads its channel loses events past the pipe's 8192, not the NIC. */
+	fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
 	ch->ch.context = ctx;
 	ch->ch.fd = fds[0];
 	ch->ch.refcnt = 0;
 	ch->wfd = fds[1];
+	pthread_mutex_init(&ch->mu, NULL);
 	return &ch->ch;
 }
 
@@ -521,6 +525,7 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 		return EBUSY;
 	close(ch->ch.fd);
 	close(ch->wfd);
+	pthread_mutex_destroy(&ch->mu);
 	free(ch);
 	return 0;
 }
@@ -577,6 +582,29 @@ EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return EOPNOTSUPP;
 }
 
+/* drop_events takes a destroyed CQ's events, not yet got, out of its
+ * channel, as the kernel drops them: ibv_get_cq_event never returns a
+ * CQ that is gone. The NIC writes none for it any more. */
+static void drop_events(struct ibv_comp_channel *channel, struct ibv_cq *cq)
+{
+	struct srn_channel *ch = container_of(channel, struct srn_channel, ch);
+	uint64_t keep[512];
+	int n = 0;
+	struct pollfd pfd = {.fd = channel->fd, .events = POLLIN};
+	pthread_mutex_lock(&ch->mu);
+	while (n < (int)(sizeof(keep) / sizeof(keep[0])) && poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+		uint64_t cookie;
+		if (read(channel->fd, &cookie, sizeof(cookie)) != sizeof(cookie))
+			break;
+		if (cookie != (uint64_t)(uintptr_t)cq)
+			keep[n++] = cookie;
+	}
+	for (int i = 0; i < n; i++) /* the other CQs' events go back, in order */
+		if (write(ch->wfd, &keep[i], sizeof(keep[i])) != sizeof(keep[i]))
+			break;
+	pthread_mutex_unlock(&ch->mu);
+}
+
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	struct srn_cq *q = srn_cq_of(cq);
@@ -584,6 +612,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	if (rc < 0)
 		return -rc;
 	if (cq->channel) {
+		drop_events(cq->channel, cq);
 		pthread_mutex_lock(&cq->context->mutex);
 		cq->channel->refcnt--;
 		pthread_mutex_unlock(&cq->context->mutex);
@@ -1477,7 +1506,7 @@ EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv
 	ah->grh.hop_limit = 64;
 	const uint8_t *b = (const uint8_t *)grh;
 	uint8_t src[16], dst[16];
-	if ((b[20] >> 4) == 4) { /* IPv4 */
+	if ((b[0] >> 4) != 6 && (b[20] >> 4) == 4) { /* IPv4: no IPv6 header before it */
 		memset(src, 0, 10);
 		src[10] = src[11] = 0xff;
 		memcpy(src + 12, b + 20 + 12, 4);
