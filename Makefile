@@ -107,7 +107,7 @@ demo: build ## the main job: SEND/RECV, WRITE, WRITE_WITH_IMM, READ, CMP_AND_SWA
 	./bin/softrnic demo
 	./bin/softrnic demo -hpu
 
-interop: build ## softrnic perf against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
+interop: build libs ## softrnic perf and Debian's binaries on lib/ against perftest on the kernel's rdma_rxe in a VM, both directions, every cell (root, ../shared)
 	bash tests/interop/interop.sh
 
 bench-compare: build ## softrnic perf beside sockperf, iperf3 and the raw xsk frame rate on one veth pair, interleaved rounds, #13's goals as ratios (root)

@@ -340,6 +340,104 @@ rpcell() {
 	done
 }
 
+# Unmodified Debian binaries on softrnic's C libraries (lib/, make libs):
+# the same program on the host side of the tap (on softrnic_rxetap0, its
+# NIC driven as POLL says) and in the guest (on rxe0).
+LIBDIR=$(realpath lib 2>/dev/null || echo lib)
+HOSTRUN=(env SOFTRNIC_NETDEV=$HOSTIF SOFTRNIC_POLL=$POLL LD_LIBRARY_PATH=$LIBDIR)
+
+# run_cpair DIR TAG HOST-SERVER GUEST-CLIENT GUEST-SERVER HOST-CLIENT: one
+# run in direction DIR (c-host-server: the host's server and the guest's
+# client, which connects to HOSTIP; c-guest-server: the guest's server,
+# two seconds before the host's client connects to GUESTIP). Each command
+# is one string; a client's ends where the server's address goes. It sets
+# what run_pair sets.
+run_cpair() {
+	local dir=$1 tag=${2//[^A-Za-z0-9_.-]/}
+	slog="$LOG/$tag.softrnic.log" plog="$LOG/$tag.rxe.log"
+	local before after
+	before=$(counters)
+	t0=$SECONDS
+	if [ "$dir" = c-host-server ]; then
+		# shellcheck disable=SC2086 # the command splits into words
+		timeout 120 ip netns exec $NS "${HOSTRUN[@]}" $3 >"$slog" 2>&1 &
+		local spid=$!
+		sleep 2
+		"$T" exec -t 110 "timeout 100 $4 $HOSTIP" >"$plog" 2>&1
+		prc=$?
+		wait $spid
+		src=$?
+	else
+		local id
+		id=$("$T" bg "timeout 100 $5")
+		sleep 2
+		# shellcheck disable=SC2086
+		timeout 120 ip netns exec $NS "${HOSTRUN[@]}" $6 $GUESTIP >"$slog" 2>&1
+		src=$?
+		"$T" wait "$id" >"$plog" 2>&1
+		prc=$?
+	fi
+	after=$(counters)
+	mv=$(moved "$before" "$after")
+}
+
+# ccell KIND NAME HOST-SERVER GUEST-CLIENT GUEST-SERVER HOST-CLIENT: both
+# directions of one program (KIND perftest: both sides must print a
+# figure; other: the exit statuses and, for rping, every ping). A run
+# passes when both exit 0 and no watched rxe counter but those of
+# beyond_stalls moved. The guest's rping aborts at exit (no libgcc_s in
+# its image, see rpcell): judged by its stderr and the host's side.
+ccell() {
+	local kind=$1 name="C $2"
+	if skipped "$name"; then
+		return
+	fi
+	for dir in c-host-server c-guest-server; do
+		local note="" slog plog t0 src prc mv
+		run_cpair $dir "c_${2// /_}_${dir}" "$3" "$4" "$5" "$6"
+		local sf=ok pf=ok verdict=pass
+		case $kind in
+		perftest)
+			local test=${2%% *}
+			sf=$(figure "$slog" "${test#ib_}")
+			pf=$(figure "$plog" "${test#ib_}")
+			case "$test" in ib_read_lat | ib_atomic_lat)
+				[ $dir = c-host-server ] && [ -z "$sf" ] && sf="(server)"
+				[ $dir = c-guest-server ] && [ -z "$pf" ] && pf="(server)" ;;
+			esac
+			;;
+		pingpong)
+			sf=$(awk '/usec\/iter/ {print $(NF-1)}' "$slog")
+			pf=$(awk '/usec\/iter/ {print $(NF-1)}' "$plog")
+			grep -q "invalid data" "$slog" "$plog" && verdict=FAIL
+			;;
+		rping)
+			sf=$(grep -c 'ping data: rdma-ping-' "$slog")
+			[ "$sf" = "$ITERS_RP" ] || verdict=FAIL
+			if [ $prc = 134 ] && grep -q 'libgcc_s.so.1 must be installed' "$plog"; then
+				prc=0
+				note=" (the guest's rping aborted at exit: no libgcc_s in its image)"
+			fi
+			grep -Eqi 'mismatch|error|failed' "$plog" && pf=-
+			;;
+		esac
+		local bad
+		bad=$(beyond_stalls "$mv")
+		if [ $src != 0 ] || [ $prc != 0 ] || [ -z "$sf" ] || [ -z "$pf" ] || [ "$pf" = - ] || [ -n "$bad" ]; then verdict=FAIL; fi
+		record
+	done
+}
+
+# ptcell TEST SIZE ITERS [FLAGS...]: a perftest binary on both sides.
+ptcell() {
+	local test=$1 size=$2 n=$3
+	shift 3
+	local extra="$*" sz=""
+	[ "$size" != - ] && sz="-s $size"
+	local args="-x 1 -F $sz -n $n $extra"
+	ccell perftest "$test ${size/-/8} $extra" "$test -d softrnic_$HOSTIF $args" "$test -d rxe0 $args" "$test -d rxe0 $args" "$test -d softrnic_$HOSTIF $args"
+}
+
 boot() {
 	local mtu=$1
 	cleanup
@@ -393,6 +491,35 @@ for mtu in 1500 9000; do
 		cell send-bw xsk $mtu 65536 -R
 		cell read-bw xsk $mtu 65536 -R
 		cell write-lat xsk $mtu 2 -R
+		# Debian's own binaries on softrnic's libibverbs and librdmacm
+		if [ -f "$LIBDIR/libibverbs.so.1" ] && [ -f "$LIBDIR/librdmacm.so.1" ]; then
+			for R in "" "-R"; do
+				ptcell ib_write_bw 65536 "$ITERS_BIG" $R
+				ptcell ib_read_bw 65536 "$ITERS_BIG" $R
+				ptcell ib_send_bw 65536 "$ITERS_BIG" $R
+				ptcell ib_atomic_bw - "$ITERS" $R
+				ptcell ib_write_lat 2 "$ITERS_LAT" $R
+				ptcell ib_send_lat 2 "$ITERS_LAT" $R
+				ptcell ib_read_lat 2 "$ITERS_LAT" $R
+			done
+			for k in rc uc srq; do
+				ccell pingpong "ibv_${k}_pingpong -c" "ibv_${k}_pingpong -d softrnic_$HOSTIF -g 1 -n $ITERS_PP -c" \
+					"ibv_${k}_pingpong -d rxe0 -g 1 -n $ITERS_PP -c" "ibv_${k}_pingpong -d rxe0 -g 1 -n $ITERS_PP -c" \
+					"ibv_${k}_pingpong -d softrnic_$HOSTIF -g 1 -n $ITERS_PP -c"
+			done
+			ccell pingpong "ibv_ud_pingpong -s 1024" "ibv_ud_pingpong -d softrnic_$HOSTIF -g 1 -n $ITERS_PP -s 1024" \
+				"ibv_ud_pingpong -d rxe0 -g 1 -n $ITERS_PP -s 1024" "ibv_ud_pingpong -d rxe0 -g 1 -n $ITERS_PP -s 1024" \
+				"ibv_ud_pingpong -d softrnic_$HOSTIF -g 1 -n $ITERS_PP -s 1024"
+			ccell rping "rping" "rping -s -v -a $HOSTIP -C $ITERS_RP" "rping -c -v -C $ITERS_RP -a" \
+				"rping -s -v -a $GUESTIP -C $ITERS_RP" "rping -c -v -C $ITERS_RP -a"
+			ccell other "ucmatose" "ucmatose" "ucmatose -s" "ucmatose" "ucmatose -s"
+			ccell other "udaddy" "udaddy" "udaddy -s" "udaddy" "udaddy -s"
+			ccell other "rdma_server/rdma_client" "rdma_server" "rdma_client -s" "rdma_server" "rdma_client -s"
+		else
+			echo "interop: no lib/libibverbs.so.1 and lib/librdmacm.so.1 (make libs): the C programs' cells are left out" >&2
+			rows+=("C programs on softrnic's libraries: not built (make libs)")
+			fails=$((fails + 1))
+		fi
 	else
 		ppcell rc -s 8192 -m 4096
 		ppcell ud -s 4096
