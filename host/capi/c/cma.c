@@ -143,6 +143,7 @@ EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 		free(c);
 		return NULL;
 	}
+	fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK); /* the NIC never blocks on it */
 	int h = srn_cm_channel(fds[1]);
 	if (h < 0) {
 		close(fds[0]);
@@ -161,8 +162,11 @@ EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct srn_cm_channel *c = container_of(channel, struct srn_cm_channel, ch);
 	srn_cm_close_channel(c->h);
+	/* The write end stays open: a thread still blocked in
+	 * rdma_get_cm_event on this channel (rping's cm_thread when main
+	 * returns) stays blocked, as it does on rdma_cm's own fd, instead of
+	 * seeing the pipe's end and failing. */
 	close(c->ch.fd);
-	close(c->wfd);
 	free(c);
 }
 
