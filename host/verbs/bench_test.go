@@ -62,3 +62,41 @@ func writeN(tb testing.TB, a *end, wr []verbs.SendWR, wc []verbs.WC, n int) {
 		}
 	}
 }
+
+// BenchmarkCalls measures what a data-path verb costs a Go program, per
+// call, the engines asleep (the NIC's own goroutine drives it): Poll on
+// an empty CQ and PostRecv of one work request. tests/bench/capi.sh
+// prints these beside the same calls through softrnic's C libibverbs.
+func BenchmarkCalls(b *testing.B) {
+	pa, _ := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEndConfig(b, verbs.DeviceConfig{Port: pa, MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1")}, 4096)
+	b.Run("poll-empty", func(b *testing.B) {
+		wc := make([]verbs.WC, 16)
+		for b.Loop() {
+			a.CQ.Poll(wc)
+		}
+	})
+	b.Run("post-recv", func(b *testing.B) {
+		wr := []verbs.RecvWR{{SGL: verbstest.SGL(a, 0, 64)}}
+		init := func() {
+			if err := a.QP.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
+				b.Fatal(err)
+			}
+			if err := a.QP.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1}, verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+				b.Fatal(err)
+			}
+		}
+		init()
+		posted := 0
+		for b.Loop() {
+			if _, err := a.QP.PostRecv(wr); err != nil {
+				b.StopTimer()
+				init()
+				posted = 0
+				b.StartTimer()
+				continue
+			}
+			posted++
+		}
+	})
+}

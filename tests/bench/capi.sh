@@ -75,13 +75,31 @@ for r in $(seq "$ROUNDS"); do
 	pair "$BIN" perf write-bw -d veth0 -io "$PORT" -s 65536 -n "$BWN" -- "$BIN" perf write-bw -d veth0 -io "$PORT" -s 65536 -n "$BWN" | bw >>"$OUT/go-bw"
 	pair "${CENV[@]}" ib_write_lat -d softrnic_veth0 -x 1 -s 2 -n "$LATN" -- "${CENV[@]}" ib_write_lat -d softrnic_veth0 -x 1 -s 2 -n "$LATN" | lat >>"$OUT/c-lat"
 	pair "$BIN" perf write-lat -d veth0 -io "$PORT" -s 2 -n "$LATN" -- "$BIN" perf write-lat -d veth0 -io "$PORT" -s 2 -n "$LATN" | lat >>"$OUT/go-lat"
+	pair "${CENV[@]}" ib_send_lat -d softrnic_veth0 -x 1 -s 2 -n "$LATN" -- "${CENV[@]}" ib_send_lat -d softrnic_veth0 -x 1 -s 2 -n "$LATN" | lat >>"$OUT/c-slat"
+	pair "$BIN" perf send-lat -d veth0 -io "$PORT" -s 2 -n "$LATN" -- "$BIN" perf send-lat -d veth0 -io "$PORT" -s 2 -n "$LATN" | lat >>"$OUT/go-slat"
 done
 
 cbw=$(median <"$OUT/c-bw") gobw=$(median <"$OUT/go-bw")
 clat=$(median <"$OUT/c-lat") golat=$(median <"$OUT/go-lat")
+cslat=$(median <"$OUT/c-slat") goslat=$(median <"$OUT/go-slat")
 echo
 echo "unmodified perftest on lib/libibverbs.so.1 beside softrnic perf, one veth pair, port $PORT, medians of $ROUNDS rounds"
 printf '%-34s %14s %14s %8s %s\n' "test" "C (perftest)" "Go (perf)" "ratio" "goal"
 awk -v c="$cbw" -v g="$gobw" 'BEGIN { r = (g > 0) ? c / g : 0; printf "%-34s %9.1f MB/s %9.1f MB/s %7.2fx %s\n", "WRITE 64 KiB bandwidth", c, g, r, (r >= 0.9 ? ">= 0.9x: met" : ">= 0.9x: NOT met") }'
 awk -v c="$clat" -v g="$golat" 'BEGIN { r = (g > 0) ? c / g : 0; printf "%-34s %12.2f us %12.2f us %7.2fx %s\n", "WRITE 2 B latency (t_typical)", c, g, r, (r <= 1.2 ? "<= 1.2x: met" : "<= 1.2x: NOT met") }'
+# send_lat polls its CQ for each message (the polling drives the NIC, as
+# perf's does); write_lat spins on the buffer the peer writes, and its NIC
+# is run by the NIC's own thread, woken by each frame.
+awk -v c="$cslat" -v g="$goslat" 'BEGIN { r = (g > 0) ? c / g : 0; printf "%-34s %12.2f us %12.2f us %7.2fx %s\n", "SEND 2 B latency (t_typical)", c, g, r, "(for comparison)" }'
+# What a verb costs, one call: the C libraries (tests/bench/c/verbs_calls.c,
+# the NIC asleep so that a call is the call) beside the Go API's
+# (BenchmarkCalls in host/verbs).
+gcc -O2 -o "$OUT/verbs_calls" tests/bench/c/verbs_calls.c -libverbs
+ip netns exec $A env SOFTRNIC_NETDEV=veth0 SOFTRNIC_PORT=$PORT SOFTRNIC_POLL=sleep LD_LIBRARY_PATH=$LIB "$OUT/verbs_calls" 10.51.0.2 >"$OUT/calls-c"
+go test -run '^$' -bench 'BenchmarkCalls' -benchtime 200000x ./host/verbs >"$OUT/calls-go" 2>&1 || true
+cpoll=$(awk '/^ibv_poll_cq/ {print $2}' "$OUT/calls-c") crecv=$(awk '/^ibv_post_recv/ {print $2}' "$OUT/calls-c")
+gopoll=$(awk '/poll-empty/ {print $3}' "$OUT/calls-go") gorecv=$(awk '/post-recv/ {print $3}' "$OUT/calls-go")
+printf '%-34s %11s ns %11s ns %7s\n' "poll an empty CQ, one call" "$cpoll" "$gopoll" ""
+printf '%-34s %11s ns %11s ns %7s\n' "post one receive, one call" "$crecv" "$gorecv" ""
+echo "C calls, ns each: $(tr '\n' ' ' <"$OUT/calls-c")"
 echo "rounds: C bw $(tr '\n' ' ' <"$OUT/c-bw")| Go bw $(tr '\n' ' ' <"$OUT/go-bw")| C lat $(tr '\n' ' ' <"$OUT/c-lat")| Go lat $(tr '\n' ' ' <"$OUT/go-lat")"
