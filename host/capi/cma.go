@@ -526,6 +526,14 @@ func srn_cm_connect(h C.int, p *C.struct_srn_cm_param) C.int {
 	if id.ps == psUDP {
 		go func() {
 			peer, err := a.ResolveUD(id.ctx, addr, private)
+			var rej *cm.RejectError
+			if errors.As(err, &rej) { // as the kernel's CM reports a SIDR_REP that is not valid
+				setLastError(err.Error())
+				ev := id.event(evUnreachable, int(rej.Reason))
+				setPrivate(&ev, rej.Private)
+				id.post(ev)
+				return
+			}
 			if err != nil {
 				id.post(id.failure(err))
 				return
@@ -579,6 +587,11 @@ func (id *cmID) established(conn *cm.Conn, private []byte) {
 	id.mu.Unlock()
 	ev := id.event(evEstablished, 0)
 	setPrivate(&ev, private)
+	ev.responder_resources, ev.initiator_depth = C.uint8_t(conn.PeerResponderResources), C.uint8_t(conn.PeerInitiatorDepth)
+	ev.qp_num = C.uint32_t(conn.PeerQPN)
+	if conn.PeerSRQ {
+		ev.srq = 1
+	}
 	id.post(ev)
 	go func() {
 		select {

@@ -168,7 +168,13 @@ type Conn struct {
 	SendCQ, RecvCQ *verbs.CQ // the QP's (nil for a QP from QPConfig.QP)
 	Peer           netip.Addr
 	Private        []byte // what the peer sent with its REQ (without rdma_cm's header) or REP
-	c              *conn
+	// What the peer's REQ or REP said of its QP: its number, the READs
+	// and atomics it answers at once and has out at once, and whether it
+	// receives from an SRQ.
+	PeerQPN                                    uint32
+	PeerResponderResources, PeerInitiatorDepth uint8
+	PeerSRQ                                    bool
+	c                                          *conn
 
 	madeQP      *verbs.QP // what the agent made for the connection, and Close destroys
 	madeCQ      *verbs.CQ
@@ -469,6 +475,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 						return fail(err)
 					}
 					conn.Private, conn.c = m.Private, c
+					conn.PeerQPN, conn.PeerResponderResources, conn.PeerInitiatorDepth, conn.PeerSRQ = m.LocalQPN, m.ResponderResources, m.InitiatorDepth, m.SRQ
 					return conn, nil
 				}
 			}
@@ -694,6 +701,7 @@ func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (
 					c.established = true
 					c.mu.Unlock()
 					conn.Private, conn.c = private, c
+					conn.PeerQPN, conn.PeerResponderResources, conn.PeerInitiatorDepth, conn.PeerSRQ = req.LocalQPN, req.ResponderResources, req.InitiatorDepth, req.SRQ
 					accepted = true
 					return conn, nil
 				}

@@ -60,9 +60,17 @@ func requireLibs(t *testing.T) string {
 
 // build compiles c/verbs_test.c as an unmodified libibverbs program is
 // built: against the system's <infiniband/verbs.h>, linked with
-// -libverbs (the system's libibverbs.so). The directory is opened to
-// every user, for the unprivileged run.
+// -libverbs (the system's libibverbs.so).
 func build(t *testing.T, root string) string {
+	t.Helper()
+	return buildC(t, root, "verbs_test", "-libverbs")
+}
+
+// buildC compiles c/NAME.c against the system's rdma-core headers,
+// linked with libs (the system's libraries, which LD_LIBRARY_PATH
+// replaces with lib/'s at run time). The directory is opened to every
+// user, for the unprivileged run.
+func buildC(t *testing.T, root, name string, libs ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{dir, filepath.Dir(dir)} {
@@ -70,16 +78,17 @@ func build(t *testing.T, root string) string {
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(dir, "verbs_test")
-	cmd := exec.Command("gcc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-o", bin,
-		filepath.Join(root, "tests", "capi", "c", "verbs_test.c"), "-libverbs")
+	bin := filepath.Join(dir, name)
+	args := []string{"-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-o", bin,
+		filepath.Join(root, "tests", "capi", "c", name+".c")}
+	cmd := exec.Command("gcc", append(args, libs...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("compiling verbs_test.c: %v\n%s", err, out)
+		t.Fatalf("compiling %s.c: %v\n%s", name, err, out)
 	}
 	return bin
 }
 
-// proc is one run of verbs_test in a namespace.
+// proc is one run of a test program (verbs_test, cma_test) in a namespace.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
@@ -181,50 +190,58 @@ func TestTwoHosts(t *testing.T) {
 	tp := topo.Pair(t, 1500, 1)
 	bin := build(t, root)
 	for _, port := range ports {
-		t.Run(port, func(t *testing.T) {
-			setpriv := ""
-			if port == "udp" {
-				if path, err := exec.LookPath("setpriv"); err == nil {
-					setpriv = path
-				} else {
-					t.Logf("setpriv is not installed (util-linux): the udp port runs as root, not as uid %s (%v)", nobody, err)
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			server := start(t, ctx, tp.NS("a"), "server", root, port, setpriv, bin, "server")
-			client := start(t, ctx, tp.NS("b"), "client", root, port, setpriv, bin, "client", "10.47.0.1")
-			<-client.done
-			// The server ends with the client; after a failed client it
-			// has a moment, then the context kills it (by its PID).
-			grace := 30 * time.Second
-			if client.err != nil {
-				grace = 3 * time.Second
-			}
-			select {
-			case <-server.done:
-			case <-time.After(grace):
-				cancel()
-				<-server.done
-				server.err = fmt.Errorf("still running %v after the client, killed: %v", grace, server.err)
-			}
-			bad := append(server.problems(), client.problems()...)
-			for _, p := range []*proc{server, client} {
-				if !p.onPort(port) {
-					bad = append(bad, p.name+": the device does not say it runs on the "+port+" port")
-				}
-			}
-			if setpriv != "" {
-				for _, p := range []*proc{server, client} {
-					if !regexp.MustCompile(`(?m)^# uid ` + nobody + ` euid ` + nobody + `$`).Match(p.out.Bytes()) {
-						bad = append(bad, p.name+": did not run as uid "+nobody)
-					}
-				}
-			}
-			if len(bad) > 0 {
-				t.Fatalf("%s\n%s\n%s", strings.Join(bad, "\n"), server.report(), client.report())
-			}
-			t.Logf("%s\n%s", server.report(), client.report())
-		})
+		t.Run(port, func(t *testing.T) { twoHosts(t, tp, root, port, bin, 2*time.Minute) })
 	}
+}
+
+// twoHosts runs bin's server in namespace a and its client in namespace
+// b (which connects to 10.47.0.1) on the given port, both as nobody on
+// the udp port where setpriv is installed, within limit; it fails the
+// test on a FAIL line, a missing summary, an exit status that is not 0,
+// a device not on the port or a run not made as nobody.
+func twoHosts(t *testing.T, tp *topo.Topo, root, port, bin string, limit time.Duration) {
+	t.Helper()
+	setpriv := ""
+	if port == "udp" {
+		if path, err := exec.LookPath("setpriv"); err == nil {
+			setpriv = path
+		} else {
+			t.Logf("setpriv is not installed (util-linux): the udp port runs as root, not as uid %s (%v)", nobody, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	server := start(t, ctx, tp.NS("a"), "server", root, port, setpriv, bin, "server")
+	client := start(t, ctx, tp.NS("b"), "client", root, port, setpriv, bin, "client", "10.47.0.1")
+	<-client.done
+	// The server ends with the client; after a failed client it
+	// has a moment, then the context kills it (by its PID).
+	grace := 30 * time.Second
+	if client.err != nil {
+		grace = 3 * time.Second
+	}
+	select {
+	case <-server.done:
+	case <-time.After(grace):
+		cancel()
+		<-server.done
+		server.err = fmt.Errorf("still running %v after the client, killed: %v", grace, server.err)
+	}
+	bad := append(server.problems(), client.problems()...)
+	for _, p := range []*proc{server, client} {
+		if !p.onPort(port) {
+			bad = append(bad, p.name+": the device does not say it runs on the "+port+" port")
+		}
+	}
+	if setpriv != "" {
+		for _, p := range []*proc{server, client} {
+			if !regexp.MustCompile(`(?m)^# uid ` + nobody + ` euid ` + nobody + `$`).Match(p.out.Bytes()) {
+				bad = append(bad, p.name+": did not run as uid "+nobody)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%s\n%s\n%s", strings.Join(bad, "\n"), server.report(), client.report())
+	}
+	t.Logf("%s\n%s", server.report(), client.report())
 }
