@@ -51,7 +51,9 @@ func binaryCases() []binaryCase {
 	port := func(p int) string { return fmt.Sprint(p) }
 	cs = append(cs,
 		binaryCase{name: "rping",
-			server: func(p int) []string { return []string{"rping", "-s", "-v", "-a", "10.47.0.1", "-C", "10", "-p", port(p)} },
+			server: func(p int) []string {
+				return []string{"rping", "-s", "-v", "-a", "10.47.0.1", "-C", "10", "-p", port(p)}
+			},
 			client: func(p int) []string { return []string{"rping", "-c", "-v", "-V", "-C", "10", "-p", port(p), "-a"} },
 			want:   regexp.MustCompile(`(?s)ping data: rdma-ping-0: .*ping data: rdma-ping-9: `)},
 		binaryCase{name: "ucmatose",
