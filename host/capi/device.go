@@ -90,6 +90,10 @@ type device struct {
 	undo  []func()
 	cmMu  sync.Mutex
 	cm    *cm.Agent // librdmacm's connection manager, from its first use
+
+	asyncMu  sync.Mutex
+	asyncFDs []int         // the open contexts' async pipes
+	watch    chan struct{} // closed: watchPort ends
 }
 
 var devices struct {

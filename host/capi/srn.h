@@ -131,6 +131,7 @@ extern int srn_open(const char *netdev, struct srn_dev_attr *attr, char *err, in
 extern int srn_close(int dev);
 extern int srn_query(int dev, struct srn_dev_attr *attr);
 extern int srn_port_state(int dev);
+extern int srn_async(int dev, int fd, int add);
 extern int srn_alloc_pd(int dev);
 extern int srn_dealloc_pd(int pd);
 extern int srn_reg_mr(int pd, void *addr, uint64_t len, uint64_t iova, int access, uint32_t *lkey, uint32_t *rkey);

@@ -161,6 +161,8 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = e;
 		return NULL;
 	}
+	fcntl(c->async_pipe[1], F_SETFL, fcntl(c->async_pipe[1], F_GETFL) | O_NONBLOCK);
+	srn_async(h, c->async_pipe[1], 1); /* port and GID events */
 	struct verbs_context *v = &c->vctx;
 	struct ibv_context *ctx = &v->context;
 	ctx->device = device;
@@ -187,6 +189,7 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	struct srn_context *c = srn_ctx(ctx);
+	srn_async(c->h, c->async_pipe[1], 0);
 	int rc = srn_close(c->h);
 	close(c->async_pipe[0]);
 	close(c->async_pipe[1]);

@@ -1583,6 +1583,47 @@ static void usage(void)
 	exit(2);
 }
 
+/* run_async: the device's async events as its port goes down and up: the
+ * test takes the netdev down and up after the "# ready" line. Each wait
+ * polls the async fd with a timeout. */
+static int run_async(void)
+{
+	struct ibv_context *ctx = open_dev(0);
+	if (!ctx)
+		fatal("async_open", "no device");
+	struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+	check("async_fd_quiet", poll(&pfd, 1, 100) == 0, "the async fd is readable before any event");
+	printf("# ready\n");
+	enum ibv_event_type want[] = {IBV_EVENT_PORT_ERR, IBV_EVENT_PORT_ACTIVE};
+	for (int i = 0; i < 2; i++) {
+		struct ibv_async_event ev;
+		int rc;
+		do {
+			pfd.revents = 0;
+			rc = poll(&pfd, 1, 10000);
+			if (rc != 1) {
+				check(i ? "async_port_active" : "async_port_err", 0, "no event in 10 s (poll %d)", rc);
+				return summary();
+			}
+			if (ibv_get_async_event(ctx, &ev)) {
+				check("async_get", 0, "ibv_get_async_event: %s", strerror(errno));
+				return summary();
+			}
+			ibv_ack_async_event(&ev);
+		} while (ev.event_type == IBV_EVENT_GID_CHANGE); /* the netdev's addresses may come and go with it */
+		check(i ? "async_port_active" : "async_port_err", ev.event_type == want[i] && ev.element.port_num == 1,
+		      "event %s (%d) on port %d, want %s", ibv_event_type_str(ev.event_type), ev.event_type,
+		      ev.element.port_num, ibv_event_type_str(want[i]));
+		if (i == 1) {
+			struct ibv_port_attr pa;
+			check("async_port_state", ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE,
+			      "port state %d after PORT_ACTIVE", pa.state);
+		}
+	}
+	check("async_close", ibv_close_device(ctx) == 0, "ibv_close_device");
+	return summary();
+}
+
 int main(int argc, char **argv)
 {
 	const char *peer = NULL;
@@ -1607,6 +1648,8 @@ int main(int argc, char **argv)
 		}
 		return run_local(peer);
 	}
+	if (strcmp(mode, "async") == 0 && optind + 1 == argc)
+		return run_async();
 	if (strcmp(mode, "server") == 0 && optind + 1 == argc)
 		return run_pair(1, NULL);
 	if (strcmp(mode, "client") == 0 && optind + 2 == argc)
