@@ -187,34 +187,41 @@ const (
 // the engine stops.
 func (e *engine) appIdle(backoff *time.Duration) bool {
 	if time.Duration(nanotime()-e.driven.Load()) < appActive {
-		*backoff = min(*backoff*2, appBackoffMax)
-		// A sleep of the engine's own thread: the runtime's timers wake
-		// no sooner than a millisecond when the process is otherwise idle.
-		ts := unix.NsecToTimespec(int64(*backoff))
-		unix.Nanosleep(&ts, nil)
-		select {
-		case <-e.stop:
-			return false
-		default:
-		}
-		return true
+		return e.appBackoff(backoff)
 	}
-	if e.mu.TryLock() {
-		busy, err := e.turn()
-		e.mu.Unlock()
-		if err != nil {
-			return false
-		}
-		if busy {
-			*backoff = appBackoffMin
-			return true
-		}
+	if !e.mu.TryLock() { // the application runs the engine right now (NIC.Progress)
+		return e.appBackoff(backoff)
+	}
+	busy, err := e.turn()
+	e.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	if busy {
+		*backoff = appBackoffMin
+		return true
 	}
 	e.sleeping.Store(true)
 	if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.hpuEv) == 0 {
 		e.port.Wait(time.Millisecond)
 	}
 	e.sleeping.Store(false)
+	return true
+}
+
+// appBackoff keeps the engine's goroutine out of the application's way
+// for a backoff that doubles while the application keeps polling. A
+// sleep of the engine's own thread: the runtime's timers wake no sooner
+// than a millisecond when the process is otherwise idle.
+func (e *engine) appBackoff(backoff *time.Duration) bool {
+	*backoff = min(*backoff*2, appBackoffMax)
+	ts := unix.NsecToTimespec(int64(*backoff))
+	unix.Nanosleep(&ts, nil)
+	select {
+	case <-e.stop:
+		return false
+	default:
+	}
 	return true
 }
 

@@ -482,7 +482,12 @@ func (cq *CQ) OnCompletion(f func()) {
 // (datapath.PollApp), a Poll that finds none runs the NIC's engines for a
 // turn and looks again.
 func (cq *CQ) Poll(wc []WC) int {
-	if n := cq.poll(wc); n > 0 || !cq.dev.nic.AppDriven() {
+	n := cq.poll(wc)
+	if !cq.dev.nic.AppDriven() {
+		return n
+	}
+	if n > 0 {
+		cq.dev.nic.Driving()
 		return n
 	}
 	cq.dev.nic.Progress()
