@@ -71,66 +71,12 @@
 #define WC_MS 10000	  /* one completion */
 #define RETRIES 50	  /* connects a server not listening yet rejects */
 #define RETRY_SLEEP_MS 200
-#define MAX_TIMEOUTS 3 /* then give up: the rest would only time out too */
 
 /* IB's reasons, in a REJECTED event's status. */
 #define REJ_INVALID_SERVICE_ID 8 /* no listener */
 #define REJ_CONSUMER_DEFINED 28	 /* rdma_reject */
 
-/* --- reporting --------------------------------------------------------- */
-
-static int n_pass, n_fail, n_timeouts;
-static int quiet; /* a retried attempt: its passing checks were reported by the first */
-
-static int summary(void)
-{
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	fflush(stdout);
-	return n_fail ? 1 : 0;
-}
-
-__attribute__((format(printf, 3, 4))) static int check(const char *name, int ok, const char *fmt, ...)
-{
-	if (ok && quiet)
-		return ok;
-	if (ok) {
-		printf("ok %s\n", name);
-		n_pass++;
-	} else {
-		va_list ap;
-		printf("FAIL %s: ", name);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-		n_fail++;
-	}
-	fflush(stdout);
-	return ok;
-}
-
-__attribute__((noreturn)) static void fatal(const char *name, const char *what)
-{
-	check(name, 0, "%s (giving up)", what);
-	summary();
-	exit(1);
-}
-
-static void timed_out(void)
-{
-	if (++n_timeouts >= MAX_TIMEOUTS) {
-		check("timeouts", 0, "%d waits timed out: giving up", n_timeouts);
-		summary();
-		exit(1);
-	}
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "report.h"
 
 static void sleep_ms(int ms)
 {

@@ -53,72 +53,10 @@
 #define TCP_PORT "18600"
 #define TIMEOUT_MS 10000	 /* one completion, one fd */
 #define BARRIER_TIMEOUT_MS 60000 /* the peer's step, which may wait on several completions */
-#define MAX_TIMEOUTS 3		 /* then give up: the rest would only time out too */
 #define GID_INDEX 1		 /* the RoCE v2 GID of the netdev's IPv4 address */
 #define UD_QKEY 0x11111111u
 
-/* --- reporting --------------------------------------------------------- */
-
-static int n_pass, n_fail, n_timeouts;
-
-static int summary(void)
-{
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	fflush(stdout);
-	return n_fail ? 1 : 0;
-}
-
-__attribute__((format(printf, 3, 4))) static int check(const char *name, int ok, const char *fmt, ...)
-{
-	if (ok) {
-		printf("ok %s\n", name);
-		n_pass++;
-	} else {
-		va_list ap;
-		printf("FAIL %s: ", name);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-		n_fail++;
-	}
-	fflush(stdout);
-	return ok;
-}
-
-__attribute__((format(printf, 2, 3))) static void skip(const char *name, const char *fmt, ...)
-{
-	va_list ap;
-	printf("skip %s: ", name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-}
-
-__attribute__((noreturn)) static void fatal(const char *name, const char *what)
-{
-	check(name, 0, "%s (giving up)", what);
-	summary();
-	exit(1);
-}
-
-static void timed_out(void)
-{
-	if (++n_timeouts >= MAX_TIMEOUTS) {
-		check("timeouts", 0, "%d waits timed out: giving up", n_timeouts);
-		summary();
-		exit(1);
-	}
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "report.h"
 
 /* pattern fills n bytes with a sequence both sides can recompute. */
 static void pattern(uint8_t *p, size_t n, unsigned seed)
