@@ -428,12 +428,28 @@ func (n *NIC) Ring(d Doorbell) {
 	}
 }
 
-// bell wakes an engine for a doorbell, unless the application's polling
-// drives it (PollApp) and the engine does not sleep.
+// bell wakes an engine for a doorbell. When the application's polling
+// drives it (PollApp), the engine is left alone while it runs, and one
+// that sleeps (the application polls no more: it spins on a buffer, or
+// sleeps on a completion channel) takes the doorbell in the caller's
+// thread, a turn at once, as a poll would: the frames leave without a
+// wake-up of the engine's thread and a switch to it.
 func (n *NIC) bell(e *engine) {
-	if n.cfg.Poll != PollApp || e.sleeping.Load() {
-		e.wake() // or the application polls no more (Release), and the engine sleeps
+	if n.cfg.Poll != PollApp {
+		e.wake()
+		return
 	}
+	if !e.sleeping.Load() {
+		return
+	}
+	if e.mu.TryLock() {
+		_, err := e.turn()
+		e.mu.Unlock()
+		if err == nil {
+			return
+		}
+	}
+	e.wake()
 }
 
 // Progress runs one turn of every engine no other goroutine is running,

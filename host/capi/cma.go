@@ -74,7 +74,8 @@ type cmID struct {
 	ls       []*cm.Listener
 	req      *cm.Request
 	conn     *cm.Conn
-	ended    bool // DISCONNECTED reported
+	ended    bool          // DISCONNECTED reported
+	closing  chan struct{} // closed when the disconnect (DREQ, DREP) is over
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
@@ -147,17 +148,32 @@ func srn_cm_destroy_id(h C.int) C.int {
 	if id == nil {
 		return -C.int(unix.EINVAL)
 	}
-	id.cancel()
 	id.mu.Lock()
-	ls, conn, req, devs := id.ls, id.conn, id.req, id.devs
+	ls, conn, req, devs, closing := id.ls, id.conn, id.req, id.devs, id.closing
 	id.ls, id.conn, id.req, id.devs, id.ended = nil, nil, nil, nil, true
 	id.mu.Unlock()
 	for _, l := range ls {
 		l.Close()
 	}
-	if conn != nil {
-		go conn.Close() // a DREQ if the program did not disconnect; the QP is the program's
+	// A connection's end is over before its id goes: the DREQ sent (a
+	// program that did not disconnect gets one sent now) and answered,
+	// or its retries spent. The kernel's CM finishes it after the
+	// process; here the NIC ends with the process, and a peer that never
+	// got the DREQ would wait for it (perftest -R's client does).
+	if conn != nil && closing == nil {
+		closing = make(chan struct{})
+		go func() {
+			conn.Close()
+			close(closing)
+		}()
 	}
+	if closing != nil {
+		select {
+		case <-closing:
+		case <-time.After(disconnectWait):
+		}
+	}
+	id.cancel()
 	if req != nil && conn == nil {
 		req.Reject(nil)
 	}
@@ -687,15 +703,27 @@ func srn_cm_disconnect(h C.int) C.int {
 		return -C.int(unix.EINVAL)
 	}
 	id.mu.Lock()
-	conn := id.conn
+	conn, first := id.conn, id.closing == nil
+	if conn != nil && first {
+		id.closing = make(chan struct{})
+	}
+	closing := id.closing
 	id.mu.Unlock()
 	if conn == nil {
 		setLastError("rdma_disconnect: the id is not connected")
 		return -C.int(unix.EINVAL)
 	}
-	go func() {
-		conn.Close()
-		id.disconnected()
-	}()
+	if first { // a second rdma_disconnect finds the first under way
+		go func() {
+			conn.Close()
+			close(closing)
+			id.disconnected()
+		}()
+	}
 	return 0
 }
+
+// disconnectWait bounds how long rdma_destroy_id waits for its
+// connection's disconnect: a peer that answers does in a round trip; one
+// that does not, the DREQ's retries give up on later.
+const disconnectWait = 3 * time.Second

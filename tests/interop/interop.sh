@@ -349,7 +349,7 @@ HOSTRUN=(env SOFTRNIC_NETDEV=$HOSTIF SOFTRNIC_POLL=$POLL LD_LIBRARY_PATH=$LIBDIR
 # run_cpair DIR TAG HOST-SERVER GUEST-CLIENT GUEST-SERVER HOST-CLIENT: one
 # run in direction DIR (c-host-server: the host's server and the guest's
 # client, which connects to HOSTIP; c-guest-server: the guest's server,
-# two seconds before the host's client connects to GUESTIP). Each command
+# three seconds before the host's client connects to GUESTIP). Each command
 # is one string; a client's ends where the server's address goes. It sets
 # what run_pair sets.
 run_cpair() {
@@ -370,7 +370,10 @@ run_cpair() {
 	else
 		local id
 		id=$("$T" bg "timeout 100 $5")
-		sleep 2
+		# The emulated guest's server takes a while to listen, and the
+		# clients of perftest 4.5 and librdmacm's tools give up at the
+		# first REJ: three seconds.
+		sleep 3
 		# shellcheck disable=SC2086
 		timeout 120 ip netns exec $NS "${HOSTRUN[@]}" $6 $GUESTIP >"$slog" 2>&1
 		src=$?
