@@ -566,8 +566,13 @@ func srn_cm_connect(h C.int, p *C.struct_srn_cm_param) C.int {
 		setLastError("rdma_connect: no QP of this device for the connection (rdma_create_qp, or conn_param's qp_num)")
 		return -C.int(unix.EINVAL)
 	}
+	// A port without a listener is asked again for a second before
+	// REJECTED: perftest 4.5's -R client connects its test's QPs while a
+	// slow server is between its two listeners, and its own retry of a
+	// REJ destroys its ids twice.
 	qc := cm.QPConfig{Existing: q.qp, Private: private, ResponderResources: uint8(p.responder_resources),
-		InitiatorDepth: uint8(p.initiator_depth), RetryCount: uint8(p.retry_count), RNRRetryCount: uint8(p.rnr_retry_count)}
+		InitiatorDepth: uint8(p.initiator_depth), RetryCount: uint8(p.retry_count), RNRRetryCount: uint8(p.rnr_retry_count),
+		ServiceWait: time.Second}
 	go func() {
 		conn, err := a.Dial(id.ctx, addr, qc)
 		if err != nil {

@@ -57,6 +57,7 @@ type Agent struct {
 	listeners   map[uint16]*Listener
 	udListeners map[uint16]*Listener     // rdma_cm's UDP port space
 	sidr        map[uint32]chan *SIDRREP // resolutions waiting, by request ID
+	closed      map[uint16]time.Time     // when each port's last listener closed
 	freeSlots   []int
 	slotFree    *sync.Cond
 
@@ -92,7 +93,7 @@ func NewAgent(dev *verbs.Device, ip netip.Addr, cfg Config) (*Agent, error) {
 	}
 	a := &Agent{dev: dev, cfg: cfg, ip: ip.Unmap(), done: make(chan struct{}),
 		conns: map[uint32]*conn{}, passive: map[passiveKey]*conn{}, listeners: map[uint16]*Listener{},
-		udListeners: map[uint16]*Listener{}, sidr: map[uint32]chan *SIDRREP{}}
+		udListeners: map[uint16]*Listener{}, sidr: map[uint32]chan *SIDRREP{}, closed: map[uint16]time.Time{}}
 	a.slotFree = sync.NewCond(&a.mu)
 	var err error
 	if a.pd, err = dev.AllocPD(); err != nil {

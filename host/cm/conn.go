@@ -44,6 +44,12 @@ type QPConfig struct {
 	// which is reset first. A failed attempt or the connection's end
 	// leaves it in the error state, as it does a QP of the agent's own.
 	QP func() (*verbs.QP, error)
+	// ServiceWait is how long Dial asks again (every 100 ms) when the peer
+	// answers that no one listens on the port (a REJ for an invalid
+	// service ID) before it returns the rejection; 0: at once. A peer may
+	// be between two listeners on one port, as perftest -R is between its
+	// exchange and its test's connections, or about to listen.
+	ServiceWait time.Duration
 	// Existing, if set, is the connection's QP as it is: an RC QP of the
 	// agent's device in RESET or INIT (with receives posted, as
 	// librdmacm's programs post them before connecting), taken to RTS and
@@ -141,6 +147,16 @@ func (q *QPConfig) prepare(qp *verbs.QP) error {
 	}
 	return nil
 }
+
+// serviceRetry is how often Dial asks again, for QPConfig.ServiceWait,
+// when no one listens on the peer's port.
+const serviceRetry = 100 * time.Millisecond
+
+// relisten is how long after a listener closes a REQ to its port is left
+// unanswered instead of rejected: the peer sends it again after its
+// response timeout, and by then the port's next listener (perftest -R
+// closes one listener and opens another) takes it.
+const relisten = 2 * time.Second
 
 // Errors of a connection attempt.
 var (
@@ -427,6 +443,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 		RNRRetryCount: qc.RNRRetryCount, MaxCMRetries: uint8(min(15, a.cfg.MaxRetries)), SRQ: qc.SRQ != nil,
 		Primary: Path{LocalGID: a.ip.As16(), RemoteGID: peer.As16(), HopLimit: 64, LocalACKTimeout: 14},
 		Private: private}
+	start := time.Now()
 	for try := 0; try <= a.cfg.MaxRetries; try++ {
 		if try > 0 {
 			a.Counters.Resent.Add(1)
@@ -449,6 +466,18 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 				switch m := ev.(type) {
 				case *REJ:
 					deadline.Stop()
+					if m.Reason == RejInvalidServiceID && time.Since(start) < qc.ServiceWait {
+						// No listener yet: programs listen again on a port
+						// between two phases (perftest -R), and a slow peer's
+						// next listener may be a moment away. Ask again.
+						select {
+						case <-time.After(serviceRetry):
+						case <-ctx.Done():
+							return fail(ctx.Err())
+						}
+						try--
+						break wait
+					}
 					a.Counters.Reject.Add(1)
 					return fail(&RejectError{Reason: m.Reason, Private: m.Private})
 				case *MRA: // the peer needs longer: wait for it
@@ -548,6 +577,7 @@ func (l *Listener) Close() error {
 			delete(l.a.udListeners, l.port)
 		} else {
 			delete(l.a.listeners, l.port)
+			l.a.closed[l.port] = time.Now()
 		}
 		l.a.mu.Unlock()
 		close(l.done)
@@ -562,6 +592,19 @@ func (l *Listener) Close() error {
 		}
 	})
 	return nil
+}
+
+// closedRecently reports whether a listener on port closed less than
+// relisten ago.
+func (a *Agent) closedRecently(port uint16) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.closed[port]
+	if ok && time.Since(t) >= relisten {
+		delete(a.closed, port)
+		return false
+	}
+	return ok
 }
 
 // receiveREQ takes a REQ: a repeat goes to its handshake; a new one to
@@ -581,6 +624,10 @@ func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
 		// Listeners here hand out RC QPs only.
 		a.Counters.Reject.Add(1)
 		a.send(context.Background(), peer, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MsgREQ, Reason: RejInvalidTransportType}, tid)
+		return
+	}
+	if ok && ps == PortSpaceTCP && l == nil && a.closedRecently(port) {
+		a.Counters.Dropped.Add(1) // answered when it comes again, by the port's next listener
 		return
 	}
 	if !ok || ps != PortSpaceTCP || l == nil {

@@ -168,3 +168,80 @@ func TestSIDR(t *testing.T) {
 		t.Fatalf("resolution of a port without a listener: %v", err)
 	}
 }
+
+// TestServiceWait: a Dial with ServiceWait asks again while the peer
+// has no listener on the port, and connects once one listens; without
+// it, the REJ comes back at once.
+func TestServiceWait(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 1024}, 14)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addr := netip.AddrPortFrom(ipB, 7210).String()
+	if _, err := a.a.Dial(ctx, addr, a.qc); !errors.Is(err, ErrRejected) {
+		t.Fatalf("Dial without ServiceWait to a port without a listener: %v", err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		l, err := b.a.Listen(":7210", b.qc)
+		if err != nil {
+			accepted <- err
+			return
+		}
+		defer l.Close()
+		c, err := l.Accept(ctx)
+		if err == nil {
+			<-c.Done()
+			c.Close()
+		}
+		accepted <- err
+	}()
+	qc := a.qc
+	qc.ServiceWait = 2 * time.Second
+	c, err := a.a.Dial(ctx, addr, qc)
+	if err != nil {
+		t.Fatalf("Dial with ServiceWait to a port that listens 300 ms later: %v", err)
+	}
+	c.Close()
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRelisten: a REQ that comes between two listeners on one port (the
+// first closed a moment ago) is not rejected; the client's next REQ
+// finds the second listener.
+func TestRelisten(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 1024}, 14)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l1, err := b.a.Listen(":7211", b.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1.Close()
+	accepted := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		l2, err := b.a.Listen(":7211", b.qc)
+		if err != nil {
+			accepted <- err
+			return
+		}
+		defer l2.Close()
+		c, err := l2.Accept(ctx)
+		if err == nil {
+			<-c.Done()
+			c.Close()
+		}
+		accepted <- err
+	}()
+	c, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7211).String(), a.qc)
+	if err != nil {
+		t.Fatalf("Dial between two listeners: %v", err)
+	}
+	c.Close()
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -349,7 +349,7 @@ HOSTRUN=(env SOFTRNIC_NETDEV=$HOSTIF SOFTRNIC_POLL=$POLL LD_LIBRARY_PATH=$LIBDIR
 # run_cpair DIR TAG HOST-SERVER GUEST-CLIENT GUEST-SERVER HOST-CLIENT: one
 # run in direction DIR (c-host-server: the host's server and the guest's
 # client, which connects to HOSTIP; c-guest-server: the guest's server,
-# three seconds before the host's client connects to GUESTIP). Each command
+# and once it listens, the host's client, which connects to GUESTIP). Each command
 # is one string; a client's ends where the server's address goes. It sets
 # what run_pair sets.
 run_cpair() {
@@ -372,8 +372,8 @@ run_cpair() {
 		id=$("$T" bg "timeout 100 $5")
 		# The emulated guest's server takes a while to listen, and the
 		# clients of perftest 4.5 and librdmacm's tools give up at the
-		# first REJ: three seconds.
-		sleep 3
+		# first REJ: wait until it does.
+		guest_listening
 		# shellcheck disable=SC2086
 		timeout 120 ip netns exec $NS "${HOSTRUN[@]}" $6 $GUESTIP >"$slog" 2>&1
 		src=$?
@@ -382,6 +382,22 @@ run_cpair() {
 	fi
 	after=$(counters)
 	mv=$(moved "$before" "$after")
+}
+
+# guest_listening waits (30 s at most) until a server in the guest
+# listens: a TCP socket on perftest's and pingpong's port 18515, or an
+# rdma_cm id (rdma res), then a moment for it to get to its accept.
+guest_listening() {
+	local i
+	sleep 1
+	for i in $(seq 30); do
+		if "$T" exec -t 10 "grep -q ':4853 00000000:0000 0A' /proc/net/tcp || rdma res show cm_id | grep -q 'state LISTEN'" >/dev/null 2>&1; then
+			sleep 0.5
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "interop: no server listens in the guest after 30 s" >&2
 }
 
 # ccell KIND NAME HOST-SERVER GUEST-CLIENT GUEST-SERVER HOST-CLIENT: both
