@@ -366,6 +366,9 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	if info.Has(wire.HdrImmDt) {
 		f.Imm = w.Imm
 	}
+	// IBV_SEND_SOLICITED: the SE bit on the message's last packet, which
+	// is the one that completes a receive.
+	f.BTH.SE = w.Flags&host.SendSolicited != 0 && k == in.packets-1 && (w.Opcode == host.WRSend || w.Opcode == host.WRSendWithImm || w.Opcode == host.WRSendWithInv || w.Opcode == host.WRRDMAWriteWithImm)
 	if info.Has(wire.HdrIETH) {
 		f.InvalidateRKey = w.Imm
 	}
@@ -443,7 +446,7 @@ func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mt
 		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: n.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
-	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&host.SendSolicited != 0}
 	f.DETH = wire.DETHFields{QKey: w.QKey, SrcQP: qpn}
 	f.Imm = w.Imm
 	f.Payload = payload

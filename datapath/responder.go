@@ -441,6 +441,9 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			if h := p.IETH(); h != nil {
 				c.Flags, c.Imm = host.WCWithInv, h.RKey()
 			}
+			if p.BTH().SE() {
+				c.Flags |= host.WCSolicited
+			}
 			n.complete(q.RecvCQ, &c)
 			r.recvActive = false
 			n.counters.RdmaRecvs.Add(1)
@@ -495,6 +498,9 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			// its own on the wire, the last packet's).
 			c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecvRDMAWithImm, Flags: host.WCWithImm, Imm: imm.Imm(), ByteLen: r.writeLen,
 				QPN: qpnOf(p), WQEIndex: r.recvIndex}
+			if p.BTH().SE() {
+				c.Flags |= host.WCSolicited
+			}
 			n.complete(q.RecvCQ, &c)
 			r.recvActive = false
 		}
@@ -622,6 +628,9 @@ func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 	if h := p.ImmDt(); h != nil {
 		c.Flags |= host.WCWithImm
 		c.Imm = h.Imm()
+	}
+	if p.BTH().SE() {
+		c.Flags |= host.WCSolicited
 	}
 	n.complete(q.RecvCQ, &c)
 	n.counters.RdmaRecvs.Add(1)

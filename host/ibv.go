@@ -70,6 +70,9 @@ const (
 	WCWithGRH = 1 << 0
 	WCWithImm = 1 << 1
 	WCWithInv = 1 << 3
+	// WCSolicited is softrnic's: the message asked for a solicited event
+	// (its last packet's BTH SE bit, IBV_SEND_SOLICITED at the sender).
+	WCSolicited = 1 << 7
 )
 
 // Access flags (enum ibv_access_flags).

@@ -28,13 +28,14 @@ type mr struct{ mr *verbs.MR }
 // writes its cookie (the C library's struct ibv_cq pointer) to the
 // channel's pipe at the next completion.
 type cq struct {
-	dev    *device
-	cq     *verbs.CQ
-	fd     int // the channel's write end, or -1
-	cookie [8]byte
-	armed  atomic.Bool
-	mu     sync.Mutex
-	wc     []verbs.WC // poll's buffer
+	dev           *device
+	cq            *verbs.CQ
+	fd            int // the channel's write end, or -1
+	cookie        [8]byte
+	armed         atomic.Bool
+	solicitedOnly atomic.Bool // the arm waits for a solicited event
+	mu            sync.Mutex
+	wc            []verbs.WC // poll's buffer
 }
 
 type srq struct {
@@ -150,8 +151,8 @@ func srn_create_cq(dev C.int, n C.int, fd C.int, cookie C.uint64_t, actual *C.in
 
 // completed is the CQ's completion notice: the first after an arm sends
 // the channel an event.
-func (q *cq) completed() {
-	if q.armed.Load() && q.armed.CompareAndSwap(true, false) {
+func (q *cq) completed(solicited bool) {
+	if q.armed.Load() && (solicited || !q.solicitedOnly.Load()) && q.armed.CompareAndSwap(true, false) {
 		unix.Write(q.fd, q.cookie[:])
 	}
 }
@@ -191,14 +192,14 @@ func srn_poll_cq(h C.int, n C.int, wc *C.struct_srn_wc) C.int {
 	for i, w := range q.wc[:got] {
 		out[i] = C.struct_srn_wc{wr_id: C.uint64_t(w.WRID), status: C.uint32_t(w.Status), opcode: C.uint32_t(w.Opcode),
 			byte_len: C.uint32_t(w.ByteLen), qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP),
-			wc_flags: C.uint32_t(w.Flags), imm: C.uint32_t(w.Imm)}
+			wc_flags: C.uint32_t(w.Flags &^ verbs.WCSolicited), imm: C.uint32_t(w.Imm)}
 	}
 	return C.int(got)
 }
 
-// srn_arm_cq arms the CQ's channel for its next completion. softrnic's
-// CQEs do not record the solicited bit: a solicited-only arm fires at
-// the next completion of any kind, which the program's poll then sorts.
+// srn_arm_cq arms the CQ's channel for its next completion (solicited:
+// its next solicited event: a message whose sender asked for one, or an
+// error).
 //
 //export srn_arm_cq
 func srn_arm_cq(h C.int, solicited C.int) C.int {
@@ -209,6 +210,7 @@ func srn_arm_cq(h C.int, solicited C.int) C.int {
 	if q.fd < 0 {
 		return -C.int(unix.EINVAL)
 	}
+	q.solicitedOnly.Store(solicited != 0)
 	q.armed.Store(true)
 	// The program sleeps on the channel next: its polling drives the NIC
 	// no more (SOFTRNIC_POLL=app), the NIC's goroutines take over.

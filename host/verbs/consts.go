@@ -162,6 +162,10 @@ const (
 	WCWithGRH WCFlags = host.WCWithGRH // IBV_WC_GRH
 	WCWithImm WCFlags = host.WCWithImm // IBV_WC_WITH_IMM
 	WCWithInv WCFlags = host.WCWithInv // IBV_WC_WITH_INV
+	// WCSolicited is softrnic's own: the sender asked for a solicited
+	// event (IBV_SEND_SOLICITED, the BTH's SE bit); libibverbs reports it
+	// only as the event ibv_req_notify_cq(cq, 1) waits for.
+	WCSolicited WCFlags = host.WCSolicited
 )
 
 // AttrMask says which QPAttr fields a Modify sets (enum ibv_qp_attr_mask).

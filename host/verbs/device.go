@@ -186,7 +186,7 @@ func (d *Device) notify(cqn uint32) {
 			default:
 			}
 			if f := cq.hook.Load(); f != nil {
-				(*f)()
+				(*f)(cq.lastSolicited())
 			}
 		}
 	}
@@ -363,7 +363,7 @@ type CQ struct {
 	users    atomic.Int32  // QPs whose send or receive CQ it is (once each)
 	consumed uint64
 	wake     chan struct{}
-	hook     atomic.Pointer[func()] // OnCompletion's
+	hook     atomic.Pointer[func(bool)] // OnCompletion's
 	mu       sync.Mutex
 	// gone: the completions before this position of a QP number belong
 	// to a destroyed QP, and go unread (under mu).
@@ -463,13 +463,23 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	return cq, nil
 }
 
+// lastSolicited reports whether the CQE the NIC has just written is a
+// solicited event: its message asked for one, or it is in error. Called
+// on the NIC's engine, right after the CQE reached the ring.
+func (cq *CQ) lastSolicited() bool {
+	e := cq.ring[((cq.written.Load()-1)%uint64(cq.size))*host.CQESize:]
+	return e[8] != host.WCSuccess || e[10]&host.WCSolicited != 0 // status, flags (host.CQE's layout)
+}
+
 // Num is the CQ's number: its index in the NIC's CQ context table.
 func (cq *CQ) Num() uint32 { return cq.num }
 
 // OnCompletion has f called each time a completion reaches the CQ (nil:
-// no longer): a completion channel's source. f runs on the NIC's engine
-// and must not block.
-func (cq *CQ) OnCompletion(f func()) {
+// no longer): a completion channel's source. solicited says whether it is
+// an event a solicited-only arm waits for (the sender asked for one,
+// WCSolicited, or the completion is in error). f runs on the NIC's
+// engine and must not block.
+func (cq *CQ) OnCompletion(f func(solicited bool)) {
 	if f == nil {
 		cq.hook.Store(nil)
 		return
