@@ -719,19 +719,22 @@ static int run_local(const char *peer)
 
 	/* A CQ destroyed with an event still unread: the event goes with it
 	 * (the kernel drops a destroyed CQ's pending events), or a later
-	 * ibv_get_cq_event would hand out the freed CQ. */
+	 * ibv_get_cq_event would hand out the freed CQ. Its arm is
+	 * solicited-only: an error completion (the flush) is a solicited
+	 * event too. */
 	struct ibv_cq *dcq = ibv_create_cq(ctx, 8, NULL, ch, 0);
 	struct ibv_qp *dq = dcq ? make_qp(pd, IBV_QPT_RC, dcq, dcq, NULL, 1, 1, 0) : NULL;
 	if (check("destroyed_cq_setup", dcq && dq && qp_init(dq, acc) == 0 &&
 						post_recv1(dq, 78, buf + 200, 100, mr ? mr->lkey : 0) == 0 &&
-						ibv_req_notify_cq(dcq, 0) == 0,
+						ibv_req_notify_cq(dcq, 1) == 0,
 		  "CQ %p, QP %p: errno %d %s", (void *)dcq, (void *)dq, errno, strerror(errno))) {
 		memset(&qa, 0, sizeof(qa));
 		qa.qp_state = IBV_QPS_ERR;
 		ibv_modify_qp(dq, &qa, IBV_QP_STATE);
 		pfd.revents = 0;
 		rc = poll(&pfd, 1, TIMEOUT_MS);
-		check("destroyed_cq_event_pending", rc == 1, "poll() returned %d: no event for the flushed receive", rc);
+		check("destroyed_cq_event_pending", rc == 1,
+		      "poll() returned %d: no event for the flushed receive (a solicited-only arm)", rc);
 		int r1 = ibv_destroy_qp(dq), r2 = ibv_destroy_cq(dcq);
 		check("destroyed_cq_destroy", r1 == 0 && r2 == 0, "ibv_destroy_qp %d, ibv_destroy_cq %d", r1, r2);
 		pfd.revents = 0;
@@ -947,6 +950,7 @@ enum {
 	SRV_UD = 10,
 	CLI_RC = 0,
 	CLI_UD = 1,
+	CLI_SOL = 12, /* and 13: the solicited-event step's */
 };
 
 static void setup(void)
@@ -1414,6 +1418,54 @@ static void step_channel(void)
 	send_op("channel_send_completion", QP_RC, &wr, IBV_WC_SEND);
 }
 
+/* A solicited-only arm (ibv_req_notify_cq(cq, 1)): the server's first
+ * SEND, without IBV_SEND_SOLICITED, wakes no one; its second, with it,
+ * does; both complete. */
+static void step_solicited(void)
+{
+	if (!S.server) {
+		int ok = post_slot(S.qp[QP_RC], NULL, 100 + CLI_SOL, CLI_SOL, SLOT) == 0 &&
+			 post_slot(S.qp[QP_RC], NULL, 101 + CLI_SOL, CLI_SOL + 1, SLOT) == 0;
+		int rc = ibv_req_notify_cq(S.rcq, 1);
+		check("solicited_arm", ok && rc == 0, "post_recv %d, ibv_req_notify_cq returned %d (%s)", ok, rc, strerror(rc));
+		barrier("solicited armed");
+		struct pollfd pfd = {.fd = S.ch->fd, .events = POLLIN};
+		barrier("unsolicited sent"); /* its completion is in the client's CQ, or on its way */
+		rc = poll(&pfd, 1, 300);
+		check("solicited_not_woken_by_unsolicited", rc == 0, "poll() returned %d (revents 0x%x): an unsolicited SEND woke a solicited-only arm",
+		      rc, pfd.revents);
+		barrier("solicited go");
+		pfd.revents = 0;
+		rc = poll(&pfd, 1, TIMEOUT_MS);
+		int woke = check("solicited_woken", rc == 1 && (pfd.revents & POLLIN), "poll() returned %d after the solicited SEND", rc);
+		if (!woke && rc == 0)
+			timed_out();
+		if (woke) {
+			struct ibv_cq *cq = NULL;
+			void *ctx = NULL;
+			rc = ibv_get_cq_event(S.ch, &cq, &ctx);
+			check("solicited_get_cq_event", rc == 0 && cq == S.rcq, "returned %d, cq %p (want %p)", rc, (void *)cq,
+			      (void *)S.rcq);
+			if (rc == 0)
+				ibv_ack_cq_events(cq, 1);
+		}
+		struct ibv_wc wc;
+		expect_wc(S.rcq, &wc, "solicited_recv_first", IBV_WC_SUCCESS, IBV_WC_RECV, 100 + CLI_SOL);
+		expect_wc(S.rcq, &wc, "solicited_recv_second", IBV_WC_SUCCESS, IBV_WC_RECV, 101 + CLI_SOL);
+		return;
+	}
+	barrier("solicited armed");
+	pattern(S.buf + OFF_SEND, 64, 16);
+	struct ibv_sge sg = sge_at(OFF_SEND, 64);
+	struct ibv_send_wr wr = {.wr_id = 1019, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND};
+	send_op("unsolicited_send_completion", QP_RC, &wr, IBV_WC_SEND);
+	barrier("unsolicited sent");
+	barrier("solicited go");
+	wr.wr_id = 1020;
+	wr.send_flags = IBV_SEND_SOLICITED;
+	send_op("solicited_send_completion", QP_RC, &wr, IBV_WC_SEND);
+}
+
 /* A WRITE with a wrong R_Key: REM_ACCESS_ERR at the requester. Last:
  * the RC QPs end in ERR. */
 static void step_bad_rkey(void)
@@ -1505,6 +1557,8 @@ static int run_pair(int server, const char *host)
 	barrier("ud");
 	step_channel(); /* with its own barrier */
 	barrier("channel");
+	step_solicited(); /* with its own barriers */
+	barrier("solicited");
 	step_bad_rkey();
 	barrier("bad_rkey");
 
