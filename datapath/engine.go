@@ -61,14 +61,13 @@ type engine struct {
 	done     chan struct{}
 	mu       sync.Mutex // held for a turn: by the engine's goroutine, or an application's (NIC.Progress)
 	frames   []Frame
-	driven   atomic.Int64  // when an application last drove the engine (PollApp), in nanotime
-	nudge    chan struct{} // wakes the goroutine of an engine an application drives, for a command
+	driven   atomic.Int64 // when an application last drove the engine (PollApp), in nanotime
 }
 
 func newEngine(n *NIC, id int, p Port) *engine {
 	e := &engine{NIC: n, id: id, port: p,
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
-		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32), nudge: make(chan struct{}, 1),
+		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32),
 		parkPool: NewPool(parkBuffers, 9216),
 		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
@@ -92,12 +91,6 @@ func newEngine(n *NIC, id int, p Port) *engine {
 func (e *engine) wake() {
 	if e.sleeping.Load() {
 		e.port.Wake()
-	}
-	if e.cfg.Poll == PollApp {
-		select {
-		case e.nudge <- struct{}{}:
-		default:
-		}
 	}
 }
 

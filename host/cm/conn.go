@@ -544,13 +544,22 @@ func (a *Agent) listen(port uint16, qc QPConfig) (*Listener, error) {
 	if len(qc.Private) > REPPrivate {
 		return nil, fmt.Errorf("cm: %d bytes of private data, a REP carries %d", len(qc.Private), REPPrivate)
 	}
+	return a.register(&Listener{a: a, port: port, qc: qc, accepted: make(chan *Conn, 16), done: make(chan struct{})})
+}
+
+// register takes a listener, made whole, into its port space's table:
+// from then on the port's requests are its.
+func (a *Agent) register(l *Listener) (*Listener, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.listeners[port] != nil {
-		return nil, fmt.Errorf("cm: port %d has a listener", port)
+	table, space := a.listeners, "port"
+	if l.ud {
+		table, space = a.udListeners, "UDP port"
 	}
-	l := &Listener{a: a, port: port, qc: qc, accepted: make(chan *Conn, 16), done: make(chan struct{})}
-	a.listeners[port] = l
+	if table[l.port] != nil {
+		return nil, fmt.Errorf("cm: %s %d has a listener", space, l.port)
+	}
+	table[l.port] = l
 	return l, nil
 }
 

@@ -52,12 +52,7 @@ func (a *Agent) ListenRequests(addr string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := a.listen(port, QPConfig{})
-	if err != nil {
-		return nil, err
-	}
-	l.requests = make(chan *Request, 64)
-	return l, nil
+	return a.register(&Listener{a: a, port: port, requests: make(chan *Request, 64), done: make(chan struct{})})
 }
 
 // ListenUD starts taking service ID resolutions (SIDR_REQ) for addr's
@@ -68,14 +63,7 @@ func (a *Agent) ListenUD(addr string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.udListeners[port] != nil {
-		return nil, fmt.Errorf("cm: UDP port %d has a listener", port)
-	}
-	l := &Listener{a: a, port: port, ud: true, requests: make(chan *Request, 64), done: make(chan struct{})}
-	a.udListeners[port] = l
-	return l, nil
+	return a.register(&Listener{a: a, port: port, ud: true, requests: make(chan *Request, 64), done: make(chan struct{})})
 }
 
 // Request returns the next connection request.

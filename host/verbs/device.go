@@ -467,8 +467,9 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 // solicited event: its message asked for one, or it is in error. Called
 // on the NIC's engine, right after the CQE reached the ring.
 func (cq *CQ) lastSolicited() bool {
-	e := cq.ring[((cq.written.Load()-1)%uint64(cq.size))*host.CQESize:]
-	return e[8] != host.WCSuccess || e[10]&host.WCSolicited != 0 // status, flags (host.CQE's layout)
+	var c host.CQE
+	c.Decode(cq.ring[((cq.written.Load()-1)%uint64(cq.size))*host.CQESize:])
+	return c.Status != host.WCSuccess || c.Flags&host.WCSolicited != 0
 }
 
 // Num is the CQ's number: its index in the NIC's CQ context table.

@@ -291,28 +291,6 @@ static int qp_state(struct ibv_qp *qp)
 	return a.qp_state;
 }
 
-/* wait_wc polls cq for one completion, at most ms. */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms, const char *name)
-{
-	long long deadline = now_ms() + ms;
-	for (unsigned spin = 0;; spin++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n == 1)
-			return 1;
-		if (n < 0) {
-			check(name, 0, "ibv_poll_cq returned %d", n);
-			return 0;
-		}
-		if ((spin & 63) == 63) {
-			if (now_ms() > deadline) {
-				check(name, 0, "no completion within %d ms", ms);
-				timed_out();
-				return 0;
-			}
-			sched_yield();
-		}
-	}
-}
 
 /* expect_wc waits for a successful completion of wr_id with opcode (and,
  * for a receive, byte_len len); it fails the check name otherwise, and

@@ -1,12 +1,14 @@
 /*
  * report.h: how the C test programs report: one line a check, "ok NAME"
  * or "FAIL NAME: detail", and a last "N passed, M failed" (the Go tests
- * read them); a run gives up after MAX_TIMEOUTS waits timed out. Each
- * program includes it once.
+ * read them); a run gives up after MAX_TIMEOUTS waits timed out; and
+ * the wait for one completion. Each program includes it once.
  */
 #ifndef SOFTRNIC_TEST_REPORT_H
 #define SOFTRNIC_TEST_REPORT_H
 
+#include <infiniband/verbs.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +78,30 @@ __attribute__((unused)) static long long now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* wait_wc polls cq for one completion, at most ms: a FAIL (and a
+ * timeout) when none comes. */
+__attribute__((unused)) static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms, const char *name)
+{
+	long long deadline = now_ms() + ms;
+	for (unsigned spin = 0;; spin++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n == 1)
+			return 1;
+		if (n < 0) {
+			check(name, 0, "ibv_poll_cq returned %d", n);
+			return 0;
+		}
+		if ((spin & 63) == 63) {
+			if (now_ms() > deadline) {
+				check(name, 0, "no completion within %d ms", ms);
+				timed_out();
+				return 0;
+			}
+			sched_yield();
+		}
+	}
 }
 
 #endif

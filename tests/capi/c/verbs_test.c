@@ -98,28 +98,6 @@ static const char *wc_opcode_str(int op)
 	}
 }
 
-/* wait_wc polls cq for one completion, at most TIMEOUT_MS. */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, const char *name)
-{
-	long long deadline = now_ms() + TIMEOUT_MS;
-	for (unsigned spin = 0;; spin++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n == 1)
-			return 1;
-		if (n < 0) {
-			check(name, 0, "ibv_poll_cq returned %d", n);
-			return 0;
-		}
-		if ((spin & 63) == 63) {
-			if (now_ms() > deadline) {
-				check(name, 0, "no completion within %d ms", TIMEOUT_MS);
-				timed_out();
-				return 0;
-			}
-			sched_yield();
-		}
-	}
-}
 
 /* expect_wc waits for a completion and checks its status, opcode and
  * wr_id; it returns 1 when they are as wanted. */
@@ -127,7 +105,7 @@ static int expect_wc(struct ibv_cq *cq, struct ibv_wc *wc, const char *name, enu
 		     uint64_t wr_id)
 {
 	memset(wc, 0, sizeof(*wc));
-	if (!wait_wc(cq, wc, name))
+	if (!wait_wc(cq, wc, TIMEOUT_MS, name))
 		return 0;
 	if (wc->status != status)
 		return check(name, 0, "status %d (%s), want %d (%s); wr_id %llu, opcode %d", wc->status,
