@@ -40,6 +40,11 @@ type engine struct {
 	spare     chan []byte   // free buffers for inbox, fixed in number
 
 	words                [32]uint64
+	memo                 unitMemo             // the contexts the unit of work at hand resolved (resolve.go)
+	cqes                 [cqeQueue]pendingCQE // CQEs waiting for their CQ's context (qp.go)
+	cqeHead, cqeN        int
+	cqeHeld              []uint16              // per CQ: its CQEs in cqes
+	cqeDue               bool                  // a CQ context CQEs wait for has come
 	ctxResp              [8]ctxcache.Response  // ctx's answers from the caches
 	parkResp             [16]ctxcache.Response // pollParked's
 	entry                [256]byte
@@ -68,8 +73,8 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	e := &engine{NIC: n, id: id, port: p,
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32),
-		parkPool: NewPool(parkBuffers, 9216),
-		ready:    make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
+		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs),
+		ready: make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
 	if pids == 0 {
 		pids = 256
@@ -223,6 +228,7 @@ func (e *engine) appBackoff(backoff *time.Duration) bool {
 // due, transmission, and the timers. It reports whether there was work.
 // e.mu is held: the engine's goroutine and NIC.Progress take turns.
 func (e *engine) turn() (bool, error) {
+	e.begin()
 	busy := e.doorbellsDue()
 	if len(e.hpuEv) > 0 && e.hpuEventsDue() {
 		busy = true
@@ -303,6 +309,7 @@ func (e *engine) recvBellsDue() bool {
 			if d.QPN < uint32(len(e.qps)) {
 				r := &e.qps[d.QPN]
 				r.rqProducer = d.Producer
+				e.begin()
 				var q host.QPCEntry
 				if r.errored && e.qpc(d.QPN, &q) {
 					e.flushRecv(d.QPN, &q, r) // a QP in error flushes what is posted to it
@@ -321,12 +328,15 @@ func (e *engine) doorbellsDue() bool {
 		select {
 		case fn := <-e.cmds:
 			served = true
+			e.begin()
 			fn()
+			e.begin() // a command may have changed contexts
 		case d := <-e.doorbells:
 			served = true
 			e.stats.Doorbells.Add(1)
 			if d.QPN < uint32(len(e.qps)) {
 				e.qps[d.QPN].sqProducer = d.Producer
+				e.begin()
 				e.request(d.QPN)
 			}
 		default:

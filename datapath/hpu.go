@@ -396,6 +396,7 @@ func (e *engine) hpuEventsDue() bool {
 	for served := false; ; served = true {
 		select {
 		case ev := <-e.hpuEv:
+			e.begin()
 			switch ev.kind {
 			case evDone:
 				e.hpuDone(ev.qpn, ev.msn, ev.err)

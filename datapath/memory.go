@@ -10,45 +10,60 @@ import (
 	"github.com/softrnic/softrnic/host"
 )
 
-// ctx copies entry idx of a context type into dst through its cache. On a
-// miss it waits for the fetch. Packets avoid this wait where it matters:
-// receive parks a QP whose QPC, CQ or SRQ context, or the MPT entry or MTT
-// lines its payload needs, is not cached, and the requester stops a QP
-// whose L_Key's MPT entry or MTT line is not (park.go); ctx waits for the
-// rest (the receive WQE a message's first packet takes, READ responses'
-// memory, a context evicted between the probe and its use).
+// ctx copies entry idx of a context type into dst: what the unit of work
+// already resolved, or through the cache; on a miss it waits for the
+// fetch, and the wait is counted (ctx_waits). The stages resolve what
+// they need first (resolve.go, park.go), so that a wait happens only
+// where the cache had no ticket to give or no stage resolved the entry
+// ahead (see the counter).
 func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 	c := n.caches[t]
-	words := n.words[:host.EntrySizes[t]/8]
 	resp := n.ctxResp[:] // a field: through the cache interface a stack array would escape
+	waited := false
 	for {
-		st, pid := c.Lookup(n.id, idx, words)
+		st, pid, words := n.look(t, idx)
 		switch st {
+		case ctxcache.Hit:
+			putWords(dst, words)
+			return true
 		case ctxcache.Fault:
 			return false
-		case ctxcache.Stall:
+		}
+		if !waited {
+			waited = true
+			n.counters.CtxWaits.Add(1)
+		}
+		if st == ctxcache.Stall {
 			k := c.Poll(n.id, resp)
 			for _, r := range resp[:k] {
 				n.arrived(t, r)
 			}
 			continue
-		case ctxcache.Miss:
-			for got := false; !got; {
-				k := c.Poll(n.id, resp)
-				for _, r := range resp[:k] {
-					switch {
-					case r.PID == pid:
-						copy(words, c.Data(pid))
-						got = true
-						c.Release(r.PID)
-					default:
-						n.arrived(t, r) // perhaps a parked QP's ticket
-					}
-				}
-			}
 		}
+		n.waitTicket(t, pid, words)
+		n.remember(t, idx, words)
 		putWords(dst, words)
 		return true
+	}
+}
+
+// waitTicket waits for the answer to ticket pid of the cache of type t
+// and copies the entry into words; the answers to other tickets that come
+// meanwhile go where they belong (perhaps a parked QP's).
+func (n *engine) waitTicket(t host.ContextType, pid uint32, words []uint64) {
+	c := n.caches[t]
+	resp := n.ctxResp[:]
+	for got := false; !got; {
+		k := c.Poll(n.id, resp)
+		for _, r := range resp[:k] {
+			if r.PID == pid {
+				copy(words, c.Data(pid))
+				got = true
+				c.Release(r.PID)
+			} else {
+				n.arrived(t, r)
+			}
+		}
 	}
 }
 

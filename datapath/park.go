@@ -56,6 +56,8 @@ func (n *engine) arrived(t host.ContextType, resp ctxcache.Response) {
 	}
 	n.caches[t].Release(resp.PID)
 	switch {
+	case tag == cqeWait:
+		n.cqeDue = true
 	case tag&sendWait != 0:
 		qpn := tag&^sendWait - 1
 		n.qps[qpn].sqWaiting = false
@@ -66,13 +68,16 @@ func (n *engine) arrived(t host.ContextType, resp ctxcache.Response) {
 }
 
 // sendWait marks a ticket a QP's requester waits for (the QP number + 1
-// is in the other bits).
-const sendWait = 1 << 31
+// is in the other bits); cqeWait, a ticket CQEs wait for (complete).
+const (
+	sendWait = 1 << 31
+	cqeWait  = 1 << 30
+)
 
 // probe looks up, without waiting, entry idx of context type t. On a miss
 // it records the ticket under tag and reports true.
 func (n *engine) probe(t host.ContextType, idx uint64, tag uint32) bool {
-	st, pid := n.caches[t].Lookup(n.id, idx, n.words[:host.EntrySizes[t]/8])
+	st, pid, _ := n.look(t, idx)
 	if st == ctxcache.Miss {
 		n.parkPID[t][pid] = tag
 		return true
@@ -143,8 +148,7 @@ func (n *engine) memoryMiss(qpn uint32, p *wire.Packet) bool {
 // outside the region report false: the access itself then waits, or fails
 // and says why.
 func (n *engine) regionMiss(key uint32, va, size uint64, tag uint32) bool {
-	words := n.words[:host.EntrySizes[host.MPT]/8]
-	st, pid := n.caches[host.MPT].Lookup(n.id, uint64(key>>8), words)
+	st, pid, words := n.look(host.MPT, uint64(key>>8))
 	switch st {
 	case ctxcache.Miss:
 		n.parkPID[host.MPT][pid] = tag
@@ -198,15 +202,20 @@ func (n *engine) pollParked() bool {
 			}
 		}
 	}
-	return len(n.sqReady) > 0 || len(n.ready) > 0
+	return len(n.sqReady) > 0 || len(n.ready) > 0 || n.cqeDue
 }
 
 // drainReady handles, in order, the parked packets of the QPs whose
 // contexts have come, and restarts the requesters that waited.
 func (n *engine) drainReady() {
+	if n.cqeDue {
+		n.cqeDue = false
+		n.flushCQEs()
+	}
 	for len(n.sqReady) > 0 {
 		qpn := n.sqReady[len(n.sqReady)-1]
 		n.sqReady = n.sqReady[:len(n.sqReady)-1]
+		n.begin()
 		n.request(qpn)
 	}
 	for len(n.ready) > 0 {
@@ -223,6 +232,7 @@ func (n *engine) drainReady() {
 			} else {
 				err = wire.Parse(frame, &p)
 			}
+			n.begin()
 			var q host.QPCEntry
 			if err == nil && n.mustWait(qpn, &p, &q) {
 				break
@@ -239,16 +249,15 @@ func (n *engine) drainReady() {
 
 // mustWait looks up, without waiting, the contexts packet p of QP qpn
 // needs: its QP's context; for a request, the MPT entries and MTT lines
-// its payload needs (memoryMiss), the SRQ's context if it takes a receive
-// WQE from one, and the receive CQ's context if it completes a message;
-// for a response, the send CQ's context. On a miss it records the ticket
-// and reports true. Otherwise q holds the QP's context for the handler
+// its payload needs (memoryMiss) and the SRQ's context if it takes a
+// receive WQE from one. (A CQ context that misses holds only the CQE,
+// not the packet: see complete.) On a miss it records the ticket and
+// reports true. Otherwise q holds the QP's context for the handler
 // (read now, waiting, if the cache had no ticket to give; not valid if
 // there is none).
 func (n *engine) mustWait(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
 	tag := qpn + 1
-	words := n.words[:host.EntrySizes[host.QPC]/8]
-	st, pid := n.caches[host.QPC].Lookup(n.id, uint64(qpn), words)
+	st, pid, words := n.look(host.QPC, uint64(qpn))
 	switch st {
 	case ctxcache.Miss:
 		n.parkPID[host.QPC][pid] = tag
@@ -265,14 +274,11 @@ func (n *engine) mustWait(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
 	}
 	f := p.Info.Flags
 	if f&wire.OpRequest == 0 {
-		return n.probe(host.CQC, uint64(q.SendCQ), tag)
+		return false
 	}
 	if n.memoryMiss(qpn, p) {
 		return true
 	}
 	takesRecv := f&wire.OpSend != 0 || p.Info.Has(wire.HdrImmDt)
-	if takesRecv && q.SRQ != 0 && n.probe(host.SRQC, uint64(q.SRQ-1), tag) {
-		return true
-	}
-	return takesRecv && f&(wire.OpLast|wire.OpOnly) != 0 && n.probe(host.CQC, uint64(q.RecvCQ), tag)
+	return takesRecv && q.SRQ != 0 && n.probe(host.SRQC, uint64(q.SRQ-1), tag)
 }

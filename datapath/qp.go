@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"github.com/softrnic/softrnic/ctxcache"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,22 +124,108 @@ func (r *qpRun) startSender(q *host.QPCEntry, cfg *NICConfig) {
 	}
 }
 
-// complete writes a CQE into a completion queue.
-// QPs of several engines may share a CQ: its lock keeps its producer
-// index and its ring in step.
+// The CQE stage: a completion is written into its CQ's ring, in host
+// memory, through the CQ's context. QPs of several engines may share a
+// CQ: its lock keeps its producer index and its ring in step, and the
+// context (whose producer index moves with every CQE) is looked up under
+// it, once per CQE. A context that misses holds the CQE, not the engine:
+// the CQE waits, with every later CQE of that CQ from this engine, in
+// order, in a queue of fixed capacity (cqeQueue) until the context comes,
+// while the engine goes on.
+
+// cqeQueue is how many CQEs an engine holds for CQ contexts that missed.
+// Beyond that a CQE waits for its context (counted, ctx_waits).
+const cqeQueue = 256
+
+// pendingCQE is a CQE waiting for its CQ's context.
+type pendingCQE struct {
+	cqn uint32
+	cqe host.CQE
+}
+
+// complete writes a CQE into a completion queue, or queues it behind the
+// CQ's context (or behind the CQ's CQEs already queued).
 func (n *engine) complete(cqn uint32, c *host.CQE) {
 	if cqn >= uint32(len(n.cqLocks)) {
 		return
 	}
+	if n.cqeHeld[cqn] > 0 || !n.writeCQE(cqn, c, n.cqeN < cqeQueue) {
+		n.holdCQE(cqn, c)
+	}
+}
+
+// holdCQE queues a CQE until its CQ's context comes; a full queue waits
+// for the context instead.
+func (n *engine) holdCQE(cqn uint32, c *host.CQE) {
+	if n.cqeN == cqeQueue {
+		n.counters.CtxWaits.Add(1)
+		n.flushCQEs()
+		if n.cqeN == cqeQueue {
+			n.flushCQEsWaiting()
+		}
+		if n.cqeHeld[cqn] == 0 {
+			n.writeCQE(cqn, c, false)
+			return
+		}
+	}
+	n.cqes[(n.cqeHead+n.cqeN)%cqeQueue] = pendingCQE{cqn: cqn, cqe: *c}
+	n.cqeN++
+	n.cqeHeld[cqn]++
+	n.counters.CQEsHeld.Add(1)
+}
+
+// flushCQEs writes the queued CQEs whose contexts have come, in order;
+// it stops at the first whose context misses again (a new ticket).
+func (n *engine) flushCQEs() {
+	for n.cqeN > 0 {
+		pc := &n.cqes[n.cqeHead]
+		if !n.writeCQE(pc.cqn, &pc.cqe, true) {
+			return
+		}
+		n.cqeHeld[pc.cqn]--
+		n.cqeHead = (n.cqeHead + 1) % cqeQueue
+		n.cqeN--
+	}
+}
+
+// flushCQEsWaiting writes every queued CQE, waiting for the contexts.
+func (n *engine) flushCQEsWaiting() {
+	for n.cqeN > 0 {
+		pc := &n.cqes[n.cqeHead]
+		n.writeCQE(pc.cqn, &pc.cqe, false)
+		n.cqeHeld[pc.cqn]--
+		n.cqeHead = (n.cqeHead + 1) % cqeQueue
+		n.cqeN--
+	}
+}
+
+// writeCQE writes a CQE through its CQ's context. With park, a context
+// that misses leaves the CQE unwritten (false), its ticket recorded;
+// without, the write waits for the context. A CQ with no valid context
+// takes nothing (true: the CQE is gone, as on an RNIC).
+func (n *engine) writeCQE(cqn uint32, c *host.CQE, park bool) bool {
 	n.cqLocks[cqn].Lock()
 	defer n.cqLocks[cqn].Unlock()
-	if !n.ctx(host.CQC, uint64(cqn), n.entry[:64]) {
-		return
+	st, pid, words := n.look(host.CQC, uint64(cqn))
+	switch {
+	case st == ctxcache.Hit:
+		putWords(n.entry[:64], words)
+	case st == ctxcache.Miss && park:
+		n.parkPID[host.CQC][pid] = cqeWait
+		return false
+	case st == ctxcache.Miss:
+		n.counters.CtxWaits.Add(1)
+		n.waitTicket(host.CQC, pid, words)
+		putWords(n.entry[:64], words)
+	default: // a fault, or no ticket free
+		if !n.ctx(host.CQC, uint64(cqn), n.entry[:64]) {
+			return true
+		}
 	}
 	var r host.RingEntry
 	r.Decode(n.entry[:64])
 	if !r.Valid || r.Size == 0 {
-		return
+		return true
 	}
 	c.Owner = uint8((r.Producer/r.Size)&1) ^ 1
 	var b [host.CQESize]byte
@@ -150,9 +237,10 @@ func (n *engine) complete(cqn uint32, c *host.CQE) {
 	}
 	r.Producer++
 	r.Encode(n.entry[:64])
-	words := n.words[:8]
-	for i := range words {
-		words[i] = le.Uint64(n.entry[8*i:])
+	w := n.words[:8]
+	for i := range w {
+		w[i] = le.Uint64(n.entry[8*i:])
 	}
-	n.cqCache.Update(uint64(cqn), words)
+	n.cqCache.Update(uint64(cqn), w)
+	return true
 }

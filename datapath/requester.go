@@ -22,11 +22,14 @@ const resendBurst = 16
 // host memory (the replay entry is the WQE, the offset and the PSN, not
 // the bytes).
 func (n *engine) request(qpn uint32) {
+	r := &n.qps[qpn]
+	if r.sqWaiting {
+		return // goes on when the context it waits for comes
+	}
 	var q host.QPCEntry
-	if !n.qpc(qpn, &q) || q.State != host.QPSRTS || q.SQSize == 0 {
+	if hit, ok := n.resolveQPC(qpn, &q); !hit || !ok || q.State != host.QPSRTS || q.SQSize == 0 {
 		return
 	}
-	r := &n.qps[qpn]
 	if q.Type == host.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := n.openQP(qpn, r, 0); err != nil {
@@ -39,9 +42,6 @@ func (n *engine) request(qpn uint32) {
 	if r.errored { // a QP in error flushes what is posted to it
 		n.fail(qpn, &q, r, host.WCWRFlushErr)
 		return
-	}
-	if r.sqWaiting {
-		return // goes on when the context it waits for comes
 	}
 	defer n.senderStats(r)
 	mtu := pmtu(&q)

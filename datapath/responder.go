@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"github.com/softrnic/softrnic/ctxcache"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -292,8 +293,20 @@ func (n *engine) pumpReads() {
 	kept := n.readers[:0]
 	for _, qpn := range n.readers {
 		r := &n.qps[qpn]
+		n.begin()
 		var q host.QPCEntry
-		if r.readN == 0 || !n.qpc(qpn, &q) {
+		if r.readN == 0 {
+			r.readListed = false
+			continue
+		}
+		if st, pid, _ := n.look(host.QPC, uint64(qpn)); st == ctxcache.Miss {
+			// The QP's context is not cached: its READ waits for the
+			// ticket's answer, the other QPs' go on.
+			n.parkPID[host.QPC][pid] = qpn + 1
+			kept = append(kept, qpn)
+			continue
+		}
+		if !n.qpc(qpn, &q) {
 			r.readN, r.readListed = 0, false
 			continue
 		}
@@ -304,6 +317,9 @@ func (n *engine) pumpReads() {
 			i := rd.next
 			op := opsRead.at(i, rd.packets)
 			buf := n.payload[:segmentLen(rd.total, i, mtu)]
+			if len(buf) > 0 && n.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
+				break // the memory's MPT entry or MTT line is not cached: next pass
+			}
 			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
 				n.ack(&q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 				rd.next = rd.packets // abandoned

@@ -13,6 +13,7 @@ import (
 // receive parses a frame and hands it to the responder (requests) or the
 // completer (ACKs and responses).
 func (n *engine) receive(fr *Frame) {
+	n.begin()
 	var p wire.Packet
 	var err error
 	if fr.NoICRC {

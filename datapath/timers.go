@@ -27,6 +27,7 @@ func (n *engine) pumpLater() {
 	n.laterQPs = n.laterSpare[:0]
 	for _, qpn := range list {
 		n.qps[qpn].onLater = false
+		n.begin()
 		n.request(qpn)
 	}
 	n.laterSpare = list[:0]
@@ -55,9 +56,10 @@ func (n *engine) tick(now time.Time) {
 		if now.Before(r.snd.Deadline()) {
 			continue
 		}
+		n.begin()
 		var q host.QPCEntry
-		if !n.qpc(qpn, &q) {
-			continue
+		if hit, ok := n.resolveQPC(qpn, &q); !hit || !ok {
+			continue // a miss: the timer runs when the QP's context comes and the next tick finds it due
 		}
 		switch r.snd.Tick(now) {
 		case reliability.Failed:

@@ -439,15 +439,17 @@ func TestResetDropsOldCompletions(t *testing.T) {
 }
 
 // TestParkOnQueueContextMiss: when the context of the CQ a packet
-// completes into, or of the SRQ it takes a receive WQE from, misses in the
-// cache (behind a 30 ms PCIe model), only that QP waits: the other QP's
-// message completes into its own CQ while the first CQ is still empty.
+// completes into, of the SRQ it takes a receive WQE from, or of the QP a
+// doorbell rings for, misses in the
+// cache (behind a 30 ms PCIe model), only that QP waits (its CQE, or its
+// packet) and the engine never waits: the other QP's message completes
+// into its own CQ while the first CQ is still empty.
 func TestParkOnQueueContextMiss(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		miss host.ContextType
 		recv bool // the responder's receive CQ or SRQ misses, else the requester's send CQ
-	}{{"responder/CQC", host.CQC, true}, {"responder/SRQC", host.SRQC, true}, {"requester/CQC", host.CQC, false}} {
+	}{{"responder/CQC", host.CQC, true}, {"responder/SRQC", host.SRQC, true}, {"requester/CQC", host.CQC, false}, {"requester/QPC", host.QPC, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
 			slow := host.PCIe{Latency: 30 * time.Millisecond}
@@ -504,19 +506,33 @@ func TestParkOnQueueContextMiss(t *testing.T) {
 			if !tc.recv {
 				missing, cqs, idx = a, cqas, uint64(cqas[0].Num())
 			}
-			if tc.miss == host.SRQC {
+			switch tc.miss {
+			case host.SRQC:
 				idx = uint64(srq.Num())
+			case host.QPC: // a doorbell on a cold QP
+				idx = uint64(qas[0].Num)
 			}
 			nic := missing.Dev.NIC()
 			nic.Command(func() { nic.Cache(tc.miss).Invalidate(idx) })
-			before := nic.Counters().Parked.Load()
+			// What waits: the packet for an SRQ context, the CQE for a CQ's.
+			held := func() uint64 { return nic.Counters().Parked.Load() }
+			switch tc.miss {
+			case host.CQC:
+				held = func() uint64 { return nic.Counters().CQEsHeld.Load() }
+			case host.QPC:
+				held = func() uint64 { return nic.Counters().SendWaits.Load() }
+			}
+			before, waits := held(), nic.Counters().CtxWaits.Load()
 			send(0, 1) // misses: parked for 30 ms
 			send(1, 2) // hits: goes on
 			if wc := waitWC(t, cqs[1]); wc.Status != verbs.WCSuccess || wc.WRID != 2 {
 				t.Fatalf("QP 1: %+v", wc)
 			}
-			if nic.Counters().Parked.Load() == before {
-				t.Error("nothing was parked")
+			if held() == before {
+				t.Error("nothing was held back")
+			}
+			if w := nic.Counters().CtxWaits.Load(); w != waits {
+				t.Errorf("the engine waited for a context %d times", w-waits)
 			}
 			var wc [1]verbs.WC
 			if cqs[0].Poll(wc[:]) != 0 {
