@@ -280,15 +280,22 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: !fresh}
 	r.readN++
 	if !r.readListed {
-		r.readListed = true
-		n.readers = append(n.readers, p.BTH().DestQP())
+		// No READ ahead of it: its first packets go now, in the unit
+		// that resolved its contexts; the rest from the engine's passes.
+		qpn := p.BTH().DestQP()
+		if n.pumpRead(q, r, qpn); r.readN > 0 {
+			r.readListed = true
+			n.readers = append(n.readers, qpn)
+		}
 	}
 }
 
 // readBurst is how many READ response packets a QP sends per engine pass.
 const readBurst = 16
 
-// pumpReads sends the next packets of every READ being answered.
+// pumpReads sends the next packets of every READ being answered. A QP
+// whose context is not cached waits for the ticket's answer; the other
+// QPs' READs go on.
 func (n *engine) pumpReads() {
 	kept := n.readers[:0]
 	for _, qpn := range n.readers {
@@ -300,8 +307,6 @@ func (n *engine) pumpReads() {
 			continue
 		}
 		if st, pid, _ := n.look(host.QPC, uint64(qpn)); st == ctxcache.Miss {
-			// The QP's context is not cached: its READ waits for the
-			// ticket's answer, the other QPs' go on.
 			n.parkPID[host.QPC][pid] = qpn + 1
 			kept = append(kept, qpn)
 			continue
@@ -310,41 +315,47 @@ func (n *engine) pumpReads() {
 			r.readN, r.readListed = 0, false
 			continue
 		}
-		rd := &r.reads[r.readHead]
-		mtu := pmtu(&q)
-		var f wire.FrameFields
-		for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
-			i := rd.next
-			op := opsRead.at(i, rd.packets)
-			buf := n.payload[:segmentLen(rd.total, i, mtu)]
-			if len(buf) > 0 && n.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
-				break // the memory's MPT entry or MTT line is not cached: next pass
-			}
-			if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
-				n.ack(&q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
-				rd.next = rd.packets // abandoned
-				break
-			}
-			n.frameTo(&f, &q, op, rd.psn.Add(uint32(i)))
-			f.Payload = buf
-			f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
-			n.send(&f)
-			if rd.again {
-				n.counters.ReadResponsesResent.Add(1)
-			}
-			rd.next++
-		}
-		if rd.next == rd.packets {
-			r.readHead = (r.readHead + 1) % len(r.reads)
-			r.readN--
-		}
-		if r.readN > 0 {
+		if n.pumpRead(&q, r, qpn); r.readN > 0 {
 			kept = append(kept, qpn)
 		} else {
 			r.readListed = false
 		}
 	}
 	n.readers = kept
+}
+
+// pumpRead sends up to a burst of the next packets of the READ a QP
+// answers first. It stops early where the memory's MPT entry or MTT line
+// is not cached (the ticket's answer comes before the next pass).
+func (n *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
+	rd := &r.reads[r.readHead]
+	mtu := pmtu(q)
+	var f wire.FrameFields
+	for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
+		i := rd.next
+		op := opsRead.at(i, rd.packets)
+		buf := n.payload[:segmentLen(rd.total, i, mtu)]
+		if len(buf) > 0 && n.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
+			break
+		}
+		if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
+			n.ack(q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+			rd.next = rd.packets // abandoned
+			break
+		}
+		n.frameTo(&f, q, op, rd.psn.Add(uint32(i)))
+		f.Payload = buf
+		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
+		n.send(&f)
+		if rd.again {
+			n.counters.ReadResponsesResent.Add(1)
+		}
+		rd.next++
+	}
+	if rd.next == rd.packets {
+		r.readHead = (r.readHead + 1) % len(r.reads)
+		r.readN--
+	}
 }
 
 // atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte

@@ -1,0 +1,128 @@
+package verbs_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/host/verbs/verbstest"
+)
+
+// lookups is a NIC's context lookups by type, its packets and CQEs.
+type lookups struct {
+	ctx        [host.NumContextTypes]uint64
+	rcvd, sent uint64
+	waits      uint64
+}
+
+func lookupsOf(c *datapath.Counters) lookups {
+	var l lookups
+	for t := range host.NumContextTypes {
+		l.ctx[t] = c.CtxLookups[t].Load()
+	}
+	l.rcvd, l.sent, l.waits = c.RcvdPkts.Load(), c.SentPkts.Load(), c.CtxWaits.Load()
+	return l
+}
+
+func (l lookups) sub(m lookups) lookups {
+	for t := range l.ctx {
+		l.ctx[t] -= m.ctx[t]
+	}
+	l.rcvd, l.sent, l.waits = l.rcvd-m.rcvd, l.sent-m.sent, l.waits-m.waits
+	return l
+}
+
+// TestLookupsPerPacket checks that each context a packet needs is looked
+// up once for it (ctx_lookups_* against rcvd_pkts), on the WRITE, READ,
+// SEND and ACK paths, with warm caches: the responder of a one-packet
+// WRITE looks up its QPC, its R_Key's MPT entry and one MTT line; a
+// READ's responder the same, for the request and its response; a SEND's
+// its QPC, the receive WQE's MPT entry and MTT line, and its receive CQ's
+// context for the CQE; the requester, for each ACK or READ response, its
+// QPC and its send CQ's context (and for a READ response, the memory it
+// lands in), and for the doorbell its QPC and the memory it sends from.
+// Nothing waits.
+func TestLookupsPerPacket(t *testing.T) {
+	const n = 50
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	verbstest.Connect(t, a, b, 3, 20)
+	const (
+		qpc = host.QPC
+		cqc = host.CQC
+		mpt = host.MPT
+		mtt = host.MTT
+	)
+	for _, tc := range []struct {
+		name string
+		op   verbs.WROpcode
+		// per operation: the requester's lookups (a doorbell and one
+		// response packet) and the responder's (one request packet)
+		req, resp map[host.ContextType]uint64
+	}{
+		{"WRITE", verbs.WRRDMAWrite,
+			map[host.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
+			map[host.ContextType]uint64{qpc: 1, mpt: 1, mtt: 1}},
+		{"READ", verbs.WRRDMARead,
+			map[host.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
+			map[host.ContextType]uint64{qpc: 1, mpt: 1, mtt: 1}},
+		{"SEND", verbs.WRSend,
+			map[host.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
+			map[host.ContextType]uint64{qpc: 1, cqc: 1, mpt: 1, mtt: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one := func(i int) {
+				if tc.op == verbs.WRSend {
+					if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: verbstest.SGL(b, 4096, 64)}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wr := verbs.SendWR{WRID: uint64(i), Opcode: tc.op, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, 64),
+					RemoteAddr: b.MR.Addr + 8192, RKey: b.MR.RKey}
+				if _, err := a.QP.PostSend([]verbs.SendWR{wr}); err != nil {
+					t.Fatal(err)
+				}
+				if wc := verbstest.WaitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+					t.Fatalf("%s %d: %v", tc.name, i, wc.Status)
+				}
+				if tc.op == verbs.WRSend {
+					if wc := verbstest.WaitWC(t, b.CQ); wc.Status != verbs.WCSuccess {
+						t.Fatalf("%s %d at the responder: %v", tc.name, i, wc.Status)
+					}
+				}
+			}
+			one(0) // warm the caches
+			a0, b0 := lookupsOf(a.Counts), lookupsOf(b.Counts)
+			for i := range n {
+				one(i + 1)
+			}
+			da, db := lookupsOf(a.Counts).sub(a0), lookupsOf(b.Counts).sub(b0)
+			if db.rcvd != n || da.rcvd != n {
+				t.Fatalf("packets received: requester %d, responder %d; want %d each", da.rcvd, db.rcvd, n)
+			}
+			for ty := range host.NumContextTypes {
+				// The requester's timers may look up its QPC too
+				// (a tick during a round trip): at most one more per
+				// operation.
+				if got, want := db.ctx[ty], tc.resp[ty]*n; got != want {
+					t.Errorf("responder: %d %v lookups for %d packets, want %d per packet", got, ty, n, tc.resp[ty])
+				}
+				got, want := da.ctx[ty], tc.req[ty]*n
+				if ty == qpc && got > want && got <= want+n {
+					continue
+				}
+				if got != want {
+					t.Errorf("requester: %d %v lookups for %d operations, want %d per operation (a doorbell and a response packet)", got, ty, n, tc.req[ty])
+				}
+			}
+			if da.waits != 0 || db.waits != 0 {
+				t.Errorf("lookups that waited: requester %d, responder %d", da.waits, db.waits)
+			}
+		})
+	}
+}
