@@ -140,7 +140,7 @@ func (e *engine) run() {
 		if err != nil {
 			return
 		}
-		if busy {
+		if busy || e.cfg.DMA.Busy() { // transfers in flight (a context fetch, a write): poll on for them
 			idle = 0
 			continue
 		}
@@ -195,7 +195,7 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	if busy {
+	if busy || e.cfg.DMA.Busy() {
 		*backoff = appBackoffMin
 		return true
 	}

@@ -231,6 +231,11 @@ func (d *DMA) Poll() int {
 	}
 }
 
+// Busy reports whether transfers are queued, not yet carried out: a
+// poller that sleeps now leaves them (and the cache fetches they carry)
+// waiting until it wakes.
+func (d *DMA) Busy() bool { return d.queued.Load() > 0 }
+
 // Close refuses further transfers.
 func (d *DMA) Close() {
 	d.mu.Lock()

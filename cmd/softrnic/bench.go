@@ -32,6 +32,7 @@ var benchmarks = []struct {
 	{"loss", "WRITE and READ goodput under random loss, as a fraction of lossless (go-back-N)", runBenchLoss},
 	{"shallow", "4 WRITE QPs and a READ stream through a queue shallower than their windows", runBenchShallow},
 	{"isolation", "a QP stalled at the replay gate beside one that keeps sending, on one engine", runBenchIsolation},
+	{"hol", "hot QPs' WRITE latency beside cold QPs whose contexts miss, with GCCache and with the blocking baseline", runBenchHOL},
 	{"scale", "aggregate WRITE throughput over 1 to 16K QPs on two live NICs, the QP contexts behind GCCache and behind the baseline", runBenchScale},
 	{"hpu", "sPIN handlers: scheduler latency and rate, handlers on a veth pair, the applications against the host", runBenchHPU},
 }
@@ -99,6 +100,29 @@ func runBenchCache(args []string, stdout io.Writer) error {
 		return errors.New("a claim did not hold in this run")
 	}
 	return nil
+}
+
+func runBenchHOL(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench hol", "bench hol [flags]",
+		"Two live NICs over the in-memory port behind a 2 us PCIe model; one WRITE on\nevery QP per round, half the QPs cold (their QP contexts evicted on both NICs\nbefore each round). Prints the hot QPs' completion latency all hot, half cold,\nand half cold with the blocking baseline QPC cache.\n")
+	qps := fs.Int("q", 32, "QPs, half of them cold")
+	rounds := fs.Int("n", 1000, "rounds")
+	pcie := fs.Duration("pcie", 2*time.Microsecond, "DMA latency")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *qps < 2 || *qps > 4096 {
+		return badValue("-q %d: want 2 to 4096 QPs", *qps)
+	}
+	if *rounds < 1 {
+		return badValue("-n %d: want at least 1 round", *rounds)
+	}
+	p, stdout := benchProgress("bench hol", stdout)
+	defer p.stop()
+	return cachebench.ReportHOL(stdout, cachebench.HOLConfig{QPs: *qps, Rounds: *rounds, PCIe: *pcie, Progress: p.stepFunc()})
 }
 
 func runBenchScale(args []string, stdout io.Writer) error {

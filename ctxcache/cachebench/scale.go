@@ -29,6 +29,7 @@ type ScaleConfig struct {
 	PCIe     time.Duration // host-memory latency of the DMA model (default 1 us)
 	Sets     int           // QPC cache sets (default 512)
 	Ways     int           // QPC cache ways (default 4)
+	poll     datapath.PollMode
 
 	// Progress, if not nil, is called before each measurement: how many
 	// are done, of how many, and the one starting.
@@ -116,7 +117,7 @@ func openScaleEnd(name string, p datapath.Port, last byte, n int, cfg ScaleConfi
 	p = cfg.Observe.WrapPort(name, p)
 	var err error
 	e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
-		PCIe: host.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline,
+		PCIe: host.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline, Poll: cfg.poll,
 		Cache: ctxConfig(cfg)})
 	if err != nil {
 		return nil, err
