@@ -30,28 +30,33 @@
 //	                            timers ─► tick: the Sender's local ACK,
 //	                                     early-retransmission and RNR timers
 //
-// One file per stage: rx.go (parse, hand-off, dispatch), park.go (packets
-// waiting for contexts), responder.go, requester.go (through the
-// reliability gate), completer.go, timers.go, tx.go (encode and send in
-// batches) and memory.go (contexts, MPT and MTT checks, DMA); engine.go
-// is the loop that runs them, nic.go the NIC and its counters.
+// One file per stage: resolve.go (each unit of work's context lookups,
+// once each, without waiting), rx.go (parse, hand-off, dispatch), park.go
+// (packets and requesters waiting for contexts), responder.go,
+// requester.go (through the reliability gate), completer.go, qp.go (the
+// CQE stage), timers.go, tx.go (encode and send in batches) and memory.go
+// (MPT and MTT checks, DMA); engine.go is the loop that runs them, nic.go
+// the NIC and its counters.
 //
 // All of RC's recovery (the PSN window, replay entries, ACK/NAK/RNR
 // handling, timers, duplicate detection) is package reliability's; the
 // engine acts on what its Sender and Receiver decide.
 //
 // Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
-// GCCache, and host memory only through the host.DMA engine. A received
-// packet whose QP context, or whose request's MPT entry or first MTT line,
-// misses waits parked with its QP (park.go); a requester whose L_Key's MPT
-// entry or MTT line misses stops until it comes, while other QPs send.
-// Its CQ and SRQ contexts, and the MPT entries and MTT lines each WRITE or
-// SEND packet's payload lands in, are probed the same way. Other misses
-// (the receive WQE a message's first packet takes, the memory READ
-// responses are read from) are waited for in place. The engine
-// keeps each QP's running state (PSNs, in-flight WQEs, receive progress) in
-// fixed arrays, as an RNIC keeps it on chip; nothing on the packet path
-// allocates.
+// GCCache, and host memory only through the host.DMA engine. Each unit of
+// work (a received packet, a doorbell, a timer, a READ to pump, a CQE)
+// looks each context up once (ctx_lookups_* count them) and never waits
+// for a miss: a packet whose QP context, SRQ context, R_Key's MPT entry or
+// MTT lines miss waits parked with its QP (park.go); a requester whose QP
+// context, L_Key's MPT entry or MTT line misses stops until it comes; a
+// READ response waits for its QP's context or its memory's; a CQE whose
+// CQ context misses waits queued, in order, while the engine goes on
+// (qp.go). Only where the cache has no ticket to give, or for memory no
+// stage resolved ahead (the receive WQE a SEND's first packet takes, a
+// READ response's landing place), does the engine wait, and ctx_waits
+// counts it. The engine keeps each QP's running state (PSNs, in-flight
+// WQEs, receive progress) in fixed arrays, as an RNIC keeps it on chip;
+// nothing on the packet path allocates.
 //
 // The ports live in sub-packages: xsk (AF_XDP), udpport (kernel UDP
 // sockets) and porttest (an in-memory pair with a faulty link); wire is the

@@ -39,7 +39,7 @@ func TestLossAndShallow(t *testing.T) {
 	t.Logf("shallow: %+v", s)
 	// With an ECN switch: packets are marked, the responder answers with
 	// CNPs, the senders cut their windows, and everything completes.
-	e, err := relbench.Shallow(relbench.ShallowConfig{WriteQPs: 2, Messages: 40, Reads: 20, RTT: 500 * time.Microsecond, QueueBytes: 32 << 10, MarkBytes: 8 << 10})
+	e, err := relbench.Shallow(relbench.ShallowConfig{WriteQPs: 2, Messages: 40, Reads: 20, RTT: 500 * time.Microsecond, QueueBytes: 32 << 10, MarkBytes: 2 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
