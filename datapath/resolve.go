@@ -60,22 +60,14 @@ func (n *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, 
 	if st != ctxcache.Hit || t == host.CQC {
 		return st, pid, words
 	}
-	i := m.n
-	if i == memoSlots {
-		i = m.next
-		m.next = (m.next + 1) % memoSlots
-	} else {
-		m.n++
-	}
-	m.t[i], m.idx[i] = t, idx
-	copy(m.words[i][:w], words)
-	return st, pid, m.words[i][:w]
+	return st, pid, n.remember(t, idx, words)
 }
 
-// remember keeps an entry a wait fetched for the rest of the unit.
-func (n *engine) remember(t host.ContextType, idx uint64, words []uint64) {
+// remember keeps an entry for the rest of the unit (a CQ context is not
+// kept) and returns the kept copy.
+func (n *engine) remember(t host.ContextType, idx uint64, words []uint64) []uint64 {
 	if t == host.CQC {
-		return
+		return words
 	}
 	m := &n.memo
 	i := m.n
@@ -87,6 +79,7 @@ func (n *engine) remember(t host.ContextType, idx uint64, words []uint64) {
 	}
 	m.t[i], m.idx[i] = t, idx
 	copy(m.words[i][:len(words)], words)
+	return m.words[i][:len(words)]
 }
 
 // resolveQPC looks up QP qpn's context for its requester (or its timer)
