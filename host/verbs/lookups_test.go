@@ -3,6 +3,7 @@ package verbs_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
@@ -124,5 +125,45 @@ func TestLookupsPerPacket(t *testing.T) {
 				t.Errorf("lookups that waited: requester %d, responder %d", da.waits, db.waits)
 			}
 		})
+	}
+}
+
+// TestHeldCQEsKeepOrder: CQEs that wait for their CQ's context (evicted,
+// behind a 30 ms PCIe model) are written when it comes, in the order
+// their work requests completed, and the engine never waits for it.
+func TestHeldCQEsKeepOrder(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
+	a := verbstest.NewEndPCIe(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	verbstest.Connect(t, a, b, 3, 20)
+	write := func(id uint64) {
+		wr := verbs.SendWR{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: verbstest.SGL(a, 0, 64),
+			RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}
+		if _, err := a.QP.PostSend([]verbs.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(100) // warm the caches
+	if wc := verbstest.WaitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("warm-up: %v", wc.Status)
+	}
+	nic := a.Dev.NIC()
+	held, waits := a.Counts.CQEsHeld.Load(), a.Counts.CtxWaits.Load()
+	nic.Command(func() { nic.Cache(host.CQC).Invalidate(uint64(a.CQ.Num())) })
+	const n = 5
+	for i := range n {
+		write(uint64(i + 1))
+	}
+	for i := range n {
+		wc := verbstest.WaitWC(t, a.CQ)
+		if wc.Status != verbs.WCSuccess || wc.WRID != uint64(i+1) {
+			t.Fatalf("completion %d: WRID %d, %v; want WRID %d, success", i, wc.WRID, wc.Status, i+1)
+		}
+	}
+	if a.Counts.CQEsHeld.Load() == held {
+		t.Error("no CQE waited for the evicted CQ context")
+	}
+	if w := a.Counts.CtxWaits.Load() - waits; w != 0 {
+		t.Errorf("the engine waited for a context %d times", w)
 	}
 }
