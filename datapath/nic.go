@@ -127,37 +127,43 @@ type Counters struct {
 	RcvdRNRErr, SendRNRErr     atomic.Uint64
 	RetryExceededErr           atomic.Uint64
 	RetryRNRExceededErr        atomic.Uint64
-	Retransmits                atomic.Uint64                       // go-back-N restarts (timeouts and NAKs)
-	Parked, ParkDropped        atomic.Uint64                       // packets set aside for a QP context miss, and dropped for lack of room
-	RcvdBadResponse            atomic.Uint64                       // READ responses whose length or opcode does not fit their place, dropped
-	SendWaits                  atomic.Uint64                       // times a requester stopped for a context miss while other QPs went on
-	HandedOff, HandoffDropped  atomic.Uint64                       // frames passed to their QP's engine from another queue, and dropped for lack of room
-	RcvdBadPKey                atomic.Uint64                       // packets whose P_Key does not match their QP's, dropped
-	RcvdLengthErr              atomic.Uint64                       // requests whose payload does not fit the path MTU, the message or the receive buffer (invalid request NAK)
-	DuplicateDropped           atomic.Uint64                       // duplicate READs that match no READ the responder remembers, dropped
-	SeqNAKSuppressed           atomic.Uint64                       // out-of-sequence requests not NAKed: their gap had its NAK, or the QP's last NAK was too recent
-	RcvdStaleResponse          atomic.Uint64                       // ACKs, NAKs and responses for PSNs outside [oldest unacknowledged, last sent], ignored
-	ReplayStalls               atomic.Uint64                       // times a QP's packet waited at the transmit gate for a free replay entry
-	ReplayStalledNs            atomic.Uint64                       // the time QPs so waited, in nanoseconds
-	RetransmittedPkts          atomic.Uint64                       // packets sent again from their replay entries
-	ReadResponsesResent        atomic.Uint64                       // READ response packets sent again for duplicate READ requests
-	LocalACKTimeouts           atomic.Uint64                       // local ACK timer expiries
-	CreditWaits                atomic.Uint64                       // times a SEND waited for the responder's end-to-end credits
-	PlacedAhead                atomic.Uint64                       // WRITE_ONLY packets placed ahead of order (selective repeat)
-	NPECNMarked                atomic.Uint64                       // requests received marked Congestion Experienced
-	NPCNPSent                  atomic.Uint64                       // CNPs sent for them
-	RPCNPHandled               atomic.Uint64                       // CNPs received, each cutting the QP's window
-	HPUPackets                 atomic.Uint64                       // packets handed to execution contexts' handlers
-	HPURefused                 atomic.Uint64                       // packets the handlers had no room for: not acknowledged, sent again by the peer
-	HPUFaults                  atomic.Uint64                       // messages failed by a handler's fault (NAKed, the QP to error)
-	HPUAborted                 atomic.Uint64                       // messages under way with handlers ended by a reset, an error or a UC loss
-	HPUCommands                atomic.Uint64                       // packets handlers sent (Send, Put)
-	HPUCommandsRefused         atomic.Uint64                       // handlers' packets refused: no buffer free, or the QP cannot send
-	CtxLookups                 [host.NumContextTypes]atomic.Uint64 // context lookups through the caches, by type (resolve.go)
-	CtxWaits                   atomic.Uint64                       // lookups that waited for a miss to be filled: no ticket free, or nothing resolved ahead
-	CQEsHeld                   atomic.Uint64                       // CQEs that waited, queued, for their CQ's context while the engine went on
-	replay                     *reliability.Pool
-	hpu                        *atomic.Pointer[hpuState]
+	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs)
+	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
+	RcvdBadResponse            atomic.Uint64 // READ responses whose length or opcode does not fit their place, dropped
+	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
+	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
+	RcvdBadPKey                atomic.Uint64 // packets whose P_Key does not match their QP's, dropped
+	RcvdLengthErr              atomic.Uint64 // requests whose payload does not fit the path MTU, the message or the receive buffer (invalid request NAK)
+	DuplicateDropped           atomic.Uint64 // duplicate READs that match no READ the responder remembers, dropped
+	SeqNAKSuppressed           atomic.Uint64 // out-of-sequence requests not NAKed: their gap had its NAK, or the QP's last NAK was too recent
+	RcvdStaleResponse          atomic.Uint64 // ACKs, NAKs and responses for PSNs outside [oldest unacknowledged, last sent], ignored
+	ReplayStalls               atomic.Uint64 // times a QP's packet waited at the transmit gate for a free replay entry
+	ReplayStalledNs            atomic.Uint64 // the time QPs so waited, in nanoseconds
+	RetransmittedPkts          atomic.Uint64 // packets sent again from their replay entries
+	ReadResponsesResent        atomic.Uint64 // READ response packets sent again for duplicate READ requests
+	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
+	CreditWaits                atomic.Uint64 // times a SEND waited for the responder's end-to-end credits
+	PlacedAhead                atomic.Uint64 // WRITE_ONLY packets placed ahead of order (selective repeat)
+	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
+	NPCNPSent                  atomic.Uint64 // CNPs sent for them
+	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window
+	HPUPackets                 atomic.Uint64 // packets handed to execution contexts' handlers
+	HPURefused                 atomic.Uint64 // packets the handlers had no room for: not acknowledged, sent again by the peer
+	HPUFaults                  atomic.Uint64 // messages failed by a handler's fault (NAKed, the QP to error)
+	HPUAborted                 atomic.Uint64 // messages under way with handlers ended by a reset, an error or a UC loss
+	HPUCommands                atomic.Uint64 // packets handlers sent (Send, Put)
+	HPUCommandsRefused         atomic.Uint64 // handlers' packets refused: no buffer free, or the QP cannot send
+
+	// The resolve stage's (resolve.go): context lookups through the
+	// caches, by type; lookups that waited for a miss to be filled (no
+	// ticket free, or nothing resolved ahead); CQEs that waited, queued,
+	// for their CQ's context while the engine went on.
+	CtxLookups [host.NumContextTypes]atomic.Uint64
+	CtxWaits   atomic.Uint64
+	CQEsHeld   atomic.Uint64
+
+	replay *reliability.Pool
+	hpu    *atomic.Pointer[hpuState]
 }
 
 // Each calls fn with every counter's name (rxe's where rxe has one) and

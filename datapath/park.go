@@ -210,7 +210,7 @@ func (n *engine) pollParked() bool {
 func (n *engine) drainReady() {
 	if n.cqeDue {
 		n.cqeDue = false
-		n.flushCQEs()
+		n.flushCQEs(false)
 	}
 	for len(n.sqReady) > 0 {
 		qpn := n.sqReady[len(n.sqReady)-1]

@@ -159,9 +159,8 @@ func (n *engine) complete(cqn uint32, c *host.CQE) {
 func (n *engine) holdCQE(cqn uint32, c *host.CQE) {
 	if n.cqeN == cqeQueue {
 		n.counters.CtxWaits.Add(1)
-		n.flushCQEs()
-		if n.cqeN == cqeQueue {
-			n.flushCQEsWaiting()
+		if n.flushCQEs(false); n.cqeN == cqeQueue {
+			n.flushCQEs(true)
 		}
 		if n.cqeHeld[cqn] == 0 {
 			n.writeCQE(cqn, c, false)
@@ -174,25 +173,15 @@ func (n *engine) holdCQE(cqn uint32, c *host.CQE) {
 	n.counters.CQEsHeld.Add(1)
 }
 
-// flushCQEs writes the queued CQEs whose contexts have come, in order;
-// it stops at the first whose context misses again (a new ticket).
-func (n *engine) flushCQEs() {
+// flushCQEs writes the queued CQEs, in order: those whose contexts have
+// come, stopping at the first that misses again (a new ticket), or, with
+// wait, every one, waiting for the contexts.
+func (n *engine) flushCQEs(wait bool) {
 	for n.cqeN > 0 {
 		pc := &n.cqes[n.cqeHead]
-		if !n.writeCQE(pc.cqn, &pc.cqe, true) {
+		if !n.writeCQE(pc.cqn, &pc.cqe, !wait) {
 			return
 		}
-		n.cqeHeld[pc.cqn]--
-		n.cqeHead = (n.cqeHead + 1) % cqeQueue
-		n.cqeN--
-	}
-}
-
-// flushCQEsWaiting writes every queued CQE, waiting for the contexts.
-func (n *engine) flushCQEsWaiting() {
-	for n.cqeN > 0 {
-		pc := &n.cqes[n.cqeHead]
-		n.writeCQE(pc.cqn, &pc.cqe, false)
 		n.cqeHeld[pc.cqn]--
 		n.cqeHead = (n.cqeHead + 1) % cqeQueue
 		n.cqeN--
