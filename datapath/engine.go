@@ -259,7 +259,7 @@ func (e *engine) turn() (bool, error) {
 	e.flushTX()
 	e.port.Flush()
 	if len(e.timers) > 0 {
-		if now := time.Now(); now.Sub(e.lastTick) > 200*time.Microsecond {
+		if now := e.clock(); now.Sub(e.lastTick) > 200*time.Microsecond {
 			e.lastTick = now
 			e.tick(now)
 			e.flushTX()
@@ -281,7 +281,7 @@ func (e *engine) idleFor(turns int) bool {
 }
 
 // clock is the engine's time, for the reliability state machines.
-func (e *engine) clock() time.Time { return time.Now() }
+func (e *engine) clock() time.Time { return e.cfg.Clock.Now() }
 
 // openQP reserves an RC QP's replay entries (0: the default), returning
 // any it held.

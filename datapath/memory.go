@@ -35,6 +35,9 @@ func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 		}
 		if st == ctxcache.Stall {
 			k := c.Poll(n.id, resp)
+			if k == 0 {
+				n.cfg.DMA.Pass()
+			}
 			for _, r := range resp[:k] {
 				n.arrived(t, r)
 			}
@@ -55,6 +58,9 @@ func (n *engine) waitTicket(t host.ContextType, pid uint32, words []uint64) {
 	resp := n.ctxResp[:]
 	for got := false; !got; {
 		k := c.Poll(n.id, resp)
+		if k == 0 {
+			n.cfg.DMA.Pass() // a driven clock moves on to the fetch's answer
+		}
 		for _, r := range resp[:k] {
 			if r.PID == pid {
 				copy(words, c.Data(pid))

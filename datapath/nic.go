@@ -67,6 +67,12 @@ type NICConfig struct {
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)
+	// Clock is the time of the protocol's timers and of the reliability
+	// state machines (nil: the system's clock). A test gives the NIC and
+	// its DMA engine one host.DrivenClock and runs the engines itself
+	// (PollApp and NIC.Progress, without Run), so that it decides when a
+	// context fetch completes and a timer expires.
+	Clock host.Clock
 }
 
 // PollMode is what an idle engine does.
@@ -305,6 +311,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.ReplayEntries, 32768)
 	if cfg.PollBudget <= 0 {
 		cfg.PollBudget = 50 * time.Microsecond
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = host.SystemClock{}
 	}
 	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}

@@ -14,6 +14,9 @@ type PCIe struct {
 	Latency     time.Duration // added to every transfer
 	BytesPerSec float64       // link bandwidth; 0 means unlimited
 	MaxReads    int           // reads in flight at once; 0 means unlimited
+	// Clock times the model (nil: the system's clock); a test that
+	// drives it decides when each transfer completes.
+	Clock Clock
 }
 
 func (p PCIe) instant() bool { return p.Latency == 0 && p.BytesPerSec == 0 }
@@ -71,6 +74,9 @@ func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 	if queue == 0 {
 		queue = 4096
 	}
+	if model.Clock == nil {
+		model.Clock = SystemClock{}
+	}
 	d := &DMA{mem: mem, model: model}
 	if !model.instant() {
 		d.queue = make([]dmaOp, queue)
@@ -97,11 +103,31 @@ func (d *DMA) Read(addr uint64, dst []byte) error {
 		return err
 	}
 	for !w.done {
-		if d.Poll() == 0 {
+		if d.Poll() == 0 && !d.Pass() {
 			runtime.Gosched()
 		}
 	}
 	return w.err
+}
+
+// Pass lets time pass for a caller that waits for a transfer (a blocking
+// read, a context fetch waited for): on a driven clock it moves the clock
+// to the first queued transfer's completion and reports true, so that in
+// a test a wait takes the time it waits for; on the system's clock it
+// does nothing and reports false.
+func (d *DMA) Pass() bool {
+	c, ok := d.model.Clock.(interface{ WaitUntil(time.Time) })
+	if !ok {
+		return false
+	}
+	d.mu.Lock()
+	var at time.Time
+	if d.n > 0 {
+		at = d.queue[d.head].at
+	}
+	d.mu.Unlock()
+	c.WaitUntil(at)
+	return true
 }
 
 type waiter struct {
@@ -165,7 +191,7 @@ func (d *DMA) enqueue(op dmaOp) error {
 		d.mu.Unlock()
 		return ErrDMABusy
 	}
-	now := time.Now()
+	now := d.model.Clock.Now()
 	start := now
 	if d.linkFree.After(start) {
 		start = d.linkFree
@@ -205,7 +231,7 @@ func (d *DMA) Poll() int {
 		k := 0
 		d.mu.Lock()
 		if d.n > 0 {
-			now := time.Now()
+			now := d.model.Clock.Now()
 			for k < len(done) && d.n > 0 && !d.queue[d.head].at.After(now) {
 				op := d.queue[d.head]
 				d.queue[d.head] = dmaOp{}
@@ -253,6 +279,8 @@ func (d *DMA) Quiesce() {
 		if n == 0 {
 			return
 		}
-		runtime.Gosched()
+		if !d.Pass() {
+			runtime.Gosched()
+		}
 	}
 }

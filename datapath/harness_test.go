@@ -1,0 +1,286 @@
+package datapath
+
+// The engine's own test harness: a NIC built on host tables without
+// host/verbs, a port the test feeds with frames it encodes and whose sent
+// frames it reads back, and a driven clock shared by the NIC and its DMA
+// engine, so that a test decides when a context fetch or a host write
+// completes and when a timer expires. The engines never run on their own
+// goroutines: the test takes their turns (NIC.Progress) itself.
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host"
+)
+
+// testPort is a Port the test drives: frames it queues with inject come
+// out of Recv in order, and every frame the NIC sends is kept, copied.
+type testPort struct {
+	rx    [][]byte
+	tx    [][]byte
+	stats PortStats
+}
+
+func (p *testPort) Recv(frames []Frame) (int, error) {
+	k := min(len(frames), len(p.rx))
+	for i := range k {
+		frames[i] = Frame{Data: p.rx[i]}
+	}
+	p.rx = p.rx[k:]
+	return k, nil
+}
+
+func (p *testPort) Release([]Frame) {}
+func (p *testPort) Free([]Frame)    {}
+
+func (p *testPort) Alloc(frames []Frame) int {
+	for i := range frames {
+		frames[i] = Frame{Data: make([]byte, p.MaxFrameLen())}
+	}
+	return len(frames)
+}
+
+func (p *testPort) Send(frames []Frame) (int, error) {
+	for _, f := range frames {
+		p.tx = append(p.tx, append([]byte(nil), f.Data...))
+	}
+	return len(frames), nil
+}
+
+func (p *testPort) Wait(time.Duration) error { return nil }
+func (p *testPort) Wake()                    {}
+func (p *testPort) Flush()                   {}
+func (p *testPort) MaxFrameLen() int         { return 9018 }
+func (p *testPort) Stats() *PortStats        { return &p.stats }
+func (p *testPort) Close() error             { return nil }
+
+// harness is one NIC under test and the peer the test plays.
+type harness struct {
+	t      *testing.T
+	clock  *host.DrivenClock
+	mem    *host.Memory
+	nic    *NIC
+	port   *testPort
+	reg    *host.Registrar
+	nextMR uint64
+
+	mac, peerMAC wire.MAC
+	ip, peerIP   netip.Addr
+}
+
+// pcieLatency is the harness's modelled host round trip: a context miss
+// stays a miss until the test moves the clock on by this much.
+const pcieLatency = 2 * time.Microsecond
+
+// newHarness builds a NIC whose host memory lies pcieLatency away on a
+// driven clock.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: host.NewDrivenClock(time.Unix(1_000_000, 0)), mem: host.NewMemory(), port: &testPort{}, nextMR: 1,
+		mac: wire.MAC{2, 0, 0, 0, 0, 1}, peerMAC: wire.MAC{2, 0, 0, 0, 0, 2},
+		ip: netip.MustParseAddr("10.9.0.1"), peerIP: netip.MustParseAddr("10.9.0.2")}
+	dma := host.NewDMA(h.mem, host.PCIe{Latency: pcieLatency, Clock: h.clock}, 0)
+	nic, err := NewNIC(NICConfig{Ports: []Port{h.port}, MAC: h.mac, IP: h.ip, Memory: h.mem, DMA: dma,
+		MaxQPs: 16, MaxCQs: 4, MaxSRQs: 4, MaxMRs: 16, MaxMTT: 1024, ReplayEntries: 1024, Poll: PollApp, Clock: h.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.nic = nic
+	if h.reg, err = host.NewRegistrar(h.mem, nic.Table(host.MTT), 4096); err != nil {
+		t.Fatal(err)
+	}
+	h.reg.WriteEntry = func(idx, iova uint64) error { return nic.Cache(host.MTT).HostWrite(idx, []uint64{iova}) }
+	t.Cleanup(func() { dma.Close(); h.mem.Close() })
+	return h
+}
+
+// hostWrite writes a context entry as the host's commands do.
+func (h *harness) hostWrite(t host.ContextType, idx uint64, b []byte) {
+	h.t.Helper()
+	words := make([]uint64, len(b)/8)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	if err := h.nic.Cache(t).HostWrite(idx, words); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// cq makes CQ cqn with a ring of size entries and returns the ring's
+// address.
+func (h *harness) cq(cqn uint32, size uint32) uint64 {
+	base := h.mem.Alloc(int(size) * host.CQESize)
+	e := host.RingEntry{Valid: true, Size: size, Base: base}
+	var b [64]byte
+	e.Encode(b[:])
+	h.hostWrite(host.CQC, uint64(cqn), b[:])
+	return base
+}
+
+// cqes reads the CQEs the NIC has written to a ring of size entries,
+// from the first, up to the first it has not written.
+func (h *harness) cqes(base uint64, size uint32) []host.CQE {
+	var out []host.CQE
+	for i := range size {
+		b, err := h.mem.Slice(base+uint64(i)*host.CQESize, host.CQESize)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var c host.CQE
+		c.Decode(b)
+		if c.Owner != 1 {
+			break
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// rcQP makes QP qpn an RC QP in RTS, its peer's QP peerQPN, expecting
+// psn first, its CQ cqn, and a receive queue of rq entries.
+func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32) host.QPCEntry {
+	q := host.QPCEntry{Valid: true, Type: host.QPTRC, State: host.QPSRTS, MTU: 3, // 1024
+		Access: host.AccessRemoteWrite | host.AccessRemoteRead | host.AccessRemoteAtomic, PD: 1, SendCQ: cqn, RecvCQ: cqn,
+		DestQPN: peerQPN, SQSize: 16, RQSize: rq, SQPSN: uint32(psn), RQPSN: uint32(psn), Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+		MinRNRTimer: 1, MaxRdAtomic: 16, MaxDestRdAtomic: 16, SrcPort: wire.SourcePort(qpn, peerQPN), DestMAC: h.peerMAC,
+		DestGID: h.peerIP.As16()}
+	q.SQBase = h.mem.Alloc(int(q.SQSize) * host.SendWQESize)
+	if rq > 0 {
+		q.RQBase = h.mem.Alloc(int(rq) * host.RecvWQESize)
+	}
+	var b [128]byte
+	q.Encode(b[:])
+	h.hostWrite(host.QPC, uint64(qpn), b[:])
+	if err := h.nic.owner(qpn).openQP(qpn, &h.nic.qps[qpn], 64); err != nil {
+		h.t.Fatal(err)
+	}
+	return q
+}
+
+// mr registers buf in PD 1 with the access given and returns its R_Key
+// and address.
+func (h *harness) mr(buf []byte, access uint16) (rkey uint32, va uint64) {
+	h.t.Helper()
+	m, err := h.reg.Register(buf)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	idx := h.nextMR
+	h.nextMR++
+	e := host.MPTEntry{Valid: true, Key: 0x5a, Access: access, PD: 1, VA: m.IOVA, Length: uint64(len(buf)), FirstMTT: m.FirstMTT, PageShift: 12}
+	var b [64]byte
+	e.Encode(b[:])
+	h.hostWrite(host.MPT, idx, b[:])
+	return uint32(idx)<<8 | 0x5a, m.IOVA
+}
+
+// request is a request the peer sends: the fields the test gives; the
+// harness fills in the addressing.
+func (h *harness) request(f wire.FrameFields) {
+	h.t.Helper()
+	f.Ethernet = wire.EthernetFields{Dst: h.mac, Src: h.peerMAC}
+	f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: h.peerIP, Dst: h.ip}
+	f.UDP = wire.UDPFields{SrcPort: 0xc000, DstPort: wire.RoCEv2Port}
+	f.BTH.PKey = wire.DefaultPKey
+	buf := make([]byte, 9018)
+	k, err := wire.Encode(buf, &f)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.port.rx = append(h.port.rx, buf[:k])
+}
+
+// write is a WRITE_ONLY from the peer asking for an ACK.
+func (h *harness) write(qpn uint32, psn wire.PSN, rkey uint32, va uint64, data []byte) {
+	h.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: qpn, AckReq: true, PSN: psn},
+		RETH: wire.RETHFields{VA: va, RKey: rkey, DMALen: uint32(len(data))}, Payload: data})
+}
+
+// turns takes the engines' turns until they have no work: frames, DMA
+// and context fetches whose time has come. The clock stands meanwhile, so
+// a stage that waited for a fetch would wait for ever: that fails the
+// test.
+func (h *harness) turns() {
+	h.t.Helper()
+	done := make(chan bool)
+	go func() {
+		for range 64 {
+			if !h.nic.Progress() && len(h.port.rx) == 0 {
+				done <- true
+				return
+			}
+		}
+		done <- false
+	}()
+	select {
+	case idle := <-done:
+		if !idle {
+			h.t.Fatal("the engine never went idle")
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("a turn waited for a host fetch with the clock standing: a blocking lookup")
+	}
+}
+
+// after moves the clock on by d and takes the turns that brings.
+func (h *harness) after(d time.Duration) {
+	h.clock.Advance(d)
+	h.turns()
+}
+
+// sent returns the frames the NIC sent since the last call, parsed.
+func (h *harness) sent() []wire.Packet {
+	h.t.Helper()
+	var out []wire.Packet
+	for _, f := range h.port.tx {
+		var p wire.Packet
+		if err := wire.Parse(f, &p); err != nil {
+			h.t.Fatalf("the NIC sent a frame it cannot parse: %v", err)
+		}
+		out = append(out, p)
+	}
+	h.port.tx = h.port.tx[:0]
+	return out
+}
+
+// reply is what a test checks of one packet the NIC sent.
+type reply struct {
+	qpn    uint32
+	op     wire.Opcode
+	psn    wire.PSN
+	nak    bool
+	rnr    bool
+	code   uint8 // the NAK's code
+	atomic uint64
+}
+
+// replies returns the packets sent since the last call, as replies.
+func (h *harness) replies() []reply {
+	var out []reply
+	for _, p := range h.sent() {
+		r := reply{qpn: p.BTH().DestQP(), op: p.Opcode, psn: p.BTH().PSN()}
+		if a := p.AETH(); a != nil {
+			s := a.Syndrome()
+			r.nak, r.rnr, r.code = s.IsNAK(), s.IsRNRNAK(), s.Value()
+		}
+		if a := p.AtomicAckETH(); a != nil {
+			r.atomic = a.OrigData()
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// mem reads n bytes at va.
+func (h *harness) read(va uint64, n int) []byte {
+	h.t.Helper()
+	b, err := h.mem.Slice(va, n)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}

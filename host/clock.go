@@ -1,0 +1,59 @@
+package host
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is the time the NIC and its DMA engine see: the system's
+// monotonic clock in a running NIC, a DrivenClock in tests, so that a
+// test decides when a modelled transfer completes or a timer expires.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the system's clock.
+type SystemClock struct{}
+
+// Now implements Clock.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// DrivenClock is a clock that moves only when its owner says: Advance
+// and Set. The zero value is not ready; NewDrivenClock starts one.
+// It may be read from any goroutine.
+type DrivenClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewDrivenClock returns a clock standing at start.
+func NewDrivenClock(start time.Time) *DrivenClock { return &DrivenClock{now: start} }
+
+// Now implements Clock.
+func (c *DrivenClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// WaitUntil is a synchronous wait for t on the driven clock: the clock
+// moves on to t if it stands before it. The DMA engine's blocking reads
+// call it, so that in a test they take the time they wait for.
+func (c *DrivenClock) WaitUntil(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+
+// Advance moves the clock on by d (a negative d is refused: time does
+// not go back) and returns the new time.
+func (c *DrivenClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d > 0 {
+		c.now = c.now.Add(d)
+	}
+	return c.now
+}
