@@ -284,3 +284,29 @@ func (h *harness) read(va uint64, n int) []byte {
 	}
 	return b
 }
+
+// post writes a send WQE at index idx of a QP's send queue and rings its
+// doorbell with producer idx+1.
+func (h *harness) post(qpn uint32, q *host.QPCEntry, idx uint32, w host.SendWQE) {
+	h.t.Helper()
+	b, err := h.mem.Slice(q.SQBase+uint64(idx%q.SQSize)*host.SendWQESize, host.SendWQESize)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	w.Encode(b)
+	h.nic.Ring(Doorbell{QPN: qpn, Producer: idx + 1})
+}
+
+// inlineWrite is a signaled RDMA WRITE of data, inline, to the peer's
+// remote address and key.
+func inlineWrite(wrid uint64, data string, raddr uint64, rkey uint32) host.SendWQE {
+	w := host.SendWQE{WRID: wrid, Opcode: host.WRRDMAWrite, Flags: host.SendSignaled | host.SendInline, RemoteAddr: raddr, RKey: rkey, InlineLen: uint32(len(data))}
+	copy(w.Inline[:], data)
+	return w
+}
+
+// ack is the peer's ACK of psn on the NIC's QP qpn.
+func (h *harness) ack(qpn uint32, psn wire.PSN, msn uint32) {
+	h.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, DestQP: qpn, PSN: psn},
+		AETH: wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: msn}})
+}

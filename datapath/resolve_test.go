@@ -69,3 +69,57 @@ func TestResolveMissParksOnlyItsQP(t *testing.T) {
 		t.Errorf("ctx_waits %d: a stage waited for a fetch", w)
 	}
 }
+
+// A doorbell on a QP whose context misses stops that QP's requester
+// only: the next QP's WRITE leaves first, the cold QP's when its context
+// comes, and their ACKs complete both in order.
+func TestResolveRequesterMissWaitsAlone(t *testing.T) {
+	h := newHarness(t)
+	ring := h.cq(0, 64)
+	const cold, hot, coldPeer, hotPeer = 17, 18, 100, 101
+	qc := h.rcQP(cold, coldPeer, 0, 0, 0)
+	qh := h.rcQP(hot, hotPeer, 0, 0, 0)
+	rkey, va := h.mr(make([]byte, 4096), host.AccessRemoteWrite|host.AccessLocalWrite)
+	warm(h, rkey, va, cold, hot)
+
+	h.nic.Cache(host.QPC).Invalidate(cold)
+	waits := h.nic.counters.SendWaits.Load()
+	h.post(cold, &qc, 0, inlineWrite(1, "cold", 0x1000, 7))
+	h.post(hot, &qh, 0, inlineWrite(2, "hot", 0x2000, 7))
+	h.turns()
+	if got := h.nic.counters.SendWaits.Load() - waits; got != 1 {
+		t.Errorf("send_waits moved by %d, want 1 (the cold QP's requester)", got)
+	}
+	var order []uint32
+	for _, p := range h.sent() {
+		if p.Opcode != wire.RCRDMAWriteOnly {
+			t.Fatalf("sent %v, want WRITE_ONLY", p.Opcode)
+		}
+		order = append(order, p.BTH().DestQP())
+	}
+	h.after(pcieLatency)
+	for _, p := range h.sent() {
+		order = append(order, p.BTH().DestQP())
+	}
+	if want := []uint32{hotPeer, coldPeer}; !slices.Equal(order, want) {
+		t.Fatalf("WRITEs left for peers %v, want %v: the hot QP first, not behind the cold one", order, want)
+	}
+	h.ack(hot, 0, 1)
+	h.ack(cold, 0, 1)
+	for range 4 {
+		h.after(pcieLatency)
+	}
+	var wrids []uint64
+	for _, c := range h.cqes(ring, 64) {
+		if c.Status != host.WCSuccess || c.Opcode != host.WCRDMAWrite {
+			t.Errorf("CQE %+v, want a successful WRITE", c)
+		}
+		wrids = append(wrids, c.WRID)
+	}
+	if want := []uint64{2, 1}; !slices.Equal(wrids, want) {
+		t.Errorf("completions %v, want %v (in the order the ACKs came)", wrids, want)
+	}
+	if w := h.nic.counters.CtxWaits.Load(); w != 0 {
+		t.Errorf("ctx_waits %d: a stage waited for a fetch", w)
+	}
+}
