@@ -254,7 +254,7 @@ type reply struct {
 	psn    wire.PSN
 	nak    bool
 	rnr    bool
-	code   uint8 // the NAK's code
+	code   uint8 // a NAK's code, an RNR NAK's timer
 	atomic uint64
 }
 
@@ -265,7 +265,9 @@ func (h *harness) replies() []reply {
 		r := reply{qpn: p.BTH().DestQP(), op: p.Opcode, psn: p.BTH().PSN()}
 		if a := p.AETH(); a != nil {
 			s := a.Syndrome()
-			r.nak, r.rnr, r.code = s.IsNAK(), s.IsRNRNAK(), s.Value()
+			if r.nak, r.rnr = s.IsNAK(), s.IsRNRNAK(); r.nak || r.rnr {
+				r.code = s.Value() // an ACK's value is its credits: not compared
+			}
 		}
 		if a := p.AtomicAckETH(); a != nil {
 			r.atomic = a.OrigData()
@@ -309,4 +311,16 @@ func inlineWrite(wrid uint64, data string, raddr uint64, rkey uint32) host.SendW
 func (h *harness) ack(qpn uint32, psn wire.PSN, msn uint32) {
 	h.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, DestQP: qpn, PSN: psn},
 		AETH: wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: msn}})
+}
+
+// postRecv writes a receive WQE at index idx of a QP's receive queue and
+// rings its doorbell.
+func (h *harness) postRecv(qpn uint32, q *host.QPCEntry, idx uint32, w host.RecvWQE) {
+	h.t.Helper()
+	b, err := h.mem.Slice(q.RQBase+uint64(idx%q.RQSize)*host.RecvWQESize, host.RecvWQESize)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	w.Encode(b)
+	h.nic.Ring(Doorbell{QPN: qpn, Producer: idx + 1, Recv: true})
 }

@@ -140,6 +140,9 @@ type Counters struct {
 	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
 	RcvdBadPKey                atomic.Uint64 // packets whose P_Key does not match their QP's, dropped
 	RcvdLengthErr              atomic.Uint64 // requests whose payload does not fit the path MTU, the message or the receive buffer (invalid request NAK)
+	RcvdOpSeqErr               atomic.Uint64 // requests whose opcode does not fit the message under way (a MIDDLE without a FIRST...): invalid request NAK
+	RcvdRKeyErr                atomic.Uint64 // requests whose R_Key, PD, access rights or bounds refuse the access: remote access error NAK
+	RcvdMisalignedAtomic       atomic.Uint64 // atomics on an address not 8-byte aligned: invalid request NAK
 	DuplicateDropped           atomic.Uint64 // duplicate READs that match no READ the responder remembers, dropped
 	SeqNAKSuppressed           atomic.Uint64 // out-of-sequence requests not NAKed: their gap had its NAK, or the QP's last NAK was too recent
 	RcvdStaleResponse          atomic.Uint64 // ACKs, NAKs and responses for PSNs outside [oldest unacknowledged, last sent], ignored
@@ -187,7 +190,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
 		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey},
-		{"rcvd_length_err", &c.RcvdLengthErr}, {"duplicate_dropped", &c.DuplicateDropped},
+		{"rcvd_length_err", &c.RcvdLengthErr}, {"rcvd_op_seq_err", &c.RcvdOpSeqErr}, {"rcvd_rkey_err", &c.RcvdRKeyErr},
+		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
 		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits}, {"placed_ahead", &c.PlacedAhead},

@@ -141,6 +141,34 @@ func (n *engine) memoryMiss(qpn uint32, p *wire.Packet) bool {
 	return false
 }
 
+// landingMiss looks up, without waiting, the MPT entry and MTT lines
+// that a READ response's data or an atomic's original value lands in
+// (the scatter list of the work request it answers). On a miss it
+// records the ticket for QP qpn and reports true: the response must be
+// parked.
+func (n *engine) landingMiss(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
+	size := uint32(len(p.Payload()))
+	if p.Opcode == wire.RCAtomicAcknowledge {
+		size = 8
+	}
+	r := &n.qps[qpn]
+	if size == 0 || !r.sndStarted {
+		return false
+	}
+	e, k, ok := r.snd.Landing(p.BTH().PSN())
+	if !ok {
+		return false
+	}
+	in := r.inflightOf(e.WQE)
+	if in == nil {
+		return false
+	}
+	off := k * uint32(pmtu(q))
+	sges := in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)]
+	tag := qpn + 1
+	return n.sglMiss(sges, off, size, tag) || n.sglMiss(sges, off+size-1, 1, tag)
+}
+
 // regionMiss looks up, without waiting, key's MPT entry and the MTT
 // lines of the bytes [va, va+size) (size at least 1): the line of the
 // first byte, and of the last when it is another. On a miss it records the
@@ -234,14 +262,11 @@ func (n *engine) drainReady() {
 			}
 			n.begin()
 			var q host.QPCEntry
-			if err == nil && n.mustWait(qpn, &p, &q) {
-				break
+			if err == nil && (n.mustWait(qpn, &p, &q) || n.dispatch(qpn, &p, &q)) {
+				break // it waits again, at the head of its QP's queue
 			}
 			r.parkHead = (r.parkHead + 1) % parkDepth
 			r.parkN--
-			if err == nil {
-				n.dispatch(qpn, &p, &q)
-			}
 			n.parkPool.Return(pf.handle)
 		}
 	}
@@ -274,7 +299,7 @@ func (n *engine) mustWait(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
 	}
 	f := p.Info.Flags
 	if f&wire.OpRequest == 0 {
-		return false
+		return q.Type == host.QPTRC && n.landingMiss(qpn, p, q)
 	}
 	if n.memoryMiss(qpn, p) {
 		return true

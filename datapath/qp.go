@@ -54,7 +54,8 @@ type qpRun struct {
 	lastCNP                time.Time            // when it last sent a CNP
 	ucExp                  wire.PSN             // UC: the expected PSN
 	rqProducer, rqConsumer uint32
-	ucDrop                 bool // UC: dropping the rest of a broken message
+	ucDrop                 bool  // UC: dropping the rest of a broken message
+	inMsg                  uint8 // the message under way (msgSend, msgWrite), for checkOpSeq
 	recvActive             bool
 	recv                   host.RecvWQE
 	recvIndex              uint32 // the receive WQE's queue index

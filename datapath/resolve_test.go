@@ -123,3 +123,78 @@ func TestResolveRequesterMissWaitsAlone(t *testing.T) {
 		t.Errorf("ctx_waits %d: a stage waited for a fetch", w)
 	}
 }
+
+// A SEND whose receive WQE names memory whose MPT entry is not cached
+// waits, parked, with the WQE taken, and lands when the entry comes:
+// nothing waits for the fetch.
+func TestResolveSendIntoColdReceiveBuffer(t *testing.T) {
+	rt := newRespTest(t)
+	rt.recv(1, 16)
+	rt.recv(2, 16)
+	warm(rt.harness, rt.rkey, rt.va, respQP)
+	rt.nic.Cache(host.MPT).Invalidate(uint64(rt.recvKey >> 8))
+	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 1), Payload: []byte("one")})
+	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 2), Payload: []byte("two")})
+	rt.turns()
+	if got := rt.replies(); len(got) != 0 {
+		t.Fatalf("answers %+v before the receive buffer's MPT entry came", got)
+	}
+	rt.settle()
+	want := []reply{{qpn: respPeer, op: wire.RCAcknowledge, psn: 1}, {qpn: respPeer, op: wire.RCAcknowledge, psn: 2}}
+	if got := rt.replies(); !slices.Equal(got, want) {
+		t.Fatalf("answers %+v, want %+v", got, want)
+	}
+	var wrids []uint64
+	for _, c := range rt.cqes(rt.ring, 64) {
+		if c.Status != host.WCSuccess || c.ByteLen != 3 {
+			t.Errorf("CQE %+v", c)
+		}
+		wrids = append(wrids, c.WRID)
+	}
+	if !slices.Equal(wrids, []uint64{1, 2}) {
+		t.Errorf("receives completed %v, want [1 2]: each SEND its own WQE, in order", wrids)
+	}
+	if !bytes.Equal(rt.recvBuf[:3], []byte("two")) {
+		t.Errorf("receive buffer %q", rt.recvBuf[:3])
+	}
+	if w := rt.nic.counters.CtxWaits.Load(); w != 0 {
+		t.Errorf("ctx_waits %d", w)
+	}
+}
+
+// A READ response whose landing place's MPT entry is not cached waits,
+// parked, and completes the READ with its data when the entry comes.
+func TestResolveReadResponseIntoColdBuffer(t *testing.T) {
+	rt := newRespTest(t)
+	warm(rt.harness, rt.rkey, rt.va, respQP)
+	local := make([]byte, 32)
+	lkey, lva := rt.mr(local, host.AccessLocalWrite)
+	rt.nic.Cache(host.MPT).Invalidate(uint64(lkey >> 8))
+	w := host.SendWQE{WRID: 9, Opcode: host.WRRDMARead, Flags: host.SendSignaled, RemoteAddr: 0x4000, RKey: 0x1234, NumSGE: 1,
+		SGE: [host.MaxSendSGE]host.SGE{{Addr: lva, Length: 6, LKey: lkey}}}
+	rt.post(respQP, &rt.q, 0, w)
+	rt.turns()
+	sent := rt.sent()
+	if len(sent) != 1 || sent[0].Opcode != wire.RCRDMAReadRequest {
+		t.Fatalf("sent %d packets, want the READ request", len(sent))
+	}
+	rt.nic.Cache(host.MPT).Invalidate(uint64(lkey >> 8)) // cold again when its answer comes
+	rt.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, DestQP: respQP, PSN: sent[0].BTH().PSN()},
+		AETH: wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: 1}, Payload: []byte("answer")})
+	parked := rt.nic.counters.Parked.Load()
+	rt.turns()
+	if rt.nic.counters.Parked.Load() != parked+1 {
+		t.Errorf("the response was not parked for its landing place's context")
+	}
+	rt.settle()
+	cqes := rt.cqes(rt.ring, 64)
+	if len(cqes) != 1 || cqes[0].WRID != 9 || cqes[0].Status != host.WCSuccess || cqes[0].Opcode != host.WCRDMARead {
+		t.Fatalf("CQEs %+v, want the READ's success", cqes)
+	}
+	if !bytes.Equal(local[:6], []byte("answer")) {
+		t.Errorf("READ placed %q", local[:6])
+	}
+	if w := rt.nic.counters.CtxWaits.Load(); w != 0 {
+		t.Errorf("ctx_waits %d", w)
+	}
+}

@@ -9,49 +9,110 @@ import (
 	"github.com/softrnic/softrnic/reliability"
 )
 
-// respond is the responder: it checks a request's PSN, places its data,
-// consumes receive WQEs, answers READs and acknowledges.
-func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+// The responder: a request, its QP's context resolved, goes through
+// named checks in order, as rxe's responder does (rxe_resp.c), each of
+// which either passes it on or ends it with the protocol's answer and a
+// counter:
+//
+//	checkQP        the QP is valid, in RTR or RTS, not in error, of the
+//	               packet's transport (else dropped: rcvd_unknown_qp,
+//	               rcvd_malformed)
+//	checkPSN       RC: new, duplicate (answered again: duplicate) or out
+//	               of sequence (a NAK per gap); UC: a gap drops the rest
+//	               of the message (respondUC); UD has none
+//	checkOpSeq     the opcode fits the message under way: a MIDDLE or
+//	               LAST continues a FIRST of its kind, a FIRST or ONLY
+//	               starts after a LAST (rcvd_op_seq_err, invalid request)
+//	checkLength    the payload fits the path MTU and its place in the
+//	               message, the RETH's length the message (rcvd_length_err,
+//	               invalid request)
+//	checkKey       the R_Key, its PD, access rights and bounds allow the
+//	               access, an atomic's address is aligned (rcvd_rkey_err,
+//	               remote access error; rcvd_misaligned_atomic, invalid
+//	               request)
+//	handlers       the one seam of the HPU stage: a message an execution
+//	               context's handlers take is theirs from here (hpu.go)
+//	checkResources a SEND's first packet, and a WRITE_WITH_IMM's last,
+//	               have a receive WQE (else RNR NAK); no READ or atomic
+//	               overtakes messages with their handlers (hpu_refused)
+//	execute        data placed, receive WQEs consumed and completed, READs
+//	               answered, atomics carried out
+//	acknowledge    the ACK the packet asks for (or, with selective
+//	               repeat, a NAK of the next hole)
+//
+// The order differs from rxe's in one place: length and key come before
+// resources, so that a request refused for either takes no receive WQE.
+
+// respond is the responder: it runs a request through the checks and
+// executes it. It reports whether the request must wait, parked with its
+// QP, for memory a receive WQE it took names (the WQE stays taken).
+func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
+	r := &n.qps[qpn]
+	if !n.checkQP(qpn, q, r, p) {
+		return false
+	}
+	if p.ECN() == wire.ECNCE && q.Type != host.QPTUD {
+		n.notifyCongestion(q, r, n.clock())
+	}
+	psn := p.BTH().PSN()
+	switch q.Type {
+	case host.QPTUD:
+		return n.respondUD(q, r, p)
+	case host.QPTUC:
+		return n.respondUC(q, r, p, psn)
+	}
+	if !n.checkPSN(q, r, p, psn) {
+		return false
+	}
+	if accepted, wait := n.checkAndExecute(q, r, p, psn); !accepted {
+		return wait
+	}
+	n.acknowledgeRequest(q, r, p)
+	return false
+}
+
+// checkQP passes a request for a valid QP in RTR or RTS, not in the
+// error state, of the packet's transport; it starts the QP's receiver on
+// its first request.
+func (n *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet) bool {
 	if !q.Valid || (q.State != host.QPSRTR && q.State != host.QPSRTS) {
 		n.counters.RcvdUnknownQP.Add(1)
-		return
+		return false
 	}
-	r := &n.qps[qpn]
 	r.hpu.qpn = qpn
 	r.startReceiver(q)
 	if r.errored {
-		return // a QP in the error state takes no requests
+		return false // a QP in the error state takes no requests
 	}
-	now := n.clock()
-	if p.ECN() == wire.ECNCE && q.Type != host.QPTUD {
-		n.notifyCongestion(q, r, now)
+	want := wire.TransportRC
+	switch q.Type {
+	case host.QPTUD:
+		want = wire.TransportUD
+	case host.QPTUC:
+		want = wire.TransportUC
 	}
-	psn := p.BTH().PSN()
-	if ud := q.Type == host.QPTUD; ud != (p.Info.Transport == wire.TransportUD) {
-		n.counters.RcvdMalformed.Add(1)
-		return
-	} else if ud {
-		n.respondUD(q, r, p)
-		return
+	if p.Info.Transport != want {
+		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP, or the like
+		return false
 	}
-	if uc := q.Type == host.QPTUC; uc != (p.Info.Transport == wire.TransportUC) {
-		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP or the other way round
-		return
-	} else if uc {
-		n.respondUC(q, r, p, psn)
-		return
-	}
-	switch class, nak := r.rcv.Classify(psn, now); class {
+	return true
+}
+
+// checkPSN classifies an RC request's PSN: a new request passes; a
+// duplicate is answered again (duplicate); one beyond the expected PSN
+// gets a sequence NAK, one per gap and not more often than
+// SeqNAKInterval per QP (a stream of forged requests ahead of the window
+// must not make the requester go back at each), and with selective
+// repeat a WRITE_ONLY ahead is placed at once.
+func (n *engine) checkPSN(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	switch class, nak := r.rcv.Classify(psn, n.clock()); class {
 	case reliability.Duplicate:
 		n.duplicate(q, r, p, psn)
-		return
+		return false
 	case reliability.AlreadyPlaced:
 		n.counters.DuplicateRequest.Add(1)
-		return
+		return false
 	case reliability.Ahead, reliability.OutOfSequence:
-		// One NAK per gap, and not more often than SeqNAKInterval per
-		// QP: a stream of forged requests ahead of the window must not
-		// make the requester go back at each.
 		n.counters.OutOfSeqRequest.Add(1)
 		if class == reliability.Ahead && n.placeAhead(q, r, p, psn) {
 			n.counters.PlacedAhead.Add(1)
@@ -61,16 +122,218 @@ func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
 		} else {
 			n.counters.SeqNAKSuppressed.Add(1)
 		}
-		return
+		return false
 	}
-	if !n.execute(q, r, p, psn) {
-		return
+	return true
+}
+
+// checkAndExecute runs an in-sequence RC or UC request through the
+// checks after the PSN's and executes it. It reports whether the packet
+// was accepted (READs and atomics report false: they move the expected
+// PSN themselves), and if not, whether it must wait for its receive
+// WQE's memory (checkResources).
+func (n *engine) checkAndExecute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (accepted, wait bool) {
+	if !n.checkOpSeq(q, r, p, psn) || !n.checkLength(q, r, p, psn) || !n.checkKey(q, r, p, psn) {
+		return false, false
 	}
+	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
+	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
+	if handled, ok := n.handlers(q, r, p, psn, first, last); handled {
+		accepted = ok
+	} else if ok, w := n.checkResources(q, r, p, psn, first, last); w {
+		return false, true
+	} else if ok {
+		accepted = n.execute(q, r, p, psn, first, last)
+	}
+	if accepted {
+		r.opSeq(p.Info.Flags, first, last)
+	}
+	return accepted, false
+}
+
+// Messages under way on a QP's responder, for checkOpSeq.
+const (
+	msgNone uint8 = iota
+	msgSend
+	msgWrite
+)
+
+// opSeq notes an executed packet's place in its message.
+func (r *qpRun) opSeq(flags wire.OpFlags, first, last bool) {
+	switch {
+	case last:
+		r.inMsg = msgNone
+	case first && flags&wire.OpSend != 0:
+		r.inMsg = msgSend
+	case first && flags&wire.OpWrite != 0:
+		r.inMsg = msgWrite
+	}
+}
+
+// checkOpSeq passes a request whose opcode fits the message under way: a
+// MIDDLE or LAST packet continues a message its FIRST began, of the same
+// kind; a FIRST, an ONLY, a READ or an atomic comes between messages.
+func (n *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	f := p.Info.Flags
+	cont := f&(wire.OpFirst|wire.OpOnly) == 0 && f&(wire.OpSend|wire.OpWrite) != 0
+	ok := false
+	switch r.inMsg {
+	case msgSend:
+		ok = cont && f&wire.OpSend != 0
+	case msgWrite:
+		ok = cont && f&wire.OpWrite != 0
+	default:
+		ok = !cont
+	}
+	if !ok {
+		n.counters.RcvdOpSeqErr.Add(1)
+		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+	}
+	return ok
+}
+
+// checkLength passes a request whose lengths fit: a SEND or WRITE packet
+// cut as the path MTU cuts a message (FIRST and MIDDLE full, ONLY and
+// LAST no longer), a WRITE's packets adding up to its RETH's length, no
+// message longer than IBTA allows.
+func (n *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	f := p.Info.Flags
+	first := f&(wire.OpFirst|wire.OpOnly) != 0
+	last := f&(wire.OpLast|wire.OpOnly) != 0
+	size := uint32(len(p.Payload()))
+	ok := true
+	switch {
+	case f&(wire.OpSend|wire.OpWrite) != 0 && !fitsMTU(int(size), first, last, pmtu(q)):
+		ok = false
+	case p.Opcode == wire.RCRDMAReadRequest:
+		ok = p.RETH().DMALen() <= maxMessage
+	case f&wire.OpWrite != 0:
+		left := r.writeLeft
+		if r.hpu.on && r.hpu.write {
+			left = r.hpu.left // a message its handlers take
+		}
+		if h := p.RETH(); h != nil {
+			// An ONLY packet carries the whole message; a FIRST one
+			// begins one longer than a packet.
+			m := h.DMALen()
+			ok = m <= maxMessage && (last && m == size || !last && m > size)
+			left = m
+		}
+		// No more than the RETH announced, and all of it by the LAST.
+		ok = ok && size <= left && (!last || size == left)
+		if !ok {
+			r.writeLeft = 0
+			n.hpuAbort(qpnOf(p), r) // a message its handlers took fails
+		}
+	}
+	if !ok {
+		n.counters.RcvdLengthErr.Add(1)
+		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+	}
+	return ok
+}
+
+// checkKey passes a request whose memory access its R_Key allows: the
+// key, its PD, the access rights and the bounds, for a WRITE's whole
+// message (on its first packet: a refused WRITE changes nothing, not
+// even its first packets' bytes; a zero-length one needs no key, IBTA
+// C9-88), a READ's range and an atomic's aligned word.
+func (n *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	f := p.Info.Flags
+	var key uint32
+	var va, length uint64
+	var need int
+	switch {
+	case f&wire.OpAtomic != 0:
+		h := p.AtomicETH()
+		if h.VA()%8 != 0 {
+			n.counters.RcvdMisalignedAtomic.Add(1)
+			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+			return false
+		}
+		key, va, length, need = h.RKey(), h.VA(), 8, host.AccessRemoteAtomic
+	case p.Opcode == wire.RCRDMAReadRequest:
+		h := p.RETH()
+		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), host.AccessRemoteRead
+	case f&wire.OpWrite != 0 && p.RETH() != nil:
+		h := p.RETH()
+		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), host.AccessRemoteWrite
+	}
+	if length == 0 || n.allowed(key, q.PD, va, length, need) {
+		return true
+	}
+	if f&wire.OpWrite != 0 {
+		r.writeLeft = 0
+	}
+	n.counters.RcvdRKeyErr.Add(1)
+	n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+	return false
+}
+
+// handlers is the HPU stage's one seam on the responder: a SEND or WRITE
+// message that an execution context's handlers take (its first packet
+// matched) goes to them, and they place it (hpu.go). It reports whether
+// they took the packet, and if so whether it was accepted.
+func (n *engine) handlers(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
+	if p.Info.Flags&(wire.OpSend|wire.OpWrite) == 0 || !r.hpu.on && n.hpu.Load() == nil {
+		return false, false
+	}
+	return n.toHandlers(qpnOf(p), q, r, n.binding(qpnOf(p)), p, psn, first, last)
+}
+
+// checkResources passes a request that has what it needs: a SEND's first
+// packet takes a receive WQE (one a UC message that broke off had taken
+// is taken again, from its start), a WRITE_WITH_IMM's last packet one
+// too (without one it is refused with an RNR NAK before it changes
+// anything, so that the requester's retry finds the message where it
+// was); a READ or an atomic waits while messages wait for their handlers
+// (its response would acknowledge them: the requester asks again). A
+// SEND's first packet whose receive WQE's memory is not cached (the MPT
+// entry or MTT lines it lands in) waits for it, parked, the WQE taken:
+// it reports wait, and the packet takes the same WQE when it comes back.
+func (n *engine) checkResources(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (ok, wait bool) {
+	f := p.Info.Flags
+	switch {
+	case r.hpu.n > 0 && (p.Opcode == wire.RCRDMAReadRequest || f&wire.OpAtomic != 0):
+		n.counters.HPURefused.Add(1)
+		return false, false
+	case f&wire.OpSend != 0 && first && r.recvActive:
+		r.recvOff = 0
+	case f&wire.OpSend != 0 && first, f&wire.OpWrite != 0 && last && p.ImmDt() != nil && !r.recvActive:
+		if !n.takeRecv(q, r) {
+			n.counters.SendRNRErr.Add(1)
+			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+			return false, false
+		}
+	case f&wire.OpSend != 0 && !r.recvActive:
+		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		return false, false
+	}
+	if f&wire.OpSend != 0 && first && n.recvMiss(r, 0, uint32(len(p.Payload())), qpnOf(p)) {
+		return false, true
+	}
+	return true, false
+}
+
+// recvMiss looks up, without waiting, the memory of the receive WQE a
+// QP has taken that size bytes at offset off land in; on a miss it
+// records the ticket for the QP and reports true.
+func (n *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
+	if size == 0 {
+		return false
+	}
+	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+	return n.sglMiss(sges, off, size, qpn+1) || n.sglMiss(sges, off+size-1, 1, qpn+1)
+}
+
+// acknowledgeRequest sends the ACK an executed RC request asks for, after
+// moving the expected PSN past it; with selective repeat, a hole filled
+// while packets placed ahead lie beyond another gets that hole's NAK now
+// (it acknowledges the rest).
+func (n *engine) acknowledgeRequest(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 	r.rcv.Executed(1, p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0)
 	switch {
 	case r.rcv.PlacedAhead():
-		// Selective repeat: a hole filled, and packets placed ahead lie
-		// beyond another: NAK that one now (it acknowledges the rest).
 		n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 	case p.BTH().AckReq():
 		n.acknowledge(q, r)
@@ -244,12 +507,8 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
-	if fresh && h.DMALen() > maxMessage {
-		n.counters.RcvdLengthErr.Add(1)
-		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-		return
-	}
-	if total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), host.AccessRemoteRead) {
+	if !fresh && total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), host.AccessRemoteRead) {
+		n.counters.RcvdRKeyErr.Add(1) // a duplicate's key (a new READ's passed checkKey)
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -365,13 +624,10 @@ func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 	h := p.AtomicETH()
 	va, key := h.VA(), h.RKey()
 	var word [8]byte
-	if va%8 != 0 {
-		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-		return
-	}
 	n.atomicMu.Lock()
 	defer n.atomicMu.Unlock()
 	if !n.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, false) {
+		n.counters.RcvdRKeyErr.Add(1)
 		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -402,32 +658,15 @@ func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64
 	n.send(&f)
 }
 
-// execute carries out an in-sequence SEND or WRITE packet (READs and
-// atomics are answered from here too, and report false: they move the
-// expected PSN themselves). It reports whether the packet was accepted.
-func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+// execute carries out a request that passed every check: a SEND's data
+// scattered into its receive WQE (a buffer too short fails it with a
+// local length error), a WRITE's placed, a READ's response begun, an
+// atomic carried out. It reports whether the packet was accepted (READs
+// and atomics report false: they move the expected PSN themselves).
+func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) bool {
 	info := p.Info
-	first := info.Flags&(wire.OpFirst|wire.OpOnly) != 0
-	last := info.Flags&(wire.OpLast|wire.OpOnly) != 0
 	payload := p.Payload()
-	if info.Flags&(wire.OpSend|wire.OpWrite) != 0 && !fitsMTU(len(payload), first, last, pmtu(q)) {
-		// A packet cut otherwise than the path MTU cuts a message, as rxe
-		// checks it: FIRST and MIDDLE full, ONLY and LAST no longer.
-		n.counters.RcvdLengthErr.Add(1)
-		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-		return false
-	}
-	if info.Flags&(wire.OpSend|wire.OpWrite) != 0 && (r.hpu.on || n.hpu.Load() != nil) {
-		if handled, accepted := n.toHandlers(qpnOf(p), q, r, n.binding(qpnOf(p)), p, psn, first, last); handled {
-			return accepted
-		}
-	}
 	switch {
-	case r.hpu.n > 0 && (p.Opcode == wire.RCRDMAReadRequest || info.Flags&wire.OpAtomic != 0):
-		// Its response would acknowledge the messages waiting for their
-		// handlers: the requester asks again.
-		n.counters.HPURefused.Add(1)
-		return false
 	case p.Opcode == wire.RCRDMAReadRequest:
 		n.readResponse(q, r, p, psn, 0, true)
 		return false
@@ -435,18 +674,6 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		n.atomic(q, r, p, psn)
 		return false
 	case info.Flags&wire.OpSend != 0:
-		// A receive WQE still active here was taken by a UC message
-		// that broke off: this message gets it, from its start.
-		if first && r.recvActive {
-			r.recvOff = 0
-		} else if first && !n.takeRecv(q, r) {
-			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
-			return false
-		}
-		if !r.recvActive {
-			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-			return false
-		}
 		sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
 		if uint64(r.recvOff)+uint64(len(payload)) > sglLen(sges) {
 			// Longer than the receive buffer: an invalid request NAK, and
@@ -478,39 +705,9 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 	case info.Flags&wire.OpWrite != 0:
 		if h := p.RETH(); h != nil {
 			r.writeVA, r.writeKey, r.writeLeft, r.writeLen = h.VA(), h.RKey(), h.DMALen(), h.DMALen()
-			// An ONLY packet carries the whole message; a FIRST one
-			// begins one longer than a packet.
-			if m := h.DMALen(); m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) {
-				r.writeLeft = 0
-				n.counters.RcvdLengthErr.Add(1)
-				n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-				return false
-			}
-			// The whole message's range, checked once: a refused WRITE
-			// changes nothing, not even its first packets' bytes. A
-			// zero-length WRITE needs no key (IBTA C9-88).
-			if r.writeLeft > 0 && !n.allowed(r.writeKey, q.PD, r.writeVA, uint64(r.writeLeft), host.AccessRemoteWrite) {
-				r.writeLeft = 0
-				n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
-				return false
-			}
-		}
-		if uint32(len(payload)) > r.writeLeft || last && uint32(len(payload)) != r.writeLeft {
-			// More or less than the RETH announced.
-			r.writeLeft = 0
-			n.counters.RcvdLengthErr.Add(1)
-			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
-			return false
-		}
-		// A WRITE_WITH_IMM's last packet needs a receive WQE: without one
-		// it is refused (RNR NAK) before it changes anything, so that
-		// the requester's retry of it finds the message where it was.
-		imm := p.ImmDt()
-		if last && imm != nil && !r.recvActive && !n.takeRecv(q, r) {
-			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
-			return false
 		}
 		if !n.memory(r.writeKey, q.PD, r.writeVA, payload, host.AccessRemoteWrite, true) {
+			n.counters.RcvdRKeyErr.Add(1)
 			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
 		}
@@ -519,7 +716,7 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		if last {
 			n.writePlaced()
 		}
-		if last && imm != nil {
+		if imm := p.ImmDt(); last && imm != nil {
 			// byte_len is the WRITE's length, as rxe and libibverbs give it
 			// (under selective repeat, where every packet is a message of
 			// its own on the wire, the last packet's).
@@ -606,7 +803,7 @@ func (n *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome
 // respondUC is the UC responder: no ACKs, no retries. A gap drops the rest
 // of the message; the next FIRST or ONLY packet starts over, reusing a
 // receive WQE that the dropped message had taken.
-func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (wait bool) {
 	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	if psn != r.ucExp || r.ucDrop {
 		if !first {
@@ -618,27 +815,36 @@ func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 			}
 			r.ucDrop = true
 			r.ucExp = psn.Next()
-			return
+			return false
 		}
 		r.ucExp = psn
 	}
+	if first {
+		r.inMsg = msgNone // a FIRST or ONLY ends a message that broke off, as rxe's UC does
+	}
 	r.ucDrop = false
-	n.execute(q, r, p, psn)
+	if _, wait := n.checkAndExecute(q, r, p, psn); wait {
+		return true
+	}
 	r.ucExp = psn.Next()
+	return false
 }
 
 // respondUD delivers a datagram: the Q_Key must match the QP's; the
 // receive buffer gets the 40-byte GRH first (for IPv4, the IPv4 header in
 // its last 20 bytes, as rxe writes it), then the payload.
-func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
+func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
 	d := p.DETH()
 	if d.QKey() != q.QKey {
 		n.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped
-		return
+		return false
 	}
-	if !n.takeRecv(q, r) {
+	if !r.recvActive && !n.takeRecv(q, r) { // one a datagram waiting for its memory took is its still
 		n.counters.SendRNRErr.Add(1) // no receive posted: UD drops
-		return
+		return false
+	}
+	if n.recvMiss(r, 0, uint32(40+p.PayloadLen), qpnOf(p)) {
+		return true // the WQE's memory is not cached: the datagram waits for it, parked
 	}
 	r.recvActive = false
 	var grh [40]byte
@@ -661,4 +867,5 @@ func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 	}
 	n.complete(q.RecvCQ, &c)
 	n.counters.RdmaRecvs.Add(1)
+	return false
 }

@@ -54,25 +54,24 @@ func (n *engine) receive(fr *Frame) {
 		return
 	}
 	var q host.QPCEntry
-	if n.mustWait(qpn, &p, &q) {
+	if n.mustWait(qpn, &p, &q) || n.dispatch(qpn, &p, &q) {
 		n.park(qpn, fr)
-		return
 	}
-	n.dispatch(qpn, &p, &q)
 }
 
 // dispatch hands a parsed packet, with its QP's context, to the responder
-// or the completer.
-func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+// or the completer. It reports whether the packet must wait, parked, for
+// a context the responder found missing (a receive WQE's memory).
+func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
 	if p.Info.Transport == wire.TransportCNP {
 		n.congestion(qpn, q)
-		return
+		return false
 	}
 	if p.Info.Flags&wire.OpRequest != 0 {
-		n.respond(qpn, p, q)
-	} else {
-		n.completeResponse(qpn, p, q)
+		return n.respond(qpn, p, q)
 	}
+	n.completeResponse(qpn, p, q)
+	return false
 }
 
 // handoffBuffers is how many frames an engine can hold that arrived on

@@ -874,6 +874,22 @@ func (s *Sender) AtomicSlot(psn wire.PSN) (e *Entry, ok bool) {
 	return nil, false
 }
 
+// Landing finds, changing nothing, the outstanding READ or atomic a
+// response of psn answers and the response's index in it, so that the
+// completer can make sure of the memory it lands in before it takes the
+// response (ReadSlot, AtomicSlot).
+func (s *Sender) Landing(psn wire.PSN) (e *Entry, k uint32, ok bool) {
+	if s.failed || !s.inWindow(psn) {
+		return nil, 0, false
+	}
+	for i := range s.n {
+		if e := s.entry(i); (e.Kind == Read || e.Kind == Atomic) && e.contains(psn) && !e.done {
+			return e, uint32(psn.Diff(e.PSN)), true
+		}
+	}
+	return nil, 0, false
+}
+
 // AtomicPlaced records that an atomic's result has landed.
 func (s *Sender) AtomicPlaced(e *Entry, now time.Time) {
 	s.retire(e.PSN.Sub(1), now)
