@@ -14,18 +14,14 @@ import (
 // only write; a receive WQE is posted when the case asks for one.
 type respTest struct {
 	*harness
-	q                 host.QPCEntry
-	rkey, roKey       uint32 // the region's key; the write-only region's
-	va, roVA          uint64
-	ring              uint64
-	recvBuf           []byte
-	recvKey           uint32
-	recvVA            uint64
-	counter0          map[string]uint64
-	respQP, respPeer  uint32
-	postedRecvs       uint32
-	initialPSN        wire.PSN
-	expectAfterRefuse wire.PSN
+	q           host.QPCEntry
+	rkey, roKey uint32 // the region's key; the write-only region's
+	va, roVA    uint64
+	ring        uint64 // CQ 0's
+	recvBuf     []byte // what receive WQEs name
+	recvKey     uint32
+	recvVA      uint64
+	postedRecvs uint32
 }
 
 const respQP, respPeer = 17, 200
@@ -73,11 +69,11 @@ func TestResponderChecks(t *testing.T) {
 	const nak, rnr = true, true
 	for _, tc := range []struct {
 		name    string
-		recv    bool                     // post a receive WQE of 8 bytes first
-		send    func(rt *respTest)       // the requests, after a WRITE_ONLY at PSN 0 was executed
-		want    []reply                  // the NIC's answers to them
-		counter string                   // the counter that moves by one ("" for none)
-		next    wire.PSN                 // the PSN the QP expects afterwards
+		recv    bool                        // post a receive WQE of 8 bytes first
+		send    func(rt *respTest)          // the requests, after a WRITE_ONLY at PSN 0 was executed
+		want    []reply                     // the NIC's answers to them
+		counter string                      // the counter that moves by one ("" for none)
+		next    wire.PSN                    // the PSN the QP expects afterwards
 		check   func(*testing.T, *respTest) // what else holds
 	}{
 		{name: "execute and acknowledge", send: func(rt *respTest) {
