@@ -44,19 +44,29 @@
 //
 // Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
 // GCCache, and host memory only through the host.DMA engine. Each unit of
-// work (a received packet, a doorbell, a timer, a READ to pump, a CQE)
-// looks each context up once (ctx_lookups_* count them) and never waits
-// for a miss: a packet whose QP context, SRQ context, R_Key's MPT entry or
-// MTT lines miss waits parked with its QP (park.go); a requester whose QP
-// context, L_Key's MPT entry or MTT line misses stops until it comes; a
-// READ response waits for its QP's context or its memory's; a CQE whose
-// CQ context misses waits queued, in order, while the engine goes on
-// (qp.go). Only where the cache has no ticket to give, or for memory no
-// stage resolved ahead (the receive WQE a SEND's first packet takes, a
-// READ response's landing place), does the engine wait, and ctx_waits
-// counts it. The engine keeps each QP's running state (PSNs, in-flight
-// WQEs, receive progress) in fixed arrays, as an RNIC keeps it on chip;
-// nothing on the packet path allocates.
+// work (a received packet, a doorbell, a timer, a READ to pump, an event
+// from the HPUs, a CQE) looks each context up once (ctx_lookups_* count
+// them) and never waits for a miss: a packet whose QP context, SRQ
+// context, R_Key's MPT entry or MTT lines miss, or whose receive WQE's
+// or READ response's landing memory does, waits parked with its QP
+// (park.go); a requester whose QP context, L_Key's MPT entry or MTT line
+// misses stops until it comes; a READ response waits for its QP's
+// context or its memory's; an HPU event or a CQE whose context misses
+// waits queued, in order, while the engine goes on (hpu.go, qp.go). Only
+// where the cache has no ticket to give, or a fixed queue is full, does
+// the engine wait, and ctx_waits counts it. The engine keeps each QP's
+// running state (PSNs, in-flight WQEs, receive progress) in fixed arrays,
+// as an RNIC keeps it on chip; nothing on the packet path allocates.
+//
+// The responder is a sequence of named checks, as rxe's is (responder.go:
+// QP, PSN, opcode sequence, length, key, the handlers' seam, resources,
+// execute, acknowledge), each refusal answered as the protocol says and
+// counted under its own name.
+//
+// Tests of the engine alone live here (harness_test.go): a NIC on host
+// tables without host/verbs, a port the test feeds with frames it
+// encodes, and a host.DrivenClock shared by the NIC and its DMA engine,
+// so that a test decides when each context fetch completes.
 //
 // The ports live in sub-packages: xsk (AF_XDP), udpport (kernel UDP
 // sockets) and porttest (an in-memory pair with a faulty link); wire is the

@@ -39,28 +39,32 @@ type engine struct {
 	hpuAcks   []uint32      // QPs whose messages' handlers finished in this batch: to acknowledge
 	spare     chan []byte   // free buffers for inbox, fixed in number
 
-	words                [32]uint64
-	memo                 unitMemo             // the contexts the unit of work at hand resolved (resolve.go)
-	cqes                 [cqeQueue]pendingCQE // CQEs waiting for their CQ's context (qp.go)
-	cqeHead, cqeN        int
-	cqeHeld              []uint16              // per CQ: its CQEs in cqes
-	cqeDue               bool                  // a CQ context CQEs wait for has come
-	ctxResp              [8]ctxcache.Response  // ctx's answers from the caches
-	parkResp             [16]ctxcache.Response // pollParked's
-	entry                [256]byte
-	wqe                  [host.SendWQESize]byte
-	payload              []byte                         // staging for one packet's payload
-	timers               []uint32                       // QPs with a retransmission timer running
-	parkPool             *Pool                          // parked packets' copies
-	parkPID              [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
-	ready                []uint32                       // parked QPs whose context has come
-	sqReady              []uint32                       // QPs whose requester's context has come
-	readers              []uint32                       // QPs answering a READ
-	laterQPs, laterSpare []uint32                       // QPs to come back to next pass (retransmissions beyond a burst, pacing)
-	tx                   []Frame                        // frames encoded, not yet handed to the port
-	txN                  int
-	lastTick             time.Time
-	idleSince            time.Time // when the engine's idle polling began
+	words                 [32]uint64
+	memo                  unitMemo             // the contexts the unit of work at hand resolved (resolve.go)
+	cqes                  [cqeQueue]pendingCQE // CQEs waiting for their CQ's context (qp.go)
+	cqeHead, cqeN         int
+	cqeHeld               []uint16             // per CQ: its CQEs in cqes
+	cqeDue                bool                 // a CQ context CQEs wait for has come
+	hpuHeld               [hpuHeldMax]hpuEvent // events from the HPUs waiting for their contexts (hpu.go)
+	hpuHeldHead, hpuHeldN int
+	hpuHeldQP             []uint16              // per QP: its events in hpuHeld
+	hpuDue                bool                  // a context held events wait for has come
+	ctxResp               [8]ctxcache.Response  // ctx's answers from the caches
+	parkResp              [16]ctxcache.Response // pollParked's
+	entry                 [256]byte
+	wqe                   [host.SendWQESize]byte
+	payload               []byte                         // staging for one packet's payload
+	timers                []uint32                       // QPs with a retransmission timer running
+	parkPool              *Pool                          // parked packets' copies
+	parkPID               [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
+	ready                 []uint32                       // parked QPs whose context has come
+	sqReady               []uint32                       // QPs whose requester's context has come
+	readers               []uint32                       // QPs answering a READ
+	laterQPs, laterSpare  []uint32                       // QPs to come back to next pass (retransmissions beyond a burst, pacing)
+	tx                    []Frame                        // frames encoded, not yet handed to the port
+	txN                   int
+	lastTick              time.Time
+	idleSince             time.Time // when the engine's idle polling began
 
 	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done     chan struct{}
@@ -73,7 +77,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	e := &engine{NIC: n, id: id, port: p,
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32),
-		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs),
+		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs), hpuHeldQP: make([]uint16, len(n.qps)),
 		ready: make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
 	if pids == 0 {

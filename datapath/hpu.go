@@ -396,27 +396,93 @@ func (e *engine) hpuEventsDue() bool {
 	for served := false; ; served = true {
 		select {
 		case ev := <-e.hpuEv:
+			// Each event is a unit of work: its QP's context (and a
+			// placement's memory) resolved without waiting; one that
+			// misses waits, held in order behind its QP's others.
 			e.begin()
-			switch ev.kind {
-			case evDone:
-				e.hpuDone(ev.qpn, ev.msn, ev.err)
-			case evCommand:
-				e.hpuQueueCmd(ev.qpn, ev.cmd)
-			case evPlace:
-				var q host.QPCEntry
-				pl := ev.place
-				err := error(nil)
-				if !e.qpc(pl.qpn, &q) || !e.memory(pl.key, q.PD, pl.va, pl.data, host.AccessRemoteWrite, true) {
-					err = hpu.ErrOutsideRegion
-				}
-				pl.done <- err
+			if e.hpuHeldQP[ev.qpn] > 0 || e.hpuMiss(&ev) {
+				e.holdHPU(ev)
+				continue
 			}
+			e.hpuEvent(&ev)
 		default:
 			if len(e.hpuAcks) > 0 {
 				e.hpuAcknowledge()
 			}
 			return served
 		}
+	}
+}
+
+// hpuEvent handles an event from the HPUs whose contexts are resolved.
+func (e *engine) hpuEvent(ev *hpuEvent) {
+	switch ev.kind {
+	case evDone:
+		e.hpuDone(ev.qpn, ev.msn, ev.err)
+	case evCommand:
+		e.hpuQueueCmd(ev.qpn, ev.cmd)
+	case evPlace:
+		var q host.QPCEntry
+		pl := ev.place
+		err := error(nil)
+		if !e.qpc(pl.qpn, &q) || !e.memory(pl.key, q.PD, pl.va, pl.data, host.AccessRemoteWrite, true) {
+			err = hpu.ErrOutsideRegion
+		}
+		pl.done <- err
+	}
+}
+
+// hpuHeldMax is how many events from the HPUs can wait for their
+// contexts at once; beyond that an event waits for them (ctx_waits).
+const hpuHeldMax = 256
+
+// hpuMiss looks up, without waiting, the contexts an event needs: its
+// QP's, and a placement's MPT entry and MTT lines. On a miss it records
+// the ticket (hpuWait) and reports true.
+func (e *engine) hpuMiss(ev *hpuEvent) bool {
+	if e.probe(host.QPC, uint64(ev.qpn), hpuWait) {
+		return true
+	}
+	if pl := ev.place; ev.kind == evPlace && len(pl.data) > 0 {
+		return e.regionMiss(pl.key, pl.va, uint64(len(pl.data)), hpuWait)
+	}
+	return false
+}
+
+// holdHPU keeps an event until its contexts come. With the queue full,
+// the held events and then this one are handled now, in order, waiting
+// for their contexts (counted).
+func (e *engine) holdHPU(ev hpuEvent) {
+	if e.hpuHeldN == hpuHeldMax {
+		e.counters.CtxWaits.Add(1)
+		e.flushHPU(true)
+		e.begin()
+		e.hpuEvent(&ev)
+		return
+	}
+	e.hpuHeld[(e.hpuHeldHead+e.hpuHeldN)%hpuHeldMax] = ev
+	e.hpuHeldN++
+	e.hpuHeldQP[ev.qpn]++
+}
+
+// flushHPU handles the held events, in order, whose contexts have come,
+// stopping at the first that misses again (a new ticket); with wait,
+// every one, waiting for the contexts.
+func (e *engine) flushHPU(wait bool) {
+	for e.hpuHeldN > 0 {
+		ev := e.hpuHeld[e.hpuHeldHead]
+		e.begin()
+		if !wait && e.hpuMiss(&ev) {
+			break
+		}
+		e.hpuHeld[e.hpuHeldHead] = hpuEvent{}
+		e.hpuHeldHead = (e.hpuHeldHead + 1) % hpuHeldMax
+		e.hpuHeldN--
+		e.hpuHeldQP[ev.qpn]--
+		e.hpuEvent(&ev)
+	}
+	if len(e.hpuAcks) > 0 {
+		e.hpuAcknowledge()
 	}
 }
 
@@ -626,10 +692,16 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 // hpuAcknowledge sends the ACKs the messages done in a batch of events
 // made due.
 func (n *engine) hpuAcknowledge() {
+	kept := n.hpuAcks[:0]
 	for _, qpn := range n.hpuAcks {
 		r := &n.qps[qpn]
 		if !r.hpu.ackDue {
 			continue // reset meanwhile
+		}
+		n.begin()
+		if n.probe(host.QPC, uint64(qpn), hpuWait) {
+			kept = append(kept, qpn) // its context misses: the ACK goes when it comes
+			continue
 		}
 		r.hpu.ackDue = false
 		var q host.QPCEntry
@@ -637,7 +709,7 @@ func (n *engine) hpuAcknowledge() {
 			n.acknowledge(&q, r)
 		}
 	}
-	n.hpuAcks = n.hpuAcks[:0]
+	n.hpuAcks = kept
 }
 
 // ackCap limits an acknowledgement while messages wait for their

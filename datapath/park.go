@@ -58,6 +58,8 @@ func (n *engine) arrived(t host.ContextType, resp ctxcache.Response) {
 	switch {
 	case tag == cqeWait:
 		n.cqeDue = true
+	case tag == hpuWait:
+		n.hpuDue = true
 	case tag&sendWait != 0:
 		qpn := tag&^sendWait - 1
 		n.qps[qpn].sqWaiting = false
@@ -68,10 +70,12 @@ func (n *engine) arrived(t host.ContextType, resp ctxcache.Response) {
 }
 
 // sendWait marks a ticket a QP's requester waits for (the QP number + 1
-// is in the other bits); cqeWait, a ticket CQEs wait for (complete).
+// is in the other bits); cqeWait, a ticket CQEs wait for (complete);
+// hpuWait, one events from the HPUs wait for.
 const (
 	sendWait = 1 << 31
 	cqeWait  = 1 << 30
+	hpuWait  = 1 << 29 // events from the HPUs wait for it (hpu.go)
 )
 
 // probe looks up, without waiting, entry idx of context type t. On a miss
@@ -230,7 +234,7 @@ func (n *engine) pollParked() bool {
 			}
 		}
 	}
-	return len(n.sqReady) > 0 || len(n.ready) > 0 || n.cqeDue
+	return len(n.sqReady) > 0 || len(n.ready) > 0 || n.cqeDue || n.hpuDue
 }
 
 // drainReady handles, in order, the parked packets of the QPs whose
@@ -239,6 +243,10 @@ func (n *engine) drainReady() {
 	if n.cqeDue {
 		n.cqeDue = false
 		n.flushCQEs(false)
+	}
+	if n.hpuDue {
+		n.hpuDue = false
+		n.flushHPU(false)
 	}
 	for len(n.sqReady) > 0 {
 		qpn := n.sqReady[len(n.sqReady)-1]
