@@ -27,8 +27,11 @@ type EngineStats struct {
 // on one queue of the port. Everything in it is touched by its own
 // goroutine only, except the channels and atomics.
 type engine struct {
-	*NIC
-	id        int // its queue, and its pipeline in every context cache
+	nic       *NIC       // the NIC it is an engine of: its tables, caches, SRQs, CQ locks and handler stage
+	cfg       *NICConfig // the NIC's (fixed once built)
+	counters  *Counters  // the NIC's, shared by its engines
+	qps       []qpRun    // every QP's running state; it touches only the QPs it owns
+	id        int        // its queue, and its pipeline in every context cache
 	port      Port
 	stats     EngineStats
 	doorbells chan Doorbell // send queues
@@ -74,7 +77,7 @@ type engine struct {
 }
 
 func newEngine(n *NIC, id int, p Port) *engine {
-	e := &engine{NIC: n, id: id, port: p,
+	e := &engine{nic: n, cfg: &n.cfg, counters: &n.counters, qps: n.qps, id: id, port: p,
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32),
 		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs), hpuHeldQP: make([]uint16, len(n.qps)),
@@ -128,7 +131,7 @@ func (e *engine) run() {
 	backoff := appBackoffMin
 	for {
 		select {
-		case <-e.stop:
+		case <-e.nic.stop:
 			return
 		default:
 		}
@@ -220,7 +223,7 @@ func (e *engine) appBackoff(backoff *time.Duration) bool {
 	ts := unix.NsecToTimespec(int64(*backoff))
 	unix.Nanosleep(&ts, nil)
 	select {
-	case <-e.stop:
+	case <-e.nic.stop:
 		return false
 	default:
 	}
@@ -296,11 +299,11 @@ func (e *engine) openQP(qpn uint32, r *qpRun, entries int) error {
 	if r.sndStarted && r.snd.Outstanding() > 0 {
 		return errors.New("datapath: a QP with packets outstanding keeps its replay entries")
 	}
-	a, err := e.replay.Reserve(entries)
+	a, err := e.nic.replay.Reserve(entries)
 	if err != nil {
 		return err
 	}
-	e.replay.Release(r.alloc)
+	e.nic.replay.Release(r.alloc)
 	r.alloc, r.sndStarted = a, false
 	return nil
 }

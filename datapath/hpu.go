@@ -488,31 +488,31 @@ func (e *engine) flushHPU(wait bool) {
 
 // hpuQueueCmd puts a handler's packet on its QP's list of commands and
 // lets the requester send it.
-func (n *engine) hpuQueueCmd(qpn uint32, s int32) {
-	r := &n.qps[qpn]
+func (e *engine) hpuQueueCmd(qpn uint32, s int32) {
+	r := &e.qps[qpn]
 	var q host.QPCEntry
-	if !n.qpc(qpn, &q) || q.State != host.QPSRTS || r.errored || q.Type == host.QPTUD {
-		n.counters.HPUCommandsRefused.Add(1)
-		n.releaseCmd(s + 1)
+	if !e.qpc(qpn, &q) || q.State != host.QPSRTS || r.errored || q.Type == host.QPTUD {
+		e.counters.HPUCommandsRefused.Add(1)
+		e.nic.releaseCmd(s + 1)
 		return
 	}
-	h := n.hpu.Load()
+	h := e.nic.hpu.Load()
 	if r.hpu.tail != 0 {
 		h.cmds[r.hpu.tail-1].next = s + 1
 	} else {
 		r.hpu.cmd = s + 1
 	}
 	r.hpu.tail = s + 1
-	n.counters.HPUCommands.Add(1)
-	n.request(qpn)
+	e.counters.HPUCommands.Add(1)
+	e.request(qpn)
 }
 
 // takeCmd moves the QP's next handler command into the in-flight list.
-func (n *engine) takeCmd(r *qpRun, mtu int) bool {
+func (e *engine) takeCmd(r *qpRun, mtu int) bool {
 	if r.hpu.cmd == 0 {
 		return false
 	}
-	h := n.hpu.Load()
+	h := e.nic.hpu.Load()
 	c := &h.cmds[r.hpu.cmd-1]
 	in := inflight{cmd: r.hpu.cmd, length: uint32(c.n)}
 	in.wqe = host.SendWQE{Opcode: c.opcode, RemoteAddr: c.va, RKey: c.rkey}
@@ -520,24 +520,24 @@ func (n *engine) takeCmd(r *qpRun, mtu int) bool {
 		r.hpu.tail = 0
 	}
 	in.packets = max(1, (c.n+mtu-1)/mtu)
-	n.track(r, in)
+	e.track(r, in)
 	return true
 }
 
 // cmdPayload is a handler command's data.
-func (n *engine) cmdPayload(c int32) []byte {
-	h := n.hpu.Load()
+func (e *engine) cmdPayload(c int32) []byte {
+	h := e.nic.hpu.Load()
 	cmd := &h.cmds[c-1]
 	return cmd.buf[:cmd.n]
 }
 
 // dropCmds gives back the commands a failed QP had not sent.
-func (n *engine) dropCmds(r *qpRun) {
+func (e *engine) dropCmds(r *qpRun) {
 	for r.hpu.cmd != 0 {
-		h := n.hpu.Load()
+		h := e.nic.hpu.Load()
 		c := r.hpu.cmd
 		r.hpu.cmd = h.cmds[c-1].next
-		n.releaseCmd(c)
+		e.nic.releaseCmd(c)
 	}
 	r.hpu.tail = 0
 }
@@ -549,11 +549,11 @@ func (n *engine) dropCmds(r *qpRun) {
 // A packet the scheduler has no room for is not taken: the peer sends it
 // again (an RNR NAK tells it when nothing is waiting for handlers; with
 // messages waiting, a NAK would acknowledge them, so it times out).
-func (n *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBinding, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
+func (e *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBinding, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
 	s := &r.hpu
 	payload := p.Payload()
 	if first {
-		n.hpuAbort(qpn, r) // a UC message that broke off
+		e.hpuAbort(qpn, r) // a UC message that broke off
 		s.on = b != nil && b.match.matches(p)
 		if !s.on {
 			return false, false
@@ -568,7 +568,7 @@ func (n *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 			// and its key must allow the whole range (else the usual path
 			// refuses it with its NAK).
 			if m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) ||
-				m > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(m), host.AccessRemoteWrite) {
+				m > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(m), host.AccessRemoteWrite) {
 				s.on = false
 				return false, false
 			}
@@ -577,8 +577,8 @@ func (n *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 			msg.Length = uint32(len(payload))
 		}
 		if s.n == hpuPendingMax {
-			n.counters.HPURefused.Add(1)
-			n.refuse(q, r, psn)
+			e.counters.HPURefused.Add(1)
+			e.refuse(q, r, psn)
 			s.on = false
 			return true, false
 		}
@@ -589,30 +589,30 @@ func (n *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 	b = s.b
 	if s.write && (uint32(len(payload)) > s.left || last && uint32(len(payload)) != s.left) {
 		// More or less than the RETH announced: the message fails.
-		n.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, errors.New("datapath: WRITE longer or shorter than its RETH"))
+		e.nic.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, errors.New("datapath: WRITE longer or shorter than its RETH"))
 		s.on = false
-		n.counters.RcvdLengthErr.Add(1)
-		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		e.counters.RcvdLengthErr.Add(1)
+		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 		return true, false
 	}
 	pkt := hpu.Packet{Payload: payload, Offset: s.off, Index: s.index, Opcode: uint8(p.Opcode), PSN: uint32(psn), First: first, Last: last}
 	if h := p.ImmDt(); h != nil {
 		pkt.Imm = h.Imm()
 	}
-	if err := n.hpu.Load().engine.Submit(b.in, s.msg, pkt); err != nil {
-		n.counters.HPURefused.Add(1)
+	if err := e.nic.hpu.Load().engine.Submit(b.in, s.msg, pkt); err != nil {
+		e.counters.HPURefused.Add(1)
 		if first {
 			s.on = false
 		}
 		if q.Type == host.QPTUC { // unreliable: the message is lost
-			n.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, err)
+			e.nic.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, err)
 			s.on, r.ucDrop = false, true
 			return true, false
 		}
-		n.refuse(q, r, psn)
+		e.refuse(q, r, psn)
 		return true, false
 	}
-	n.counters.HPUPackets.Add(1)
+	e.counters.HPUPackets.Add(1)
 	s.index++
 	s.off += uint32(len(payload))
 	s.left -= min(s.left, uint32(len(payload)))
@@ -629,9 +629,9 @@ func (n *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 // refuse answers a packet the handlers cannot take now: an RNR NAK when
 // no message waits for its handlers (a NAK acknowledges what came before
 // it), else nothing.
-func (n *engine) refuse(q *host.QPCEntry, r *qpRun, psn wire.PSN) {
+func (e *engine) refuse(q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 	if q.Type == host.QPTRC && r.hpu.n == 0 {
-		n.ack(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+		e.ack(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 	}
 }
 
@@ -639,8 +639,8 @@ func (n *engine) refuse(q *host.QPCEntry, r *qpRun, psn wire.PSN) {
 // that have finished too are acknowledged, in order; a fault fails the
 // message with a NAK (the requester completes it with an error) and moves
 // the QP to the error state.
-func (n *engine) hpuDone(qpn, msn uint32, err error) {
-	r := &n.qps[qpn]
+func (e *engine) hpuDone(qpn, msn uint32, err error) {
+	r := &e.qps[qpn]
 	s := &r.hpu
 	found := false
 	for i := range s.n {
@@ -660,7 +660,7 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 		return // a message of a QP reset since, or a UC one
 	}
 	var q host.QPCEntry
-	if !n.qpc(qpn, &q) {
+	if !e.qpc(qpn, &q) {
 		return
 	}
 	popped := false
@@ -670,46 +670,46 @@ func (n *engine) hpuDone(qpn, msn uint32, err error) {
 		s.head = (s.head + 1) % hpuPendingMax
 		s.n--
 		if p.nak != 0 {
-			n.counters.HPUFaults.Add(1)
+			e.counters.HPUFaults.Add(1)
 			s.n = 0
 			syn := p.nak
 			// At its last PSN: its earlier packets may have been
 			// acknowledged already (an ACK inside a message completes
 			// nothing).
-			n.ack(&q, r, p.last, wire.NAKSyndrome(syn))
-			n.fail(qpn, &q, r, host.WCWRFlushErr)
-			n.recvBellsDue()
-			n.flushRecv(qpn, &q, r)
+			e.ack(&q, r, p.last, wire.NAKSyndrome(syn))
+			e.fail(qpn, &q, r, host.WCWRFlushErr)
+			e.recvBellsDue()
+			e.flushRecv(qpn, &q, r)
 			return
 		}
 	}
 	if popped && !s.ackDue { // one ACK for every message done in this batch of events
 		s.ackDue = true
-		n.hpuAcks = append(n.hpuAcks, qpn)
+		e.hpuAcks = append(e.hpuAcks, qpn)
 	}
 }
 
 // hpuAcknowledge sends the ACKs the messages done in a batch of events
 // made due.
-func (n *engine) hpuAcknowledge() {
-	kept := n.hpuAcks[:0]
-	for _, qpn := range n.hpuAcks {
-		r := &n.qps[qpn]
+func (e *engine) hpuAcknowledge() {
+	kept := e.hpuAcks[:0]
+	for _, qpn := range e.hpuAcks {
+		r := &e.qps[qpn]
 		if !r.hpu.ackDue {
 			continue // reset meanwhile
 		}
-		n.begin()
-		if n.probe(host.QPC, uint64(qpn), hpuWait) {
+		e.begin()
+		if e.probe(host.QPC, uint64(qpn), hpuWait) {
 			kept = append(kept, qpn) // its context misses: the ACK goes when it comes
 			continue
 		}
 		r.hpu.ackDue = false
 		var q host.QPCEntry
-		if n.qpc(qpn, &q) && !r.errored {
-			n.acknowledge(&q, r)
+		if e.qpc(qpn, &q) && !r.errored {
+			e.acknowledge(&q, r)
 		}
 	}
-	n.hpuAcks = kept
+	e.hpuAcks = kept
 }
 
 // ackCap limits an acknowledgement while messages wait for their
@@ -733,10 +733,10 @@ func (r *qpRun) ackCap(psn wire.PSN, s wire.Syndrome) (wire.PSN, uint32, bool) {
 
 // hpuAbort ends the message of a QP under way with its handlers, whose
 // last packet will not come.
-func (n *engine) hpuAbort(qpn uint32, r *qpRun) {
+func (e *engine) hpuAbort(qpn uint32, r *qpRun) {
 	if r.hpu.on && r.hpu.b != nil {
-		n.hpu.Load().engine.Abort(r.hpu.b.in, qpn, r.hpu.msg.MSN, errMessageBroken)
-		n.counters.HPUAborted.Add(1)
+		e.nic.hpu.Load().engine.Abort(r.hpu.b.in, qpn, r.hpu.msg.MSN, errMessageBroken)
+		e.counters.HPUAborted.Add(1)
 	}
 	r.hpu.on = false
 }
@@ -745,13 +745,13 @@ var errMessageBroken = errors.New("datapath: the message broke off (its QP was r
 
 // hpuReset ends what a QP had under way with its handlers (a reset, an
 // error): its message, its messages waiting, its commands.
-func (n *engine) hpuReset(qpn uint32, r *qpRun) {
-	if n.hpu.Load() == nil {
+func (e *engine) hpuReset(qpn uint32, r *qpRun) {
+	if e.nic.hpu.Load() == nil {
 		return
 	}
-	n.hpuAbort(qpn, r)
+	e.hpuAbort(qpn, r)
 	if r.hpu.cmd != 0 {
-		n.dropCmds(r)
+		e.dropCmds(r)
 	}
 	r.hpu.n = 0
 }

@@ -16,12 +16,12 @@ import (
 // they need first (resolve.go, park.go), so that a wait happens only
 // where the cache had no ticket to give or no stage resolved the entry
 // ahead (see the counter).
-func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
-	c := n.caches[t]
-	resp := n.ctxResp[:] // a field: through the cache interface a stack array would escape
+func (e *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
+	c := e.nic.caches[t]
+	resp := e.ctxResp[:] // a field: through the cache interface a stack array would escape
 	waited := false
 	for {
-		st, pid, words := n.look(t, idx)
+		st, pid, words := e.look(t, idx)
 		switch st {
 		case ctxcache.Hit:
 			putWords(dst, words)
@@ -31,20 +31,20 @@ func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 		}
 		if !waited {
 			waited = true
-			n.counters.CtxWaits.Add(1)
+			e.counters.CtxWaits.Add(1)
 		}
 		if st == ctxcache.Stall {
-			k := c.Poll(n.id, resp)
+			k := c.Poll(e.id, resp)
 			if k == 0 {
-				n.cfg.DMA.Pass()
+				e.cfg.DMA.Pass()
 			}
 			for _, r := range resp[:k] {
-				n.arrived(t, r)
+				e.arrived(t, r)
 			}
 			continue
 		}
-		n.waitTicket(t, pid, words)
-		n.remember(t, idx, words)
+		e.waitTicket(t, pid, words)
+		e.remember(t, idx, words)
 		putWords(dst, words)
 		return true
 	}
@@ -53,13 +53,13 @@ func (n *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 // waitTicket waits for the answer to ticket pid of the cache of type t
 // and copies the entry into words; the answers to other tickets that come
 // meanwhile go where they belong (perhaps a parked QP's).
-func (n *engine) waitTicket(t host.ContextType, pid uint32, words []uint64) {
-	c := n.caches[t]
-	resp := n.ctxResp[:]
+func (e *engine) waitTicket(t host.ContextType, pid uint32, words []uint64) {
+	c := e.nic.caches[t]
+	resp := e.ctxResp[:]
 	for got := false; !got; {
-		k := c.Poll(n.id, resp)
+		k := c.Poll(e.id, resp)
 		if k == 0 {
-			n.cfg.DMA.Pass() // a driven clock moves on to the fetch's answer
+			e.cfg.DMA.Pass() // a driven clock moves on to the fetch's answer
 		}
 		for _, r := range resp[:k] {
 			if r.PID == pid {
@@ -67,7 +67,7 @@ func (n *engine) waitTicket(t host.ContextType, pid uint32, words []uint64) {
 				got = true
 				c.Release(r.PID)
 			} else {
-				n.arrived(t, r)
+				e.arrived(t, r)
 			}
 		}
 	}
@@ -84,22 +84,22 @@ func putWords(dst []byte, words []uint64) {
 }
 
 // qpc reads a QP's context.
-func (n *engine) qpc(qpn uint32, q *host.QPCEntry) bool {
-	if !n.ctx(host.QPC, uint64(qpn), n.entry[:128]) {
+func (e *engine) qpc(qpn uint32, q *host.QPCEntry) bool {
+	if !e.ctx(host.QPC, uint64(qpn), e.entry[:128]) {
 		return false
 	}
-	q.Decode(n.entry[:128])
+	q.Decode(e.entry[:128])
 	return q.Valid
 }
 
 // allowed checks, through the MPT, that key grants need on [va, va+length)
 // to protection domain pd.
-func (n *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
+func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
 	var m host.MPTEntry
-	if !n.ctx(host.MPT, uint64(key>>8), n.entry[:64]) {
+	if !e.ctx(host.MPT, uint64(key>>8), e.entry[:64]) {
 		return false
 	}
-	m.Decode(n.entry[:64])
+	m.Decode(e.entry[:64])
 	return m.Valid && m.Key == uint8(key) && m.PD == pd && int(m.Access)&need == need &&
 		va >= m.VA && length <= m.Length && va-m.VA <= m.Length-length
 }
@@ -109,30 +109,30 @@ func (n *engine) allowed(key, pd uint32, va uint64, length uint64, need int) boo
 // access rights and bounds through the MPT and translating pages through
 // the MTT. write means into registered memory. It returns a WC-style
 // reason on failure (false).
-func (n *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
 	if len(buf) == 0 {
 		return true // a zero-length access touches no memory and needs no key (IBTA C9-88)
 	}
-	if !n.allowed(key, pd, va, uint64(len(buf)), need) {
+	if !e.allowed(key, pd, va, uint64(len(buf)), need) {
 		return false
 	}
 	var m host.MPTEntry
-	m.Decode(n.entry[:64]) // the entry allowed just read
+	m.Decode(e.entry[:64]) // the entry allowed just read
 	off := va - m.VA
 	page := uint64(1) << m.PageShift
 	for done := 0; done < len(buf); {
 		p := (off + uint64(done)) >> m.PageShift
 		in := (off + uint64(done)) & (page - 1)
 		chunk := min(uint64(len(buf)-done), page-in)
-		if !n.ctx(host.MTT, m.FirstMTT+p, n.entry[:8]) {
+		if !e.ctx(host.MTT, m.FirstMTT+p, e.entry[:8]) {
 			return false
 		}
-		addr := le.Uint64(n.entry[:8])
+		addr := le.Uint64(e.entry[:8])
 		var err error
 		if write {
-			err = n.cfg.DMA.Write(addr+in, buf[done:done+int(chunk)])
+			err = e.cfg.DMA.Write(addr+in, buf[done:done+int(chunk)])
 		} else {
-			err = n.cfg.DMA.Read(addr+in, buf[done:done+int(chunk)])
+			err = e.cfg.DMA.Read(addr+in, buf[done:done+int(chunk)])
 		}
 		if err != nil {
 			return false
@@ -144,13 +144,13 @@ func (n *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, 
 
 // scatter writes payload at logical offset off of a scatter/gather list
 // (the regions must grant local write).
-func (n *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
-	return n.sglCopy(pd, sges, off, payload, true)
+func (e *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
+	return e.sglCopy(pd, sges, off, payload, true)
 }
 
 // sglCopy moves buf to (write) or from logical offset off of a
 // scatter/gather list.
-func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
+func (e *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
 	need := 0
 	if write {
 		need = host.AccessLocalWrite
@@ -164,7 +164,7 @@ func (n *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, wri
 			continue
 		}
 		take := min(uint32(len(buf)), s.Length-off)
-		if !n.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write) {
+		if !e.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write) {
 			return false
 		}
 		buf, off = buf[take:], 0
@@ -184,9 +184,9 @@ func sglLen(sges []host.SGE) uint64 {
 // gather reads len(buf) bytes at logical offset off of a WQE's data: its
 // inline bytes, or its scatter/gather list (local reads need no access
 // right beyond the region's validity).
-func (n *engine) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
+func (e *engine) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
 	if w.InlineLen > 0 {
 		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
 	}
-	return n.sglCopy(pd, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, buf, false)
+	return e.sglCopy(pd, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, buf, false)
 }

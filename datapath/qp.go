@@ -146,46 +146,46 @@ type pendingCQE struct {
 
 // complete writes a CQE into a completion queue, or queues it behind the
 // CQ's context (or behind the CQ's CQEs already queued).
-func (n *engine) complete(cqn uint32, c *host.CQE) {
-	if cqn >= uint32(len(n.cqLocks)) {
+func (e *engine) complete(cqn uint32, c *host.CQE) {
+	if cqn >= uint32(len(e.nic.cqLocks)) {
 		return
 	}
-	if n.cqeHeld[cqn] > 0 || !n.writeCQE(cqn, c, n.cqeN < cqeQueue) {
-		n.holdCQE(cqn, c)
+	if e.cqeHeld[cqn] > 0 || !e.writeCQE(cqn, c, e.cqeN < cqeQueue) {
+		e.holdCQE(cqn, c)
 	}
 }
 
 // holdCQE queues a CQE until its CQ's context comes; a full queue waits
 // for the context instead.
-func (n *engine) holdCQE(cqn uint32, c *host.CQE) {
-	if n.cqeN == cqeQueue {
-		n.counters.CtxWaits.Add(1)
-		if n.flushCQEs(false); n.cqeN == cqeQueue {
-			n.flushCQEs(true)
+func (e *engine) holdCQE(cqn uint32, c *host.CQE) {
+	if e.cqeN == cqeQueue {
+		e.counters.CtxWaits.Add(1)
+		if e.flushCQEs(false); e.cqeN == cqeQueue {
+			e.flushCQEs(true)
 		}
-		if n.cqeHeld[cqn] == 0 {
-			n.writeCQE(cqn, c, false)
+		if e.cqeHeld[cqn] == 0 {
+			e.writeCQE(cqn, c, false)
 			return
 		}
 	}
-	n.cqes[(n.cqeHead+n.cqeN)%cqeQueue] = pendingCQE{cqn: cqn, cqe: *c}
-	n.cqeN++
-	n.cqeHeld[cqn]++
-	n.counters.CQEsHeld.Add(1)
+	e.cqes[(e.cqeHead+e.cqeN)%cqeQueue] = pendingCQE{cqn: cqn, cqe: *c}
+	e.cqeN++
+	e.cqeHeld[cqn]++
+	e.counters.CQEsHeld.Add(1)
 }
 
 // flushCQEs writes the queued CQEs, in order: those whose contexts have
 // come, stopping at the first that misses again (a new ticket), or, with
 // wait, every one, waiting for the contexts.
-func (n *engine) flushCQEs(wait bool) {
-	for n.cqeN > 0 {
-		pc := &n.cqes[n.cqeHead]
-		if !n.writeCQE(pc.cqn, &pc.cqe, !wait) {
+func (e *engine) flushCQEs(wait bool) {
+	for e.cqeN > 0 {
+		pc := &e.cqes[e.cqeHead]
+		if !e.writeCQE(pc.cqn, &pc.cqe, !wait) {
 			return
 		}
-		n.cqeHeld[pc.cqn]--
-		n.cqeHead = (n.cqeHead + 1) % cqeQueue
-		n.cqeN--
+		e.cqeHeld[pc.cqn]--
+		e.cqeHead = (e.cqeHead + 1) % cqeQueue
+		e.cqeN--
 	}
 }
 
@@ -193,44 +193,44 @@ func (n *engine) flushCQEs(wait bool) {
 // that misses leaves the CQE unwritten (false), its ticket recorded;
 // without, the write waits for the context. A CQ with no valid context
 // takes nothing (true: the CQE is gone, as on an RNIC).
-func (n *engine) writeCQE(cqn uint32, c *host.CQE, park bool) bool {
-	n.cqLocks[cqn].Lock()
-	defer n.cqLocks[cqn].Unlock()
-	st, pid, words := n.look(host.CQC, uint64(cqn))
+func (e *engine) writeCQE(cqn uint32, c *host.CQE, park bool) bool {
+	e.nic.cqLocks[cqn].Lock()
+	defer e.nic.cqLocks[cqn].Unlock()
+	st, pid, words := e.look(host.CQC, uint64(cqn))
 	switch {
 	case st == ctxcache.Hit:
-		putWords(n.entry[:64], words)
+		putWords(e.entry[:64], words)
 	case st == ctxcache.Miss && park:
-		n.parkPID[host.CQC][pid] = cqeWait
+		e.parkPID[host.CQC][pid] = cqeWait
 		return false
 	case st == ctxcache.Miss:
-		n.counters.CtxWaits.Add(1)
-		n.waitTicket(host.CQC, pid, words)
-		putWords(n.entry[:64], words)
+		e.counters.CtxWaits.Add(1)
+		e.waitTicket(host.CQC, pid, words)
+		putWords(e.entry[:64], words)
 	default: // a fault, or no ticket free
-		if !n.ctx(host.CQC, uint64(cqn), n.entry[:64]) {
+		if !e.ctx(host.CQC, uint64(cqn), e.entry[:64]) {
 			return true
 		}
 	}
 	var r host.RingEntry
-	r.Decode(n.entry[:64])
+	r.Decode(e.entry[:64])
 	if !r.Valid || r.Size == 0 {
 		return true
 	}
 	c.Owner = uint8((r.Producer/r.Size)&1) ^ 1
 	var b [host.CQESize]byte
 	c.Encode(b[:])
-	n.cfg.DMA.Write(r.Base+uint64(r.Producer%r.Size)*host.CQESize, b[:])
-	n.cfg.DMA.Quiesce() // the CQE must be in host memory before the notice
-	if n.cfg.Notify != nil {
-		n.cfg.Notify(cqn)
+	e.cfg.DMA.Write(r.Base+uint64(r.Producer%r.Size)*host.CQESize, b[:])
+	e.cfg.DMA.Quiesce() // the CQE must be in host memory before the notice
+	if e.cfg.Notify != nil {
+		e.cfg.Notify(cqn)
 	}
 	r.Producer++
-	r.Encode(n.entry[:64])
-	w := n.words[:8]
+	r.Encode(e.entry[:64])
+	w := e.words[:8]
 	for i := range w {
-		w[i] = le.Uint64(n.entry[8*i:])
+		w[i] = le.Uint64(e.entry[8*i:])
 	}
-	n.cqCache.Update(uint64(cqn), w)
+	e.nic.cqCache.Update(uint64(cqn), w)
 	return true
 }

@@ -21,47 +21,47 @@ const resendBurst = 16
 // packet is never kept: a retransmission gathers its payload again from
 // host memory (the replay entry is the WQE, the offset and the PSN, not
 // the bytes).
-func (n *engine) request(qpn uint32) {
-	r := &n.qps[qpn]
+func (e *engine) request(qpn uint32) {
+	r := &e.qps[qpn]
 	if r.sqWaiting {
 		return // goes on when the context it waits for comes
 	}
 	var q host.QPCEntry
-	if hit, ok := n.resolveQPC(qpn, &q); !hit || !ok || q.State != host.QPSRTS || q.SQSize == 0 {
+	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != host.QPSRTS || q.SQSize == 0 {
 		return
 	}
 	if q.Type == host.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
-		if err := n.openQP(qpn, r, 0); err != nil {
-			r.startSender(&q, &n.cfg)
-			n.fail(qpn, &q, r, host.WCLocQPOpErr)
+		if err := e.openQP(qpn, r, 0); err != nil {
+			r.startSender(&q, e.cfg)
+			e.fail(qpn, &q, r, host.WCLocQPOpErr)
 			return
 		}
 	}
-	r.startSender(&q, &n.cfg)
+	r.startSender(&q, e.cfg)
 	if r.errored { // a QP in error flushes what is posted to it
-		n.fail(qpn, &q, r, host.WCWRFlushErr)
+		e.fail(qpn, &q, r, host.WCWRFlushErr)
 		return
 	}
-	defer n.senderStats(r)
+	defer e.senderStats(r)
 	mtu := pmtu(&q)
-	now := n.clock()
-	if q.Type == host.QPTRC && !n.resend(qpn, &q, r, mtu, now) {
+	now := e.clock()
+	if q.Type == host.QPTRC && !e.resend(qpn, &q, r, mtu, now) {
 		return
 	}
 	for !r.errored {
-		if r.sendIdx == r.ifN && r.ifN < len(r.inflight) && n.takeCmd(r, mtu) {
+		if r.sendIdx == r.ifN && r.ifN < len(r.inflight) && e.takeCmd(r, mtu) {
 			// a handler's packet goes first: it answers a request already here
 		} else if r.sendIdx == r.ifN { // everything fetched is sent: take the next WQE
 			if r.sqConsumer == r.sqProducer || r.ifN == len(r.inflight) {
 				return
 			}
 			addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
-			if n.cfg.DMA.Read(addr, n.wqe[:]) != nil {
+			if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
 				return
 			}
 			var in inflight
-			in.wqe.Decode(n.wqe[:])
+			in.wqe.Decode(e.wqe[:])
 			in.index = r.sqConsumer
 			r.sqConsumer++
 			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)] {
@@ -72,7 +72,7 @@ func (n *engine) request(qpn uint32) {
 			}
 			in.signaled = in.wqe.Flags&host.SendSignaled != 0
 			if q.Type == host.QPTUD { // one datagram, completed once sent
-				n.finish(qpn, &q, &in, n.sendUD(qpn, &q, r, &in, mtu))
+				e.finish(qpn, &q, &in, e.sendUD(qpn, &q, r, &in, mtu))
 				continue
 			}
 			in.packets = max(1, (int(in.length)+mtu-1)/mtu)
@@ -81,23 +81,23 @@ func (n *engine) request(qpn uint32) {
 			}
 			if !supported(in.wqe.Opcode) || q.Type == host.QPTUC && (in.wqe.Opcode == host.WRRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
-				n.track(r, in)
-				n.fail(qpn, &q, r, host.WCLocQPOpErr)
+				e.track(r, in)
+				e.fail(qpn, &q, r, host.WCLocQPOpErr)
 				return
 			}
-			n.track(r, in)
+			e.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
 		if q.Type == host.QPTRC && (!r.snd.CanSend(kindOf(in.wqe.Opcode), now) || consumes(in, r.sendPkt) && !r.snd.HasCredit()) {
 			if r.snd.PaceAt().After(now) {
-				n.later(qpn, r) // pacing: the engine comes back to it
+				e.later(qpn, r) // pacing: the engine comes back to it
 			}
 			return // the gate: no replay entry free, the window, pacing, a READ/atomic limit, an RNR wait
 		}
 		if in.wqe.Opcode != host.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
-			n.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
+			e.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
-			n.counters.SendWaits.Add(1)
+			e.counters.SendWaits.Add(1)
 			return
 		}
 		k := r.sendPkt
@@ -109,20 +109,20 @@ func (n *engine) request(qpn uint32) {
 				in.firstPSN, in.started = psn, true
 				in.lastPSN = psn.Add(uint32(in.packets - 1))
 			}
-			n.timeQP(qpn, r)
+			e.timeQP(qpn, r)
 		} else if k == 0 { // UC
 			in.firstPSN, in.started = r.psn, true
 			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
 			r.psn = in.lastPSN.Next()
 		}
-		if !n.sendPacket(&q, r, in, k, 0, mtu, ackReq) {
-			n.fail(qpn, &q, r, host.WCLocProtErr)
+		if !e.sendPacket(&q, r, in, k, 0, mtu, ackReq) {
+			e.fail(qpn, &q, r, host.WCLocProtErr)
 			return
 		}
 		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == host.WRRDMARead {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
 			if q.Type == host.QPTUC { // unreliable: complete as soon as it is sent
-				n.finish(qpn, &q, in, host.WCSuccess)
+				e.finish(qpn, &q, in, host.WCSuccess)
 				r.ifHead = (r.ifHead + 1) % len(r.inflight)
 				r.ifN--
 				r.sendIdx--
@@ -134,30 +134,30 @@ func (n *engine) request(qpn uint32) {
 // resend sends up to resendBurst of the retransmissions a QP's sender
 // asks for, and reports whether none is left (new packets may follow).
 // A QP with more left goes on the engine's list and continues next pass.
-func (n *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int, now time.Time) bool {
+func (e *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int, now time.Time) bool {
 	for range resendBurst {
-		e, from, ok := r.snd.Resend(now)
+		ent, from, ok := r.snd.Resend(now)
 		if !ok {
 			break
 		}
-		in := r.inflightOf(e.WQE) // the sender holds its entry: still in flight
+		in := r.inflightOf(ent.WQE) // the sender holds its entry: still in flight
 		if in == nil || !in.started {
 			r.snd.Resent(now)
 			continue
 		}
 		k := int(from.Diff(in.firstPSN))
 		until := 0
-		if e.Kind == reliability.Read {
-			until = int(r.snd.ResendUntil(e).Diff(in.firstPSN))
+		if ent.Kind == reliability.Read {
+			until = int(r.snd.ResendUntil(ent).Diff(in.firstPSN))
 		}
-		if !n.sendPacket(q, r, in, k, until, mtu, e.AckReq) {
-			n.fail(qpn, q, r, host.WCLocProtErr)
+		if !e.sendPacket(q, r, in, k, until, mtu, ent.AckReq) {
+			e.fail(qpn, q, r, host.WCLocProtErr)
 			return false
 		}
 		r.snd.Resent(now)
 	}
 	if r.snd.Resending() {
-		n.later(qpn, r)
+		e.later(qpn, r)
 		return false
 	}
 	return true
@@ -308,7 +308,7 @@ func opsOf(op uint8) msgOps {
 // A READ request with k > 0 asks for the rest of the READ from packet k,
 // or with until > k only up to packet until (exclusive): a selective
 // request for missing responses.
-func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
+func (e *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
 	if w.Opcode == host.WRRDMARead {
@@ -319,10 +319,10 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 		if until > k {
 			length = min(length, uint32((until-k)*mtu))
 		}
-		n.frameTo(&f, q, wire.RCRDMAReadRequest, in.firstPSN.Add(uint32(k)))
+		e.frameTo(&f, q, wire.RCRDMAReadRequest, in.firstPSN.Add(uint32(k)))
 		f.BTH.AckReq = true
 		f.RETH = wire.RETHFields{VA: w.RemoteAddr + uint64(off), RKey: w.RKey, DMALen: length}
-		n.send(&f)
+		e.send(&f)
 		return true
 	}
 	if isAtomic(w.Opcode) {
@@ -330,29 +330,29 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 		if w.Opcode == host.WRAtomicFetchAdd {
 			op = wire.RCFetchAdd
 		}
-		n.frameTo(&f, q, op, in.firstPSN)
+		e.frameTo(&f, q, op, in.firstPSN)
 		f.BTH.AckReq = true
 		f.AtomicETH = wire.AtomicETHFields{VA: w.RemoteAddr, RKey: w.RKey, SwapAdd: w.SwapAdd, Compare: w.Compare}
-		n.send(&f)
+		e.send(&f)
 		return true
 	}
 	op := packetOp(q, w.Opcode, k, in.packets)
-	n.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
+	e.frameTo(&f, q, op, in.firstPSN.Add(uint32(k)))
 	// The payload is gathered straight into the transmit buffer: no
 	// staging copy.
-	buf := n.txBuffer()
+	buf := e.txBuffer()
 	off := wire.PayloadOffset(&f)
 	plen := segmentLen(int(in.length), k, mtu)
 	if off+plen > len(buf) {
-		n.releaseTX()
-		n.counters.SendErr.Add(1)
+		e.releaseTX()
+		e.counters.SendErr.Add(1)
 		return true // a path MTU larger than the port's frames: the packet is lost, and sent again
 	}
 	payload := buf[off : off+plen]
 	if in.cmd != 0 {
-		copy(payload, n.cmdPayload(in.cmd)[k*mtu:])
-	} else if !n.gather(q.PD, w, uint32(k*mtu), payload) {
-		n.releaseTX()
+		copy(payload, e.cmdPayload(in.cmd)[k*mtu:])
+	} else if !e.gather(q.PD, w, uint32(k*mtu), payload) {
+		e.releaseTX()
 		return false
 	}
 	f.Payload = payload
@@ -375,15 +375,15 @@ func (n *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	// RC asks for an ACK where its sender says: at a message's end and
 	// often enough to keep replay entries coming free.
 	f.BTH.AckReq = q.Type != host.QPTUC && ackReq
-	n.commit(buf, &f)
+	e.commit(buf, &f)
 	if info.Flags&wire.OpSend != 0 {
-		n.counters.RdmaSends.Add(1)
+		e.counters.RdmaSends.Add(1)
 	}
 	return true
 }
 
 // track records a message as in flight.
-func (n *engine) track(r *qpRun, in inflight) {
+func (e *engine) track(r *qpRun, in inflight) {
 	in.seq = r.ifSeq
 	r.ifSeq++
 	r.inflight[(r.ifHead+r.ifN)%len(r.inflight)] = in
@@ -391,12 +391,12 @@ func (n *engine) track(r *qpRun, in inflight) {
 }
 
 // finish completes a send work request (if signaled, or on error).
-func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
+func (e *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
 	if in.cmd != 0 { // a handler's packet: no completion, its buffer back
-		n.releaseCmd(in.cmd)
+		e.nic.releaseCmd(in.cmd)
 		in.cmd = 0
 		if status != host.WCSuccess && status != host.WCWRFlushErr {
-			n.counters.HPUCommandsRefused.Add(1)
+			e.counters.HPUCommandsRefused.Add(1)
 		}
 		return
 	}
@@ -415,12 +415,12 @@ func (n *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8
 		op = host.WCFetchAdd
 	}
 	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
-	n.complete(q.SendCQ, &c)
+	e.complete(q.SendCQ, &c)
 }
 
 // sendUD sends a UD work request as one datagram to the address vector it
 // carries, and returns its completion status.
-func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
+func (e *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
 	w := &in.wqe
 	op := wire.UDSendOnly
 	switch {
@@ -432,26 +432,26 @@ func (n *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mt
 	if int(in.length) > mtu {
 		return host.WCLocLenErr
 	}
-	payload := n.payload[:in.length]
-	if !n.gather(q.PD, w, 0, payload) {
+	payload := e.payload[:in.length]
+	if !e.gather(q.PD, w, 0, payload) {
 		return host.WCLocProtErr
 	}
 	var f wire.FrameFields
 	dst := gidAddr(w.DestGID)
-	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(w.DestMAC), Src: n.cfg.MAC}
+	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(w.DestMAC), Src: e.cfg.MAC}
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: n.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: e.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&host.SendSolicited != 0}
 	f.DETH = wire.DETHFields{QKey: w.QKey, SrcQP: qpn}
 	f.Imm = w.Imm
 	f.Payload = payload
-	n.send(&f)
+	e.send(&f)
 	r.psn = r.psn.Next()
-	n.counters.RdmaSends.Add(1)
+	e.counters.RdmaSends.Add(1)
 	return host.WCSuccess
 }

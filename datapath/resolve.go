@@ -38,14 +38,14 @@ type unitMemo struct {
 }
 
 // begin starts a unit of work: nothing it resolved before holds.
-func (n *engine) begin() { n.memo.n, n.memo.next = 0, 0 }
+func (e *engine) begin() { e.memo.n, e.memo.next = 0, 0 }
 
 // look looks up entry idx of context type t without waiting: from what
 // the unit has already resolved, or through the cache (one lookup,
 // counted). On a hit it returns the entry's words, valid until the unit
 // ends (decode them at once); on a miss, the ticket.
-func (n *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, []uint64) {
-	m := &n.memo
+func (e *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, []uint64) {
+	m := &e.memo
 	w := host.EntrySizes[t] / 8
 	if t != host.CQC {
 		for i := range m.n {
@@ -54,22 +54,22 @@ func (n *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, 
 			}
 		}
 	}
-	words := n.words[:w]
-	n.counters.CtxLookups[t].Add(1)
-	st, pid := n.caches[t].Lookup(n.id, idx, words)
+	words := e.words[:w]
+	e.counters.CtxLookups[t].Add(1)
+	st, pid := e.nic.caches[t].Lookup(e.id, idx, words)
 	if st != ctxcache.Hit || t == host.CQC {
 		return st, pid, words
 	}
-	return st, pid, n.remember(t, idx, words)
+	return st, pid, e.remember(t, idx, words)
 }
 
 // remember keeps an entry for the rest of the unit (a CQ context is not
 // kept) and returns the kept copy.
-func (n *engine) remember(t host.ContextType, idx uint64, words []uint64) []uint64 {
+func (e *engine) remember(t host.ContextType, idx uint64, words []uint64) []uint64 {
 	if t == host.CQC {
 		return words
 	}
-	m := &n.memo
+	m := &e.memo
 	i := m.n
 	if i == memoSlots {
 		i = m.next
@@ -86,18 +86,18 @@ func (n *engine) remember(t host.ContextType, idx uint64, words []uint64) []uint
 // without waiting. On a miss the requester waits for the ticket (its
 // answer restarts it, park.go) and resolveQPC reports false with ok
 // true; ok false means there is no valid context to act on.
-func (n *engine) resolveQPC(qpn uint32, q *host.QPCEntry) (hit, ok bool) {
-	st, pid, words := n.look(host.QPC, uint64(qpn))
+func (e *engine) resolveQPC(qpn uint32, q *host.QPCEntry) (hit, ok bool) {
+	st, pid, words := e.look(host.QPC, uint64(qpn))
 	switch st {
 	case ctxcache.Hit:
-		putWords(n.entry[:128], words)
-		q.Decode(n.entry[:128])
+		putWords(e.entry[:128], words)
+		q.Decode(e.entry[:128])
 		return true, q.Valid
 	case ctxcache.Miss:
-		n.parkPID[host.QPC][pid] = (qpn + 1) | sendWait
-		n.qps[qpn].sqWaiting = true
-		n.counters.SendWaits.Add(1)
+		e.parkPID[host.QPC][pid] = (qpn + 1) | sendWait
+		e.qps[qpn].sqWaiting = true
+		e.counters.SendWaits.Add(1)
 		return false, true
 	}
-	return true, n.qpc(qpn, q) // no ticket free: wait (counted), or find it invalid
+	return true, e.qpc(qpn, q) // no ticket free: wait (counted), or find it invalid
 }

@@ -46,37 +46,37 @@ import (
 // respond is the responder: it runs a request through the checks and
 // executes it. It reports whether the request must wait, parked with its
 // QP, for memory a receive WQE it took names (the WQE stays taken).
-func (n *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
-	r := &n.qps[qpn]
-	if !n.checkQP(qpn, q, r, p) {
+func (e *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
+	r := &e.qps[qpn]
+	if !e.checkQP(qpn, q, r, p) {
 		return false
 	}
 	if p.ECN() == wire.ECNCE && q.Type != host.QPTUD {
-		n.notifyCongestion(q, r, n.clock())
+		e.notifyCongestion(q, r, e.clock())
 	}
 	psn := p.BTH().PSN()
 	switch q.Type {
 	case host.QPTUD:
-		return n.respondUD(q, r, p)
+		return e.respondUD(q, r, p)
 	case host.QPTUC:
-		return n.respondUC(q, r, p, psn)
+		return e.respondUC(q, r, p, psn)
 	}
-	if !n.checkPSN(q, r, p, psn) {
+	if !e.checkPSN(q, r, p, psn) {
 		return false
 	}
-	if accepted, wait := n.checkAndExecute(q, r, p, psn); !accepted {
+	if accepted, wait := e.checkAndExecute(q, r, p, psn); !accepted {
 		return wait
 	}
-	n.acknowledgeRequest(q, r, p)
+	e.acknowledgeRequest(q, r, p)
 	return false
 }
 
 // checkQP passes a request for a valid QP in RTR or RTS, not in the
 // error state, of the packet's transport; it starts the QP's receiver on
 // its first request.
-func (n *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet) bool {
+func (e *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet) bool {
 	if !q.Valid || (q.State != host.QPSRTR && q.State != host.QPSRTS) {
-		n.counters.RcvdUnknownQP.Add(1)
+		e.counters.RcvdUnknownQP.Add(1)
 		return false
 	}
 	r.hpu.qpn = qpn
@@ -92,7 +92,7 @@ func (n *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet)
 		want = wire.TransportUC
 	}
 	if p.Info.Transport != want {
-		n.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP, or the like
+		e.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP, or the like
 		return false
 	}
 	return true
@@ -104,23 +104,23 @@ func (n *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet)
 // SeqNAKInterval per QP (a stream of forged requests ahead of the window
 // must not make the requester go back at each), and with selective
 // repeat a WRITE_ONLY ahead is placed at once.
-func (n *engine) checkPSN(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
-	switch class, nak := r.rcv.Classify(psn, n.clock()); class {
+func (e *engine) checkPSN(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	switch class, nak := r.rcv.Classify(psn, e.clock()); class {
 	case reliability.Duplicate:
-		n.duplicate(q, r, p, psn)
+		e.duplicate(q, r, p, psn)
 		return false
 	case reliability.AlreadyPlaced:
-		n.counters.DuplicateRequest.Add(1)
+		e.counters.DuplicateRequest.Add(1)
 		return false
 	case reliability.Ahead, reliability.OutOfSequence:
-		n.counters.OutOfSeqRequest.Add(1)
-		if class == reliability.Ahead && n.placeAhead(q, r, p, psn) {
-			n.counters.PlacedAhead.Add(1)
+		e.counters.OutOfSeqRequest.Add(1)
+		if class == reliability.Ahead && e.placeAhead(q, r, p, psn) {
+			e.counters.PlacedAhead.Add(1)
 		}
 		if nak {
-			n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
+			e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 		} else {
-			n.counters.SeqNAKSuppressed.Add(1)
+			e.counters.SeqNAKSuppressed.Add(1)
 		}
 		return false
 	}
@@ -132,18 +132,18 @@ func (n *engine) checkPSN(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 // was accepted (READs and atomics report false: they move the expected
 // PSN themselves), and if not, whether it must wait for its receive
 // WQE's memory (checkResources).
-func (n *engine) checkAndExecute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (accepted, wait bool) {
-	if !n.checkOpSeq(q, r, p, psn) || !n.checkLength(q, r, p, psn) || !n.checkKey(q, r, p, psn) {
+func (e *engine) checkAndExecute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (accepted, wait bool) {
+	if !e.checkOpSeq(q, r, p, psn) || !e.checkLength(q, r, p, psn) || !e.checkKey(q, r, p, psn) {
 		return false, false
 	}
 	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
-	if handled, ok := n.handlers(q, r, p, psn, first, last); handled {
+	if handled, ok := e.handlers(q, r, p, psn, first, last); handled {
 		accepted = ok
-	} else if ok, w := n.checkResources(q, r, p, psn, first, last); w {
+	} else if ok, w := e.checkResources(q, r, p, psn, first, last); w {
 		return false, true
 	} else if ok {
-		accepted = n.execute(q, r, p, psn, first, last)
+		accepted = e.execute(q, r, p, psn, first, last)
 	}
 	if accepted {
 		r.opSeq(p.Info.Flags, first, last)
@@ -173,7 +173,7 @@ func (r *qpRun) opSeq(flags wire.OpFlags, first, last bool) {
 // checkOpSeq passes a request whose opcode fits the message under way: a
 // MIDDLE or LAST packet continues a message its FIRST began, of the same
 // kind; a FIRST, an ONLY, a READ or an atomic comes between messages.
-func (n *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	f := p.Info.Flags
 	cont := f&(wire.OpFirst|wire.OpOnly) == 0 && f&(wire.OpSend|wire.OpWrite) != 0
 	ok := false
@@ -186,8 +186,8 @@ func (n *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 		ok = !cont
 	}
 	if !ok {
-		n.counters.RcvdOpSeqErr.Add(1)
-		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		e.counters.RcvdOpSeqErr.Add(1)
+		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 	}
 	return ok
 }
@@ -196,7 +196,7 @@ func (n *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 // cut as the path MTU cuts a message (FIRST and MIDDLE full, ONLY and
 // LAST no longer), a WRITE's packets adding up to its RETH's length, no
 // message longer than IBTA allows.
-func (n *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	f := p.Info.Flags
 	first := f&(wire.OpFirst|wire.OpOnly) != 0
 	last := f&(wire.OpLast|wire.OpOnly) != 0
@@ -223,12 +223,12 @@ func (n *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 		ok = ok && size <= left && (!last || size == left)
 		if !ok {
 			r.writeLeft = 0
-			n.hpuAbort(qpnOf(p), r) // a message its handlers took fails
+			e.hpuAbort(qpnOf(p), r) // a message its handlers took fails
 		}
 	}
 	if !ok {
-		n.counters.RcvdLengthErr.Add(1)
-		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		e.counters.RcvdLengthErr.Add(1)
+		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 	}
 	return ok
 }
@@ -238,7 +238,7 @@ func (n *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 // message (on its first packet: a refused WRITE changes nothing, not
 // even its first packets' bytes; a zero-length one needs no key, IBTA
 // C9-88), a READ's range and an atomic's aligned word.
-func (n *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	f := p.Info.Flags
 	var key uint32
 	var va, length uint64
@@ -247,8 +247,8 @@ func (n *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 	case f&wire.OpAtomic != 0:
 		h := p.AtomicETH()
 		if h.VA()%8 != 0 {
-			n.counters.RcvdMisalignedAtomic.Add(1)
-			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+			e.counters.RcvdMisalignedAtomic.Add(1)
+			e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 			return false
 		}
 		key, va, length, need = h.RKey(), h.VA(), 8, host.AccessRemoteAtomic
@@ -259,14 +259,14 @@ func (n *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 		h := p.RETH()
 		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), host.AccessRemoteWrite
 	}
-	if length == 0 || n.allowed(key, q.PD, va, length, need) {
+	if length == 0 || e.allowed(key, q.PD, va, length, need) {
 		return true
 	}
 	if f&wire.OpWrite != 0 {
 		r.writeLeft = 0
 	}
-	n.counters.RcvdRKeyErr.Add(1)
-	n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+	e.counters.RcvdRKeyErr.Add(1)
+	e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 	return false
 }
 
@@ -274,11 +274,11 @@ func (n *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 // message that an execution context's handlers take (its first packet
 // matched) goes to them, and they place it (hpu.go). It reports whether
 // they took the packet, and if so whether it was accepted.
-func (n *engine) handlers(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
-	if p.Info.Flags&(wire.OpSend|wire.OpWrite) == 0 || !r.hpu.on && n.hpu.Load() == nil {
+func (e *engine) handlers(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
+	if p.Info.Flags&(wire.OpSend|wire.OpWrite) == 0 || !r.hpu.on && e.nic.hpu.Load() == nil {
 		return false, false
 	}
-	return n.toHandlers(qpnOf(p), q, r, n.binding(qpnOf(p)), p, psn, first, last)
+	return e.toHandlers(qpnOf(p), q, r, e.nic.binding(qpnOf(p)), p, psn, first, last)
 }
 
 // checkResources passes a request that has what it needs: a SEND's first
@@ -291,25 +291,25 @@ func (n *engine) handlers(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 // SEND's first packet whose receive WQE's memory is not cached (the MPT
 // entry or MTT lines it lands in) waits for it, parked, the WQE taken:
 // it reports wait, and the packet takes the same WQE when it comes back.
-func (n *engine) checkResources(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (ok, wait bool) {
+func (e *engine) checkResources(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (ok, wait bool) {
 	f := p.Info.Flags
 	switch {
 	case r.hpu.n > 0 && (p.Opcode == wire.RCRDMAReadRequest || f&wire.OpAtomic != 0):
-		n.counters.HPURefused.Add(1)
+		e.counters.HPURefused.Add(1)
 		return false, false
 	case f&wire.OpSend != 0 && first && r.recvActive:
 		r.recvOff = 0
 	case f&wire.OpSend != 0 && first, f&wire.OpWrite != 0 && last && p.ImmDt() != nil && !r.recvActive:
-		if !n.takeRecv(q, r) {
-			n.counters.SendRNRErr.Add(1)
-			n.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
+		if !e.takeRecv(q, r) {
+			e.counters.SendRNRErr.Add(1)
+			e.reply(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 			return false, false
 		}
 	case f&wire.OpSend != 0 && !r.recvActive:
-		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 		return false, false
 	}
-	if f&wire.OpSend != 0 && first && n.recvMiss(r, 0, uint32(len(p.Payload())), qpnOf(p)) {
+	if f&wire.OpSend != 0 && first && e.recvMiss(r, 0, uint32(len(p.Payload())), qpnOf(p)) {
 		return false, true
 	}
 	return true, false
@@ -318,25 +318,25 @@ func (n *engine) checkResources(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn 
 // recvMiss looks up, without waiting, the memory of the receive WQE a
 // QP has taken that size bytes at offset off land in; on a miss it
 // records the ticket for the QP and reports true.
-func (n *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
+func (e *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
 	if size == 0 {
 		return false
 	}
 	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
-	return n.sglMiss(sges, off, size, qpn+1) || n.sglMiss(sges, off+size-1, 1, qpn+1)
+	return e.sglMiss(sges, off, size, qpn+1) || e.sglMiss(sges, off+size-1, 1, qpn+1)
 }
 
 // acknowledgeRequest sends the ACK an executed RC request asks for, after
 // moving the expected PSN past it; with selective repeat, a hole filled
 // while packets placed ahead lie beyond another gets that hole's NAK now
 // (it acknowledges the rest).
-func (n *engine) acknowledgeRequest(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
+func (e *engine) acknowledgeRequest(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
 	r.rcv.Executed(1, p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0)
 	switch {
 	case r.rcv.PlacedAhead():
-		n.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
+		e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 	case p.BTH().AckReq():
-		n.acknowledge(q, r)
+		e.acknowledge(q, r)
 	}
 }
 
@@ -345,16 +345,16 @@ func (n *engine) acknowledgeRequest(q *host.QPCEntry, r *qpRun, p *wire.Packet) 
 // its bytes go. Anything else, or a WRITE its key does not allow (it will
 // be refused with a NAK when it comes in order), waits for its
 // retransmission.
-func (n *engine) placeAhead(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
-	if p.Opcode != wire.RCRDMAWriteOnly || n.binding(qpnOf(p)) != nil {
+func (e *engine) placeAhead(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+	if p.Opcode != wire.RCRDMAWriteOnly || e.nic.binding(qpnOf(p)) != nil {
 		return false // a QP with handlers takes its messages in order
 	}
 	h, payload := p.RETH(), p.Payload()
 	if h.DMALen() != uint32(len(payload)) || len(payload) > pmtu(q) ||
-		!n.memory(h.RKey(), q.PD, h.VA(), payload, host.AccessRemoteWrite, true) {
+		!e.memory(h.RKey(), q.PD, h.VA(), payload, host.AccessRemoteWrite, true) {
 		return false
 	}
-	n.writePlaced()
+	e.nic.writePlaced()
 	r.rcv.Placed(psn)
 	return true
 }
@@ -366,28 +366,28 @@ const cnpInterval = 50 * time.Microsecond
 // notifyCongestion answers a request that crossed a congested switch
 // (ECN Congestion Experienced) with a CNP to its sender's QP, as a RoCEv2
 // notification point does, no more often than cnpInterval per QP.
-func (n *engine) notifyCongestion(q *host.QPCEntry, r *qpRun, now time.Time) {
-	n.counters.NPECNMarked.Add(1)
+func (e *engine) notifyCongestion(q *host.QPCEntry, r *qpRun, now time.Time) {
+	e.counters.NPECNMarked.Add(1)
 	if now.Sub(r.lastCNP) < cnpInterval {
 		return
 	}
 	r.lastCNP = now
 	var f wire.FrameFields
-	n.frameTo(&f, q, wire.CNP, 0)
+	e.frameTo(&f, q, wire.CNP, 0)
 	f.BTH.BECN = true
-	n.send(&f)
-	n.counters.NPCNPSent.Add(1)
+	e.send(&f)
+	e.counters.NPCNPSent.Add(1)
 }
 
 // congestion is a CNP's arrival at the QP whose packets were marked: its
 // sender cuts its window (a reaction point, DCQCN's).
-func (n *engine) congestion(qpn uint32, q *host.QPCEntry) {
-	r := &n.qps[qpn]
+func (e *engine) congestion(qpn uint32, q *host.QPCEntry) {
+	r := &e.qps[qpn]
 	if !q.Valid || q.Type != host.QPTRC || !r.sndStarted {
 		return
 	}
-	n.counters.RPCNPHandled.Add(1)
-	r.snd.OnCNP(n.clock())
+	e.counters.RPCNPHandled.Add(1)
+	r.snd.OnCNP(e.clock())
 }
 
 // duplicate answers a request whose PSN is behind the expected one: a
@@ -396,24 +396,24 @@ func (n *engine) congestion(qpn uint32, q *host.QPCEntry) {
 // is a READ or an atomic is dropped (it answers nothing this QP executed:
 // a NAK for it could fail the live connection), and a SEND or WRITE is
 // acknowledged with the newest PSN executed.
-func (n *engine) duplicate(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
-	n.counters.DuplicateRequest.Add(1)
+func (e *engine) duplicate(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+	e.counters.DuplicateRequest.Add(1)
 	switch {
 	case p.Opcode == wire.RCRDMAReadRequest:
 		h := p.RETH()
 		if rr, ok := r.rcv.FindRead(psn, h.VA(), h.RKey(), h.DMALen()); ok {
-			n.readResponse(q, r, p, psn, rr.MSN, false)
+			e.readResponse(q, r, p, psn, rr.MSN, false)
 			return
 		}
-		n.counters.DuplicateDropped.Add(1)
+		e.counters.DuplicateDropped.Add(1)
 	case p.Info.Flags&wire.OpAtomic != 0:
 		if a, ok := r.rcv.FindAtomic(psn); ok {
-			n.atomicAck(q, r, psn, a.Orig, a.MSN)
+			e.atomicAck(q, r, psn, a.Orig, a.MSN)
 			return
 		}
-		n.counters.DuplicateDropped.Add(1)
+		e.counters.DuplicateDropped.Add(1)
 	default:
-		n.acknowledge(q, r)
+		e.acknowledge(q, r)
 	}
 }
 
@@ -422,28 +422,28 @@ func qpnOf(p *wire.Packet) uint32 { return p.BTH().DestQP() }
 // takeRecv fetches the next receive WQE of a QP.
 // A QP with an SRQ takes it from the SRQ, whose context comes through the
 // cache like every other.
-func (n *engine) takeRecv(q *host.QPCEntry, r *qpRun) bool {
-	if n.takeRecvWQE(q, r) {
+func (e *engine) takeRecv(q *host.QPCEntry, r *qpRun) bool {
+	if e.takeRecvWQE(q, r) {
 		return true
 	}
 	// A receive posted before the peer sent may have its doorbell still
 	// queued: take the doorbells in and look again.
-	return n.recvBellsDue() && n.takeRecvWQE(q, r)
+	return e.recvBellsDue() && e.takeRecvWQE(q, r)
 }
 
-func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
+func (e *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 	var b [host.RecvWQESize]byte
 	if q.SRQ != 0 {
 		srqn := q.SRQ - 1
-		if srqn >= uint32(len(n.srqs)) || !n.ctx(host.SRQC, uint64(srqn), n.entry[:64]) {
+		if srqn >= uint32(len(e.nic.srqs)) || !e.ctx(host.SRQC, uint64(srqn), e.entry[:64]) {
 			return false
 		}
-		var e host.RingEntry
-		e.Decode(n.entry[:64])
-		s := &n.srqs[srqn]
+		var ent host.RingEntry
+		ent.Decode(e.entry[:64])
+		s := &e.nic.srqs[srqn]
 		s.mu.Lock()
-		if !e.Valid || e.Size == 0 || e.PD != q.PD || s.consumer == s.producer.Load() ||
-			n.cfg.DMA.Read(e.Base+uint64(s.consumer%e.Size)*host.RecvWQESize, b[:]) != nil {
+		if !ent.Valid || ent.Size == 0 || ent.PD != q.PD || s.consumer == s.producer.Load() ||
+			e.cfg.DMA.Read(ent.Base+uint64(s.consumer%ent.Size)*host.RecvWQESize, b[:]) != nil {
 			s.mu.Unlock()
 			return false
 		}
@@ -454,7 +454,7 @@ func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 		if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
 			return false
 		}
-		if n.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+		if e.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
 			return false
 		}
 		r.recvIndex = r.rqConsumer
@@ -466,33 +466,33 @@ func (n *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 }
 
 // ack sends an ACK or NAK for psn.
-func (n *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+func (e *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	psn, msn, ok := r.ackCap(psn, s)
 	if !ok {
-		n.counters.SeqNAKSuppressed.Add(1)
+		e.counters.SeqNAKSuppressed.Add(1)
 		return
 	}
 	var f wire.FrameFields
-	n.frameTo(&f, q, wire.RCAcknowledge, psn)
+	e.frameTo(&f, q, wire.RCAcknowledge, psn)
 	f.AETH = wire.AETHFields{Syndrome: s, MSN: msn}
-	n.send(&f)
+	e.send(&f)
 }
 
 // acknowledge sends an ACK of every request executed so far, with the
 // QP's end-to-end credits.
-func (n *engine) acknowledge(q *host.QPCEntry, r *qpRun) {
-	n.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(n.credits(q, r)))
+func (e *engine) acknowledge(q *host.QPCEntry, r *qpRun) {
+	e.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(e.credits(q, r)))
 }
 
 // credits is the end-to-end credit code an RC QP's ACKs carry: the
 // receive WQEs posted and not yet taken (IBTA 9.7.7.2), so that a
 // requester that honours them stops before an RNR NAK. A QP with an SRQ
 // has no count of its own and says so (CreditsInvalid), as IBTA asks.
-func (n *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
+func (e *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
 	if q.SRQ != 0 || q.Type != host.QPTRC {
 		return wire.CreditsInvalid
 	}
-	if b := n.binding(r.hpu.qpn); b != nil && b.match.takesSends() {
+	if b := e.nic.binding(r.hpu.qpn); b != nil && b.match.takesSends() {
 		return wire.CreditsInvalid // handlers take SENDs without receive WQEs
 	}
 	return wire.CreditCode(r.rqProducer - r.rqConsumer)
@@ -503,13 +503,13 @@ func (n *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
 // long READ neither starves the engine's other work nor floods the
 // requester. A new request on the QP (a retry, full or partial) replaces
 // the one being answered.
-func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, msn uint32, fresh bool) {
+func (e *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, msn uint32, fresh bool) {
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
-	if !fresh && total > 0 && !n.allowed(h.RKey(), q.PD, h.VA(), uint64(total), host.AccessRemoteRead) {
-		n.counters.RcvdRKeyErr.Add(1) // a duplicate's key (a new READ's passed checkKey)
-		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+	if !fresh && total > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(total), host.AccessRemoteRead) {
+		e.counters.RcvdRKeyErr.Add(1) // a duplicate's key (a new READ's passed checkKey)
+		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
 	if fresh {
@@ -542,9 +542,9 @@ func (n *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		// No READ ahead of it: its first packets go now, in the unit
 		// that resolved its contexts; the rest from the engine's passes.
 		qpn := p.BTH().DestQP()
-		if n.pumpRead(q, r, qpn); r.readN > 0 {
+		if e.pumpRead(q, r, qpn); r.readN > 0 {
 			r.readListed = true
-			n.readers = append(n.readers, qpn)
+			e.readers = append(e.readers, qpn)
 		}
 	}
 }
@@ -555,59 +555,59 @@ const readBurst = 16
 // pumpReads sends the next packets of every READ being answered. A QP
 // whose context is not cached waits for the ticket's answer; the other
 // QPs' READs go on.
-func (n *engine) pumpReads() {
-	kept := n.readers[:0]
-	for _, qpn := range n.readers {
-		r := &n.qps[qpn]
-		n.begin()
+func (e *engine) pumpReads() {
+	kept := e.readers[:0]
+	for _, qpn := range e.readers {
+		r := &e.qps[qpn]
+		e.begin()
 		var q host.QPCEntry
 		if r.readN == 0 {
 			r.readListed = false
 			continue
 		}
-		if st, pid, _ := n.look(host.QPC, uint64(qpn)); st == ctxcache.Miss {
-			n.parkPID[host.QPC][pid] = qpn + 1
+		if st, pid, _ := e.look(host.QPC, uint64(qpn)); st == ctxcache.Miss {
+			e.parkPID[host.QPC][pid] = qpn + 1
 			kept = append(kept, qpn)
 			continue
 		}
-		if !n.qpc(qpn, &q) {
+		if !e.qpc(qpn, &q) {
 			r.readN, r.readListed = 0, false
 			continue
 		}
-		if n.pumpRead(&q, r, qpn); r.readN > 0 {
+		if e.pumpRead(&q, r, qpn); r.readN > 0 {
 			kept = append(kept, qpn)
 		} else {
 			r.readListed = false
 		}
 	}
-	n.readers = kept
+	e.readers = kept
 }
 
 // pumpRead sends up to a burst of the next packets of the READ a QP
 // answers first. It stops early where the memory's MPT entry or MTT line
 // is not cached (the ticket's answer comes before the next pass).
-func (n *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
+func (e *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
 	rd := &r.reads[r.readHead]
 	mtu := pmtu(q)
 	var f wire.FrameFields
 	for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
 		i := rd.next
 		op := opsRead.at(i, rd.packets)
-		buf := n.payload[:segmentLen(rd.total, i, mtu)]
-		if len(buf) > 0 && n.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
+		buf := e.payload[:segmentLen(rd.total, i, mtu)]
+		if len(buf) > 0 && e.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
 			break
 		}
-		if !n.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
-			n.ack(q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+		if !e.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
+			e.ack(q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			rd.next = rd.packets // abandoned
 			break
 		}
-		n.frameTo(&f, q, op, rd.psn.Add(uint32(i)))
+		e.frameTo(&f, q, op, rd.psn.Add(uint32(i)))
 		f.Payload = buf
 		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
-		n.send(&f)
+		e.send(&f)
 		if rd.again {
-			n.counters.ReadResponsesResent.Add(1)
+			e.counters.ReadResponsesResent.Add(1)
 		}
 		rd.next++
 	}
@@ -620,15 +620,15 @@ func (n *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
 // atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte
 // word of registered memory. The NIC's atomics lock makes the
 // read-modify-write atomic with respect to the atomics of every engine.
-func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (e *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	h := p.AtomicETH()
 	va, key := h.VA(), h.RKey()
 	var word [8]byte
-	n.atomicMu.Lock()
-	defer n.atomicMu.Unlock()
-	if !n.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, false) {
-		n.counters.RcvdRKeyErr.Add(1)
-		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+	e.nic.atomicMu.Lock()
+	defer e.nic.atomicMu.Unlock()
+	if !e.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, false) {
+		e.counters.RcvdRKeyErr.Add(1)
+		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
 	orig := le.Uint64(word[:])
@@ -641,21 +641,21 @@ func (n *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 		next = orig + h.SwapAdd()
 	}
 	le.PutUint64(word[:], next)
-	if next != orig && !n.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, true) {
-		n.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+	if next != orig && !e.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, true) {
+		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
 	r.rcv.ExecutedAtomic(orig)
-	n.atomicAck(q, r, psn, orig, r.rcv.MSN())
+	e.atomicAck(q, r, psn, orig, r.rcv.MSN())
 }
 
 // atomicAck answers an atomic request with the original value.
-func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64, msn uint32) {
+func (e *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64, msn uint32) {
 	var f wire.FrameFields
-	n.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
-	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(n.credits(q, r)), MSN: msn & 0xffffff}
+	e.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
+	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(e.credits(q, r)), MSN: msn & 0xffffff}
 	f.AtomicOrigData = orig
-	n.send(&f)
+	e.send(&f)
 }
 
 // execute carries out a request that passed every check: a SEND's data
@@ -663,27 +663,27 @@ func (n *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64
 // local length error), a WRITE's placed, a READ's response begun, an
 // atomic carried out. It reports whether the packet was accepted (READs
 // and atomics report false: they move the expected PSN themselves).
-func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) bool {
+func (e *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) bool {
 	info := p.Info
 	payload := p.Payload()
 	switch {
 	case p.Opcode == wire.RCRDMAReadRequest:
-		n.readResponse(q, r, p, psn, 0, true)
+		e.readResponse(q, r, p, psn, 0, true)
 		return false
 	case info.Flags&wire.OpAtomic != 0:
-		n.atomic(q, r, p, psn)
+		e.atomic(q, r, p, psn)
 		return false
 	case info.Flags&wire.OpSend != 0:
 		sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
 		if uint64(r.recvOff)+uint64(len(payload)) > sglLen(sges) {
 			// Longer than the receive buffer: an invalid request NAK, and
 			// the receive completes with a local length error (IBTA, rxe).
-			n.counters.RcvdLengthErr.Add(1)
-			n.recvError(q, r, p, psn, host.WCLocLenErr, wire.NAKInvalidRequest)
+			e.counters.RcvdLengthErr.Add(1)
+			e.recvError(q, r, p, psn, host.WCLocLenErr, wire.NAKInvalidRequest)
 			return false
 		}
-		if !n.scatter(q.PD, sges, r.recvOff, payload) {
-			n.recvError(q, r, p, psn, host.WCLocProtErr, wire.NAKRemoteOperationalErr)
+		if !e.scatter(q.PD, sges, r.recvOff, payload) {
+			e.recvError(q, r, p, psn, host.WCLocProtErr, wire.NAKRemoteOperationalErr)
 			return false
 		}
 		r.recvOff += uint32(len(payload))
@@ -698,23 +698,23 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			if p.BTH().SE() {
 				c.Flags |= host.WCSolicited
 			}
-			n.complete(q.RecvCQ, &c)
+			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
-			n.counters.RdmaRecvs.Add(1)
+			e.counters.RdmaRecvs.Add(1)
 		}
 	case info.Flags&wire.OpWrite != 0:
 		if h := p.RETH(); h != nil {
 			r.writeVA, r.writeKey, r.writeLeft, r.writeLen = h.VA(), h.RKey(), h.DMALen(), h.DMALen()
 		}
-		if !n.memory(r.writeKey, q.PD, r.writeVA, payload, host.AccessRemoteWrite, true) {
-			n.counters.RcvdRKeyErr.Add(1)
-			n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
+		if !e.memory(r.writeKey, q.PD, r.writeVA, payload, host.AccessRemoteWrite, true) {
+			e.counters.RcvdRKeyErr.Add(1)
+			e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
 		}
 		r.writeVA += uint64(len(payload))
 		r.writeLeft -= uint32(len(payload))
 		if last {
-			n.writePlaced()
+			e.nic.writePlaced()
 		}
 		if imm := p.ImmDt(); last && imm != nil {
 			// byte_len is the WRITE's length, as rxe and libibverbs give it
@@ -725,11 +725,11 @@ func (n *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			if p.BTH().SE() {
 				c.Flags |= host.WCSolicited
 			}
-			n.complete(q.RecvCQ, &c)
+			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
 		}
 	default:
-		n.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
+		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 		return false
 	}
 	return true
@@ -756,24 +756,24 @@ func fitsMTU(n int, first, last bool, mtu int) bool {
 // QP goes to the error state, flushing its other work (IBTA's responder
 // class B/C errors, as rxe handles them). UC drops the rest of the
 // message and keeps the WQE for the next one.
-func (n *engine) recvError(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
+func (e *engine) recvError(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
 	if q.Type == host.QPTUC {
 		r.ucDrop = true
 		return
 	}
-	n.ack(q, r, psn, wire.NAKSyndrome(nak))
+	e.ack(q, r, psn, wire.NAKSyndrome(nak))
 	c := host.CQE{WRID: r.recv.WRID, Status: status, Opcode: host.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
-	n.complete(q.RecvCQ, &c)
+	e.complete(q.RecvCQ, &c)
 	r.recvActive = false
-	n.fail(qpnOf(p), q, r, host.WCWRFlushErr)
-	n.recvBellsDue() // the receives posted so far, flushed with the rest
-	n.flushRecv(qpnOf(p), q, r)
+	e.fail(qpnOf(p), q, r, host.WCWRFlushErr)
+	e.recvBellsDue() // the receives posted so far, flushed with the rest
+	e.flushRecv(qpnOf(p), q, r)
 }
 
 // flushRecv completes every receive WQE posted to a QP in the error state
 // with a flush error (a QP with an SRQ leaves the SRQ's WQEs to the QPs
 // that share it).
-func (n *engine) flushRecv(qpn uint32, q *host.QPCEntry, r *qpRun) {
+func (e *engine) flushRecv(qpn uint32, q *host.QPCEntry, r *qpRun) {
 	if q.SRQ != 0 {
 		return
 	}
@@ -781,37 +781,37 @@ func (n *engine) flushRecv(qpn uint32, q *host.QPCEntry, r *qpRun) {
 		var b [host.RecvWQESize]byte
 		index := r.rqConsumer
 		r.rqConsumer++
-		if n.cfg.DMA.Read(q.RQBase+uint64(index%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+		if e.cfg.DMA.Read(q.RQBase+uint64(index%q.RQSize)*host.RecvWQESize, b[:]) != nil {
 			continue
 		}
 		var w host.RecvWQE
 		w.Decode(b[:])
 		c := host.CQE{WRID: w.WRID, Status: host.WCWRFlushErr, Opcode: host.WCRecv, QPN: qpn, WQEIndex: index}
-		n.complete(q.RecvCQ, &c)
+		e.complete(q.RecvCQ, &c)
 	}
 }
 
 // reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
-func (n *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+func (e *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	if q.Type == host.QPTUC {
 		r.ucDrop = true // the rest of the message is dropped
 		return
 	}
-	n.ack(q, r, psn, s)
+	e.ack(q, r, psn, s)
 }
 
 // respondUC is the UC responder: no ACKs, no retries. A gap drops the rest
 // of the message; the next FIRST or ONLY packet starts over, reusing a
 // receive WQE that the dropped message had taken.
-func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (wait bool) {
+func (e *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (wait bool) {
 	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	if psn != r.ucExp || r.ucDrop {
 		if !first {
 			if psn != r.ucExp {
-				n.counters.OutOfSeqRequest.Add(1)
+				e.counters.OutOfSeqRequest.Add(1)
 			}
 			if r.hpu.on {
-				n.hpuAbort(qpnOf(p), r)
+				e.hpuAbort(qpnOf(p), r)
 			}
 			r.ucDrop = true
 			r.ucExp = psn.Next()
@@ -823,7 +823,7 @@ func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		r.inMsg = msgNone // a FIRST or ONLY ends a message that broke off, as rxe's UC does
 	}
 	r.ucDrop = false
-	if _, wait := n.checkAndExecute(q, r, p, psn); wait {
+	if _, wait := e.checkAndExecute(q, r, p, psn); wait {
 		return true
 	}
 	r.ucExp = psn.Next()
@@ -833,17 +833,17 @@ func (n *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 // respondUD delivers a datagram: the Q_Key must match the QP's; the
 // receive buffer gets the 40-byte GRH first (for IPv4, the IPv4 header in
 // its last 20 bytes, as rxe writes it), then the payload.
-func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
+func (e *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
 	d := p.DETH()
 	if d.QKey() != q.QKey {
-		n.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped
+		e.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped
 		return false
 	}
-	if !r.recvActive && !n.takeRecv(q, r) { // one a datagram waiting for its memory took is its still
-		n.counters.SendRNRErr.Add(1) // no receive posted: UD drops
+	if !r.recvActive && !e.takeRecv(q, r) { // one a datagram waiting for its memory took is its still
+		e.counters.SendRNRErr.Add(1) // no receive posted: UD drops
 		return false
 	}
-	if n.recvMiss(r, 0, uint32(40+p.PayloadLen), qpnOf(p)) {
+	if e.recvMiss(r, 0, uint32(40+p.PayloadLen), qpnOf(p)) {
 		return true // the WQE's memory is not cached: the datagram waits for it, parked
 	}
 	r.recvActive = false
@@ -855,7 +855,7 @@ func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait boo
 	}
 	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
 	c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecv, Flags: host.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
-	if !n.scatter(q.PD, sges, 0, grh[:]) || !n.scatter(q.PD, sges, 40, p.Payload()) {
+	if !e.scatter(q.PD, sges, 0, grh[:]) || !e.scatter(q.PD, sges, 40, p.Payload()) {
 		c.Status = host.WCLocLenErr
 	}
 	if h := p.ImmDt(); h != nil {
@@ -865,7 +865,7 @@ func (n *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait boo
 	if p.BTH().SE() {
 		c.Flags |= host.WCSolicited
 	}
-	n.complete(q.RecvCQ, &c)
-	n.counters.RdmaRecvs.Add(1)
+	e.complete(q.RecvCQ, &c)
+	e.counters.RdmaRecvs.Add(1)
 	return false
 }

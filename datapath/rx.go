@@ -12,8 +12,8 @@ import (
 
 // receive parses a frame and hands it to the responder (requests) or the
 // completer (ACKs and responses).
-func (n *engine) receive(fr *Frame) {
-	n.begin()
+func (e *engine) receive(fr *Frame) {
+	e.begin()
 	var p wire.Packet
 	var err error
 	if fr.NoICRC {
@@ -23,54 +23,54 @@ func (n *engine) receive(fr *Frame) {
 	}
 	switch {
 	case err == wire.ErrBadICRC:
-		n.counters.RcvdBadICRC.Add(1)
+		e.counters.RcvdBadICRC.Add(1)
 		return
 	case err != nil:
-		n.counters.RcvdMalformed.Add(1)
+		e.counters.RcvdMalformed.Add(1)
 		return
 	}
 	qpn := p.BTH().DestQP()
-	if qpn >= uint32(len(n.qps)) {
-		n.counters.RcvdPkts.Add(1)
-		n.counters.RcvdUnknownQP.Add(1)
+	if qpn >= uint32(len(e.qps)) {
+		e.counters.RcvdPkts.Add(1)
+		e.counters.RcvdUnknownQP.Add(1)
 		return
 	}
 	// A frame whose QP another engine owns goes to that engine, its ICRC
 	// already checked.
-	if to := n.owner(qpn); to != n {
-		n.handOff(to, fr, true)
+	if to := e.nic.owner(qpn); to != e {
+		e.handOff(to, fr, true)
 		return
 	}
-	n.counters.RcvdPkts.Add(1)
+	e.counters.RcvdPkts.Add(1)
 	if !wire.PKeyMatch(p.BTH().PKey(), wire.DefaultPKey) {
-		n.counters.RcvdBadPKey.Add(1) // another partition: dropped, as rxe drops it
+		e.counters.RcvdBadPKey.Add(1) // another partition: dropped, as rxe drops it
 		return
 	}
 	// A QP whose context is not cached waits, its packets parked in
 	// order, while the packets of other QPs go on.
-	r := &n.qps[qpn]
+	r := &e.qps[qpn]
 	if r.parkN > 0 {
-		n.park(qpn, fr)
+		e.park(qpn, fr)
 		return
 	}
 	var q host.QPCEntry
-	if n.mustWait(qpn, &p, &q) || n.dispatch(qpn, &p, &q) {
-		n.park(qpn, fr)
+	if e.mustWait(qpn, &p, &q) || e.dispatch(qpn, &p, &q) {
+		e.park(qpn, fr)
 	}
 }
 
 // dispatch hands a parsed packet, with its QP's context, to the responder
 // or the completer. It reports whether the packet must wait, parked, for
 // a context the responder found missing (a receive WQE's memory).
-func (n *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
+func (e *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
 	if p.Info.Transport == wire.TransportCNP {
-		n.congestion(qpn, q)
+		e.congestion(qpn, q)
 		return false
 	}
 	if p.Info.Flags&wire.OpRequest != 0 {
-		return n.respond(qpn, p, q)
+		return e.respond(qpn, p, q)
 	}
-	n.completeResponse(qpn, p, q)
+	e.completeResponse(qpn, p, q)
 	return false
 }
 

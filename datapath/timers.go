@@ -13,41 +13,41 @@ import (
 
 // later puts a QP on the engine's list of QPs to come back to on its next
 // pass: retransmissions left beyond a burst, or packets pacing holds.
-func (n *engine) later(qpn uint32, r *qpRun) {
+func (e *engine) later(qpn uint32, r *qpRun) {
 	if !r.onLater {
 		r.onLater = true
-		n.laterQPs = append(n.laterQPs, qpn)
+		e.laterQPs = append(e.laterQPs, qpn)
 	}
 }
 
 // pumpLater comes back to the QPs that had retransmissions left beyond a
 // burst or packets held by pacing.
-func (n *engine) pumpLater() {
-	list := n.laterQPs
-	n.laterQPs = n.laterSpare[:0]
+func (e *engine) pumpLater() {
+	list := e.laterQPs
+	e.laterQPs = e.laterSpare[:0]
 	for _, qpn := range list {
-		n.qps[qpn].onLater = false
-		n.begin()
-		n.request(qpn)
+		e.qps[qpn].onLater = false
+		e.begin()
+		e.request(qpn)
 	}
-	n.laterSpare = list[:0]
+	e.laterSpare = list[:0]
 }
 
 // timeQP puts a QP on the engine's timer list.
-func (n *engine) timeQP(qpn uint32, r *qpRun) {
+func (e *engine) timeQP(qpn uint32, r *qpRun) {
 	if !r.timed {
 		r.timed = true
-		n.timers = append(n.timers, qpn)
+		e.timers = append(e.timers, qpn)
 	}
 }
 
 // tick runs the timers of the QPs on the list: an RNR wait that ended
 // or a local ACK timeout makes the QP send again; retries exhausted
 // fail it. A QP whose timer is off leaves the list.
-func (n *engine) tick(now time.Time) {
-	kept := n.timers[:0]
-	for _, qpn := range n.timers {
-		r := &n.qps[qpn]
+func (e *engine) tick(now time.Time) {
+	kept := e.timers[:0]
+	for _, qpn := range e.timers {
+		r := &e.qps[qpn]
 		if r.errored || r.snd.Deadline().IsZero() {
 			r.timed = false
 			continue
@@ -56,22 +56,22 @@ func (n *engine) tick(now time.Time) {
 		if now.Before(r.snd.Deadline()) {
 			continue
 		}
-		n.begin()
+		e.begin()
 		var q host.QPCEntry
-		if hit, ok := n.resolveQPC(qpn, &q); !hit || !ok {
+		if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok {
 			continue // a miss: the timer runs when the QP's context comes and the next tick finds it due
 		}
 		switch r.snd.Tick(now) {
 		case reliability.Failed:
-			n.counters.RetryExceededErr.Add(1)
-			n.failed(qpn, &q, r)
+			e.counters.RetryExceededErr.Add(1)
+			e.failed(qpn, &q, r)
 		case reliability.Accepted:
 			if r.snd.Resending() {
-				n.counters.Retransmits.Add(1)
+				e.counters.Retransmits.Add(1)
 			}
-			n.request(qpn)
+			e.request(qpn)
 		}
-		n.senderStats(r)
+		e.senderStats(r)
 	}
-	n.timers = kept
+	e.timers = kept
 }

@@ -17,15 +17,15 @@ func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 // are marked ECN-capable (ECT(0)), as RoCEv2 NICs mark them, so that an
 // ECN switch marks them instead of dropping them; rxe ignores the field,
 // which the ICRC masks.
-func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
+func (e *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
 	*f = wire.FrameFields{}
-	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: n.cfg.MAC}
+	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: e.cfg.MAC}
 	dst := gidAddr(q.DestGID)
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{TOS: wire.ECT0, Flags: wire.IPv4FlagDF, TTL: 64, Src: n.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{TOS: wire.ECT0, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{TrafficClass: wire.ECT0, HopLimit: 64, Src: n.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{TrafficClass: wire.ECT0, HopLimit: 64, Src: e.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}
@@ -33,60 +33,60 @@ func (n *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, 
 
 // send encodes one frame into a transmit buffer and queues it; frames go
 // out in batches (flushTX), one system call for many.
-func (n *engine) send(f *wire.FrameFields) {
-	n.commit(n.txBuffer(), f)
+func (e *engine) send(f *wire.FrameFields) {
+	e.commit(e.txBuffer(), f)
 }
 
 // txBuffer takes the next transmit buffer (flushing the batch if it is
 // full); commit encodes a frame into it and queues it. Between the two
 // the requester may gather a packet's payload straight into the buffer,
 // at wire.PayloadOffset (sendPacket).
-func (n *engine) txBuffer() []byte {
-	if n.txN == len(n.tx) {
-		n.flushTX()
+func (e *engine) txBuffer() []byte {
+	if e.txN == len(e.tx) {
+		e.flushTX()
 	}
-	fr := n.tx[n.txN : n.txN+1]
-	for n.port.Alloc(fr) == 0 {
-		n.flushTX()
-		n.port.Flush()
+	fr := e.tx[e.txN : e.txN+1]
+	for e.port.Alloc(fr) == 0 {
+		e.flushTX()
+		e.port.Flush()
 	}
 	return fr[0].Data
 }
 
 // commit encodes f into the buffer txBuffer took and queues it; a buffer
 // it cannot encode goes back to the port.
-func (n *engine) commit(buf []byte, f *wire.FrameFields) {
-	fr := n.tx[n.txN : n.txN+1]
+func (e *engine) commit(buf []byte, f *wire.FrameFields) {
+	fr := e.tx[e.txN : e.txN+1]
 	k, err := wire.Encode(buf, f)
 	if err != nil {
-		n.port.Free(fr)
-		n.counters.SendErr.Add(1)
+		e.port.Free(fr)
+		e.counters.SendErr.Add(1)
 		return
 	}
 	fr[0].Data = buf[:k]
-	n.txN++
+	e.txN++
 }
 
 // release gives back a buffer txBuffer took that will not be sent.
-func (n *engine) releaseTX() {
-	n.port.Free(n.tx[n.txN : n.txN+1])
+func (e *engine) releaseTX() {
+	e.port.Free(e.tx[e.txN : e.txN+1])
 }
 
 // flushTX sends the queued frames, waiting while the port's ring is full.
-func (n *engine) flushTX() {
+func (e *engine) flushTX() {
 	sent := 0
-	for sent < n.txN {
-		k, err := n.port.Send(n.tx[sent:n.txN])
+	for sent < e.txN {
+		k, err := e.port.Send(e.tx[sent:e.txN])
 		sent += k
 		if err != nil {
-			n.counters.SendErr.Add(uint64(n.txN - sent))
-			n.port.Free(n.tx[sent:n.txN])
+			e.counters.SendErr.Add(uint64(e.txN - sent))
+			e.port.Free(e.tx[sent:e.txN])
 			break
 		}
 		if k == 0 {
-			n.port.Flush()
+			e.port.Flush()
 		}
 	}
-	n.counters.SentPkts.Add(uint64(min(sent, n.txN)))
-	n.txN = 0
+	e.counters.SentPkts.Add(uint64(min(sent, e.txN)))
+	e.txN = 0
 }
