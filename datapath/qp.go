@@ -25,13 +25,22 @@ type srqRun struct {
 	consumer uint32 // under mu
 }
 
-// qpRun is the NIC's running state of one QP.
+// qpRun is the NIC's running state of one QP, as an RNIC keeps it on
+// chip: its send side (requester and completer), its receive side
+// (responder) and the packets parked for its contexts, each touched only
+// by the engine that owns the QP.
 type qpRun struct {
-	sndStarted bool // the sender's PSN taken from the context (at RTS)
-	rcvStarted bool // the receiver's (at RTR)
-	errored    bool
+	errored bool // the QP is in the error state: it takes no requests and sends nothing new
+	qpSend
+	qpRecv
+	qpParked
+}
 
-	// requester and completer
+// qpSend is a QP's send side: the requester's queue position, the work
+// requests in flight, and the reliability Sender that gates and recovers
+// them.
+type qpSend struct {
+	sndStarted             bool                   // the sender's PSN taken from the context (at RTS)
 	alloc                  reliability.Allocation // its replay entries
 	snd                    reliability.Sender     // RC: the window, replay entries, timer
 	psn                    wire.PSN               // UC and UD: the next PSN
@@ -44,19 +53,20 @@ type qpRun struct {
 	onLater                bool   // on the engine's list of QPs to come back to next pass
 	sqWaiting              bool   // the requester waits for a context (park.go)
 	seen                   reliability.SenderStats
+}
 
-	// packets waiting for the QP's context (see park.go)
-	parked          [parkDepth]parkedFrame
-	parkHead, parkN int
-
-	// responder
+// qpRecv is a QP's receive side: the responder's expected PSN and
+// message under way, its receive WQE, the WRITE it places, the READs it
+// answers, and the messages its execution context's handlers take.
+type qpRecv struct {
+	rcvStarted             bool                 // the receiver's PSN taken from the context (at RTR)
 	rcv                    reliability.Receiver // RC: expected PSN, duplicates, MSN
 	lastCNP                time.Time            // when it last sent a CNP
 	ucExp                  wire.PSN             // UC: the expected PSN
 	rqProducer, rqConsumer uint32
 	ucDrop                 bool  // UC: dropping the rest of a broken message
 	inMsg                  uint8 // the message under way (msgSend, msgWrite), for checkOpSeq
-	recvActive             bool
+	recvActive             bool  // a receive WQE is taken (recv)
 	recv                   host.RecvWQE
 	recvIndex              uint32 // the receive WQE's queue index
 	recvOff                uint32
@@ -68,6 +78,13 @@ type qpRun struct {
 	readHead, readN        int
 	readListed             bool    // on the NIC's list of QPs answering READs
 	hpu                    hpuRecv // messages to its execution context, and its handlers' commands
+}
+
+// qpParked holds the packets waiting for the QP's contexts, in order
+// (park.go).
+type qpParked struct {
+	parked          [parkDepth]parkedFrame
+	parkHead, parkN int
 }
 
 // readState is a READ response in progress.
