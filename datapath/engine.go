@@ -38,7 +38,7 @@ type engine struct {
 	recvBells chan Doorbell // receive queues: the responder may drain them mid-batch
 	cmds      chan func()
 	inbox     chan handoff  // frames for its QPs that came in on other queues
-	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands, data to place
+	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands
 	hpuAcks   []uint32      // QPs whose messages' handlers finished in this batch: to acknowledge
 	spare     chan []byte   // free buffers for inbox, fixed in number
 

@@ -111,20 +111,19 @@ type hpuRecv struct {
 }
 
 // hpuEvent is what HPU goroutines tell an engine: a message's handlers
-// finished, a command to send, a packet's data to place.
+// finished, or a command to send. (They place data themselves, through
+// their clusters' memory paths: mempath.go.)
 type hpuEvent struct {
-	kind  uint8
-	qpn   uint32
-	msn   uint32
-	err   error
-	cmd   int32
-	place *hpuPlace
+	kind uint8
+	qpn  uint32
+	msn  uint32
+	err  error
+	cmd  int32
 }
 
 const (
 	evDone uint8 = iota
 	evCommand
-	evPlace
 )
 
 // hpuCmd is a packet a handler sends (Task.Send, Task.Put): a NIC-owned
@@ -138,16 +137,6 @@ type hpuCmd struct {
 	buf    []byte
 	n      int
 	next   int32 // slot+1 of the next command of the same QP, or 0
-}
-
-// hpuPlace asks an engine to place a packet's data as without a handler
-// (a handler's Proceed on a WRITE).
-type hpuPlace struct {
-	qpn  uint32
-	key  uint32
-	va   uint64
-	data []byte
-	done chan error
 }
 
 // hpuCommands is the number of handler command buffers of a NIC.
@@ -166,7 +155,6 @@ type hpuState struct {
 	bind     []atomicBinding // by QPN
 	cmds     []hpuCmd
 	cmdFree  chan int32
-	places   chan *hpuPlace
 	cmdBytes int
 	mu       sync.Mutex
 	contexts map[*hpu.Installed]int // attached on this NIC: the QPs bound to each
@@ -192,14 +180,11 @@ func (n *NIC) hpuStage() *hpuState {
 	e := hpu.New(cfg)
 	cfg = e.Config()
 	h := &hpuState{engine: e, bind: make([]atomicBinding, len(n.qps)), cmds: make([]hpuCmd, hpuCommands),
-		cmdFree: make(chan int32, hpuCommands), places: make(chan *hpuPlace, cfg.Clusters*cfg.HPUs), cmdBytes: cfg.SlotSize, contexts: map[*hpu.Installed]int{}}
+		cmdFree: make(chan int32, hpuCommands), cmdBytes: cfg.SlotSize, contexts: map[*hpu.Installed]int{}}
 	backing := make([]byte, hpuCommands*cfg.SlotSize)
 	for i := range h.cmds {
 		h.cmds[i].buf = backing[i*cfg.SlotSize : (i+1)*cfg.SlotSize : (i+1)*cfg.SlotSize]
 		h.cmdFree <- int32(i)
-	}
-	for range cfg.Clusters * cfg.HPUs {
-		h.places <- &hpuPlace{done: make(chan error, 1)}
 	}
 	n.hpu.Store(h)
 	return h
@@ -326,19 +311,9 @@ func (n *NIC) hpuDefault(c *hpu.Context) hpu.Default {
 	region := c.Host
 	return func(msg *hpu.Message, pkt *hpu.Packet) error {
 		if pkt.Opcode&0x1f >= uint8(wire.RCRDMAWriteFirst) && pkt.Opcode&0x1f <= uint8(wire.RCRDMAWriteOnlyWithImmediate) {
-			h := n.hpu.Load()
-			pl := <-h.places
-			pl.qpn, pl.key, pl.va, pl.data = msg.QPN, msg.RKey, msg.VA+uint64(pkt.Offset), pkt.Payload
-			err := errHPUClosed
-			if n.hpuEvent(msg.QPN, hpuEvent{kind: evPlace, qpn: msg.QPN, place: pl}) {
-				select {
-				case err = <-pl.done:
-				case <-n.stop:
-				}
-			}
-			pl.data = nil
-			h.places <- pl
-			return err
+			return n.withPath(func(m *memPath) error {
+				return m.place(msg.QPN, msg.RKey, msg.VA+uint64(pkt.Offset), pkt.Payload)
+			})
 		}
 		if region == nil {
 			return errors.New("datapath: a SEND proceeded with no host region for its data")
@@ -421,14 +396,6 @@ func (e *engine) hpuEvent(ev *hpuEvent) {
 		e.hpuDone(ev.qpn, ev.msn, ev.err)
 	case evCommand:
 		e.hpuQueueCmd(ev.qpn, ev.cmd)
-	case evPlace:
-		var q host.QPCEntry
-		pl := ev.place
-		err := error(nil)
-		if !e.qpc(pl.qpn, &q) || !e.memory(pl.key, q.PD, pl.va, pl.data, host.AccessRemoteWrite, true) {
-			err = hpu.ErrOutsideRegion
-		}
-		pl.done <- err
 	}
 }
 
@@ -436,17 +403,10 @@ func (e *engine) hpuEvent(ev *hpuEvent) {
 // contexts at once; beyond that an event waits for them (ctx_waits).
 const hpuHeldMax = 256
 
-// hpuMiss looks up, without waiting, the contexts an event needs: its
-// QP's, and a placement's MPT entry and MTT lines. On a miss it records
-// the ticket (hpuWait) and reports true.
+// hpuMiss looks up, without waiting, the context an event needs: its
+// QP's. On a miss it records the ticket (hpuWait) and reports true.
 func (e *engine) hpuMiss(ev *hpuEvent) bool {
-	if e.probe(host.QPC, uint64(ev.qpn), hpuWait) {
-		return true
-	}
-	if pl := ev.place; ev.kind == evPlace && len(pl.data) > 0 {
-		return e.regionMiss(pl.key, pl.va, uint64(len(pl.data)), hpuWait)
-	}
-	return false
+	return e.probe(host.QPC, uint64(ev.qpn), hpuWait)
 }
 
 // holdHPU keeps an event until its contexts come. With the queue full,

@@ -92,47 +92,53 @@ func (e *engine) qpc(qpn uint32, q *host.QPCEntry) bool {
 	return q.Valid
 }
 
-// allowed checks, through the MPT, that key grants need on [va, va+length)
-// to protection domain pd.
-func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
-	var m host.MPTEntry
-	if !e.ctx(host.MPT, uint64(key>>8), e.entry[:64]) {
+// contexts is what the memory checks read contexts through: an engine
+// (what its unit of work resolved, or its cache pipeline) or an HPU
+// cluster's memory path (pipelines of its own).
+type contexts interface {
+	ctx(t host.ContextType, idx uint64, dst []byte) bool
+}
+
+// mptAllows checks, through the MPT, that key grants need on [va,
+// va+length) to protection domain pd, and leaves the entry in m. entry
+// is the reader's buffer for a context entry.
+func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need int, m *host.MPTEntry) bool {
+	if !c.ctx(host.MPT, uint64(key>>8), entry[:64]) {
 		return false
 	}
-	m.Decode(e.entry[:64])
+	m.Decode(entry[:64])
 	return m.Valid && m.Key == uint8(key) && m.PD == pd && int(m.Access)&need == need &&
 		va >= m.VA && length <= m.Length && va-m.VA <= m.Length-length
 }
 
-// memory moves len(buf) bytes between buf and registered memory at va
-// under key, checking the region's validity, key, protection domain,
+// moveMemory moves len(buf) bytes between buf and registered memory at
+// va under key, checking the region's validity, key, protection domain,
 // access rights and bounds through the MPT and translating pages through
-// the MTT. write means into registered memory. It returns a WC-style
-// reason on failure (false).
-func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+// the MTT; write means into registered memory. A zero-length access
+// touches no memory and needs no key (IBTA C9-88).
+func moveMemory(c contexts, dma *host.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need int, write bool) bool {
 	if len(buf) == 0 {
-		return true // a zero-length access touches no memory and needs no key (IBTA C9-88)
-	}
-	if !e.allowed(key, pd, va, uint64(len(buf)), need) {
-		return false
+		return true
 	}
 	var m host.MPTEntry
-	m.Decode(e.entry[:64]) // the entry allowed just read
+	if !mptAllows(c, entry, key, pd, va, uint64(len(buf)), need, &m) {
+		return false
+	}
 	off := va - m.VA
 	page := uint64(1) << m.PageShift
 	for done := 0; done < len(buf); {
 		p := (off + uint64(done)) >> m.PageShift
 		in := (off + uint64(done)) & (page - 1)
 		chunk := min(uint64(len(buf)-done), page-in)
-		if !e.ctx(host.MTT, m.FirstMTT+p, e.entry[:8]) {
+		if !c.ctx(host.MTT, m.FirstMTT+p, entry[:8]) {
 			return false
 		}
-		addr := le.Uint64(e.entry[:8])
+		addr := le.Uint64(entry[:8])
 		var err error
 		if write {
-			err = e.cfg.DMA.Write(addr+in, buf[done:done+int(chunk)])
+			err = dma.Write(addr+in, buf[done:done+int(chunk)])
 		} else {
-			err = e.cfg.DMA.Read(addr+in, buf[done:done+int(chunk)])
+			err = dma.Read(addr+in, buf[done:done+int(chunk)])
 		}
 		if err != nil {
 			return false
@@ -140,6 +146,19 @@ func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, 
 		done += int(chunk)
 	}
 	return true
+}
+
+// allowed checks, through the MPT, that key grants need on [va, va+length)
+// to protection domain pd.
+func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
+	var m host.MPTEntry
+	return mptAllows(e, e.entry[:], key, pd, va, length, need, &m)
+}
+
+// memory moves len(buf) bytes between buf and registered memory at va
+// under key (moveMemory), the contexts resolved by the unit of work.
+func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+	return moveMemory(e, e.cfg.DMA, e.entry[:], key, pd, va, buf, need, write)
 }
 
 // scatter writes payload at logical offset off of a scatter/gather list

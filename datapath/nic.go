@@ -288,6 +288,7 @@ type NIC struct {
 	stop     chan struct{}
 	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
 	hpuMu    sync.Mutex
+	paths    chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
 }
 
 // NewNIC builds the NIC's tables, caches and engines. Call Run to start it.
@@ -310,7 +311,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.MaxSRQs, 64)
 	def(&cfg.MaxMRs, 1024)
 	def(&cfg.MaxMTT, 65536)
-	cfg.Cache.Pipelines = len(cfg.Ports)
+	// A cache pipeline per engine, and one per HPU cluster's memory path.
+	clusters := cfg.HPU.WithDefaults().Clusters
+	cfg.Cache.Pipelines = len(cfg.Ports) + clusters
 	qpTable := FirstQPN + cfg.MaxQPs // QPNs below FirstQPN stay invalid
 	def(&cfg.ReplayEntries, 32768)
 	if cfg.PollBudget <= 0 {
@@ -348,6 +351,10 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	}
 	for i, p := range cfg.Ports {
 		n.engines = append(n.engines, newEngine(n, i, p))
+	}
+	n.paths = make(chan *memPath, clusters)
+	for i := range clusters {
+		n.paths <- &memPath{nic: n, pipe: len(cfg.Ports) + i}
 	}
 	return n, nil
 }

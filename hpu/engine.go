@@ -23,6 +23,13 @@ type Config struct {
 	TimeEvery int
 }
 
+// WithDefaults returns the configuration with every size left zero set
+// to its default, as New sets it.
+func (c Config) WithDefaults() Config {
+	c.defaults()
+	return c
+}
+
 func (c *Config) defaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -60,25 +60,11 @@ func (i qpInstaller) Install(c hpu.Context) (*hpu.Installed, error) {
 // from now on land as usual.
 func (qp *QP) DetachHandlers() { qp.pd.dev.nic.DetachHPU(qp.Num) }
 
-// Region is the MR as an execution context's host region (hpu.Region):
-// handlers' DMAs reach it through the device's DMA engine (and its PCIe
-// model), at offsets from the region's start.
-func (mr *MR) Region() hpu.Region { return mrRegion{mr} }
-
-type mrRegion struct{ mr *MR }
-
-func (r mrRegion) Len() uint64 { return uint64(len(r.mr.Buf)) }
-
-func (r mrRegion) WriteAt(p []byte, off uint64) error {
-	if off > r.Len() || uint64(len(p)) > r.Len()-off {
-		return hpu.ErrOutsideRegion
-	}
-	return r.mr.pd.dev.dma.Write(r.mr.reg.IOVA+off, p)
-}
-
-func (r mrRegion) ReadAt(p []byte, off uint64) error {
-	if off > r.Len() || uint64(len(p)) > r.Len()-off {
-		return hpu.ErrOutsideRegion
-	}
-	return r.mr.pd.dev.dma.Read(r.mr.reg.IOVA+off, p)
+// Region is the MR as an execution context's host region (hpu.Region),
+// at offsets from the region's start: handlers' DMAs reach it through an
+// HPU cluster's memory path, under the MR's L_Key, with the checks and
+// translation of every access the device makes (a write needs
+// AccessLocalWrite; a deregistered MR refuses every access).
+func (mr *MR) Region() hpu.Region {
+	return mr.pd.dev.nic.HostRegion(mr.LKey, mr.pd.num, mr.Addr, uint64(len(mr.Buf)))
 }
