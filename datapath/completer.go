@@ -29,23 +29,17 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 	case wire.RCAtomicAcknowledge:
 		v = e.atomicData(qpn, q, r, p, psn, now)
 	case wire.RCAcknowledge:
-		switch s := p.AETH().Syndrome(); {
-		case s.IsACK():
-			if v = r.snd.OnAck(psn, now); v == reliability.Accepted {
-				r.snd.OnCredits(psn, s.Value())
-			}
-		case s.IsRNRNAK():
-			if v = r.snd.OnRNR(psn, s.Value(), now); v != reliability.Ignored {
-				e.counters.RcvdRNRErr.Add(1)
-			}
+		s := p.AETH().Syndrome()
+		v = r.snd.OnAETH(psn, s, now)
+		switch {
+		case s.IsRNRNAK() && v != reliability.Ignored:
+			e.counters.RcvdRNRErr.Add(1)
 			if v == reliability.Failed {
 				e.counters.RetryRNRExceededErr.Add(1)
 			}
-		case s.IsNAK():
-			if v = r.snd.OnNAK(psn, s.Value(), now); v == reliability.Accepted {
-				e.counters.RcvdSeqErr.Add(1)
-				e.counters.Retransmits.Add(1)
-			}
+		case s.IsNAK() && v == reliability.Accepted:
+			e.counters.RcvdSeqErr.Add(1)
+			e.counters.Retransmits.Add(1)
 		}
 	default:
 		v = e.readData(qpn, q, r, p, psn, now)

@@ -88,12 +88,6 @@ func (e *engine) request(qpn uint32) {
 			e.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		if q.Type == host.QPTRC && (!r.snd.CanSend(kindOf(in.wqe.Opcode), now) || consumes(in, r.sendPkt) && !r.snd.HasCredit()) {
-			if r.snd.PaceAt().After(now) {
-				e.later(qpn, r) // pacing: the engine comes back to it
-			}
-			return // the gate: no replay entry free, the window, pacing, a READ/atomic limit, an RNR wait
-		}
 		if in.wqe.Opcode != host.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
 			e.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
@@ -103,11 +97,20 @@ func (e *engine) request(qpn uint32) {
 		k := r.sendPkt
 		ackReq := false
 		if q.Type == host.QPTRC {
-			var psn wire.PSN
-			psn, ackReq = r.snd.Admit(entryOf(&q, in, k, mtu), now)
+			// The transmit gate: the packet goes, or the sender says why
+			// not (no replay entry free, the window, pacing, the
+			// READ/atomic limit, an RNR wait, credits).
+			g := r.snd.Send(entryOf(&q, in, k, mtu), now)
+			if g.Hold != reliability.Go {
+				if g.Hold == reliability.HoldPacing {
+					e.later(qpn, r) // the engine comes back to it
+				}
+				return
+			}
+			ackReq = g.AckReq
 			if k == 0 {
-				in.firstPSN, in.started = psn, true
-				in.lastPSN = psn.Add(uint32(in.packets - 1))
+				in.firstPSN, in.started = g.PSN, true
+				in.lastPSN = g.PSN.Add(uint32(in.packets - 1))
 			}
 			e.timeQP(qpn, r)
 		} else if k == 0 { // UC

@@ -186,31 +186,19 @@ type Sender struct {
 	stallSince time.Time
 	stats      SenderStats
 
-	// Congestion control (loss-driven AIMD, for paths that mark no ECN):
-	// at most cwnd entries may be in use; it grows by one per entry
-	// retired below ssthresh (slow start) and by one per window above;
-	// a loss halves it, once per window of packets.
-	cwnd, ssthresh float64
-	recover        wire.PSN // no new cut for losses of packets sent before it
-	cutOnce        bool     // a cut happened: recover holds
-	pkts           int      // packets in flight: the entries' PSNs not yet answered
+	// The controllers (congestion.go): the window, the pacing and the
+	// round-trip estimate.
+	cc   congestion
+	pace pacer
+	rtt  rttStats
+	pkts int // packets in flight: the entries' PSNs not yet answered
 
-	// The round-trip estimate (RFC 6298's) and, with selective repeat,
-	// the early retransmission timer it sets: a lost tail is sent again
-	// after about a round trip, not after the local ACK timeout; only the
-	// local ACK timeout counts towards retry_cnt.
-	srtt, rttvar time.Duration
-	minRTT       time.Duration // the smallest sample: the path's round trip without queueing
-	delayCut     time.Time     // the last cut for queueing delay
+	// The early retransmission timer the round-trip estimate sets: a
+	// lost tail is sent again after about a round trip, not after the
+	// local ACK timeout; only the local ACK timeout counts towards
+	// retry_cnt.
 	early        time.Time
 	earlyBackoff uint
-
-	// Congestion notifications (DCQCN's reaction point, on the window):
-	// a CNP cuts the window by alpha/2, at most once a round trip; alpha
-	// rises with each cut and decays every round trip without one.
-	alpha      float64
-	cnpCut     time.Time
-	alphaDecay time.Time
 
 	// End-to-end credits (IBTA 9.7.7.2): the responder's count of free
 	// receive WQEs after it executed creditPSN, from an ACK that carried
@@ -218,41 +206,17 @@ type Sender struct {
 	credits     uint32
 	creditPSN   wire.PSN
 	creditValid bool
-
-	// Pacing: packets go out no faster than the window per round trip
-	// (times paceGain), with a burst of paceBurst allowed, so that a
-	// window does not land on the path's queue at once.
-	paceAt time.Time // when the next packet may go
 }
 
-// Pacing parameters: the rate is paceGain windows per round trip; up to
-// paceBurst packets may go back to back.
-const (
-	paceGain  = 1.25
-	paceBurst = 4
-)
-
-// PaceAt is when pacing lets the next packet go; CanSend answers false
+// PaceAt is when pacing lets the next packet go; the gate holds a packet
 // before it. Zero before the first round-trip sample (no pacing yet).
-func (s *Sender) PaceAt() time.Time { return s.paceAt }
+func (s *Sender) PaceAt() time.Time { return s.pace.at }
 
 // paced reports whether pacing holds a packet at now.
-func (s *Sender) paced(now time.Time) bool {
-	return !s.params.NoCongestionControl && !s.paceAt.IsZero() && now.Before(s.paceAt)
-}
+func (s *Sender) paced(now time.Time) bool { return !s.params.NoCongestionControl && s.pace.holds(now) }
 
-// spend moves the pacing clock on by k packets (a READ request's by the
-// responses it asks for: they come back at the pace the requests go).
-func (s *Sender) spend(now time.Time, k uint32) {
-	if s.srtt == 0 {
-		return
-	}
-	gap := time.Duration(float64(s.srtt) / (paceGain * float64(s.Window())))
-	if floor := now.Add(-paceBurst * gap); s.paceAt.Before(floor) {
-		s.paceAt = floor // idle time buys at most a burst
-	}
-	s.paceAt = s.paceAt.Add(gap * time.Duration(max(k, 1)))
-}
+// spend moves the pacing clock on by k packets.
+func (s *Sender) spend(now time.Time, k uint32) { s.pace.spend(now, k, s.rtt.srtt, s.Window()) }
 
 // DelayRule says when a sender applies the delay rule.
 type DelayRule uint8
@@ -278,7 +242,7 @@ func (s *Sender) delayRule() bool {
 	case DelayOn:
 		return true
 	case DelayAuto:
-		return s.minRTT >= DelayAutoRTT
+		return s.rtt.min >= DelayAutoRTT
 	}
 	return false
 }
@@ -297,20 +261,6 @@ const (
 	minProbe = 20 * time.Millisecond
 )
 
-// queueDelay is the least queueing delay, the rise of the round trip
-// above its minimum, that the congestion window reacts to (an eighth of
-// the minimum, if more): less is the noise of a host's scheduling.
-// delayBeta scales the cut: the window shrinks by delayBeta times the
-// excess delay's share of the round trip.
-const (
-	queueDelay = 100 * time.Microsecond
-	delayBeta  = 0.8
-)
-
-// initialWindow is the congestion window a sender starts with, in
-// packets (as TCP's initial window).
-const initialWindow = 4
-
 // NewSender makes a sender whose first PSN is psn, holding its entries in
 // alloc (from Pool.Reserve; a zero Allocation admits nothing).
 func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
@@ -321,73 +271,41 @@ func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
 
 // Init sets the sender up in place (a NIC keeps its senders in an array).
 func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
-	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1,
-		cwnd: initialWindow, ssthresh: float64(len(alloc.entries)), alpha: 1}
+	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1, cc: newCongestion(len(alloc.entries))}
 }
-
-// dcqcnG is DCQCN's gain for alpha (1/16, as its paper and RoCE NICs).
-const dcqcnG = 1.0 / 16
 
 // OnCNP takes a congestion notification for the QP: its packets crossed
 // a congested switch. The window shrinks by alpha/2, at most once per
 // round trip, as DCQCN cuts a rate.
 func (s *Sender) OnCNP(now time.Time) {
-	if !s.cnpCut.IsZero() && now.Sub(s.cnpCut) < max(s.srtt, 50*time.Microsecond) {
-		return
+	if s.cc.onCNP(now, s.rtt.srtt) {
+		s.stats.CNPCuts++
 	}
-	s.cnpCut = now
-	s.alpha = (1-dcqcnG)*s.alpha + dcqcnG
-	s.cwnd = max(s.cwnd*(1-s.alpha/2), 1)
-	s.ssthresh = s.cwnd
-	s.stats.CNPCuts++
 }
 
 // Window is the congestion window, in packets: a new packet may go out
 // while fewer than that are in flight (a READ counts the response packets
 // it asks for).
-func (s *Sender) Window() int { return max(1, int(s.cwnd)) }
+func (s *Sender) Window() int { return s.cc.window() }
 
 // InFlight is the packets sent and not yet answered.
 func (s *Sender) InFlight() int { return s.pkts }
 
 // RTT is the smoothed round-trip estimate (0 before the first sample).
-func (s *Sender) RTT() time.Duration { return s.srtt }
+func (s *Sender) RTT() time.Duration { return s.rtt.srtt }
 
-// sample updates the round-trip estimate.
+// sample updates the round-trip estimate, and the window by the delay
+// rule.
 func (s *Sender) sample(d time.Duration, now time.Time) {
-	if d <= 0 {
+	if !s.rtt.update(d) || !s.delayRule() || s.params.NoCongestionControl {
 		return
 	}
-	if s.minRTT == 0 || d < s.minRTT {
-		s.minRTT = d
+	exit, cut := s.cc.onDelay(&s.rtt, now)
+	if exit {
+		s.stats.SlowStartExits++
 	}
-	if s.srtt == 0 {
-		s.srtt, s.rttvar = d, d/2
-		return
-	}
-	diff := s.srtt - d
-	if diff < 0 {
-		diff = -diff
-	}
-	s.rttvar = (3*s.rttvar + diff) / 4
-	s.srtt = (7*s.srtt + d) / 8
-	// The signal is the smoothed round trip, not the sample: a queue
-	// that stands raises it within a few samples, while a host's
-	// scheduling noise, which delays one answer in many, hardly moves it.
-	if target := s.minRTT + max(s.minRTT/8, queueDelay); s.srtt > target && s.delayRule() && !s.params.NoCongestionControl {
-		// The path's queue holds more than the target delay: the
-		// window shrinks in proportion to the excess, at most once a
-		// round trip (Swift's rule), before the queue overflows; a
-		// slow start ends there.
-		if s.cwnd < s.ssthresh {
-			s.stats.SlowStartExits++
-		}
-		if now.Sub(s.delayCut) >= s.srtt {
-			s.delayCut = now
-			s.cwnd = max(s.cwnd*max(1-delayBeta*float64(s.srtt-target)/float64(s.srtt), 0.5), 2)
-			s.stats.DelayCuts++
-		}
-		s.ssthresh = min(s.ssthresh, s.cwnd)
+	if cut {
+		s.stats.DelayCuts++
 	}
 }
 
@@ -402,25 +320,9 @@ func (s *Sender) cut(psn wire.PSN, placeable bool) {
 		// gap on, as go-back-N: those still cut.
 		return
 	}
-	if s.cutOnce && psn.Before(s.recover) {
-		return
+	if s.cc.onLoss(psn, s.next) {
+		s.stats.Cuts++
 	}
-	s.cutOnce, s.recover = true, s.next
-	s.ssthresh = max(s.cwnd/2, 2)
-	s.cwnd = s.ssthresh
-	s.stats.Cuts++
-}
-
-// grow opens the window for k packets acknowledged.
-func (s *Sender) grow(k int) {
-	for range k {
-		if s.cwnd < s.ssthresh {
-			s.cwnd++
-		} else {
-			s.cwnd += 1 / s.cwnd
-		}
-	}
-	s.cwnd = min(s.cwnd, float64(max(len(s.ring), 64*initialWindow)))
 }
 
 // Allocation returns the sender's reserved entries, for Pool.Release
@@ -472,28 +374,87 @@ func (s *Sender) Deadline() time.Time {
 // entry returns the i-th entry from the oldest.
 func (s *Sender) entry(i int) *Entry { return &s.ring[(s.head+i)%len(s.ring)] }
 
-// CanSend reports whether a new packet of kind k may go out now: the
-// sender is not failed, not waiting out an RNR NAK, has no
-// retransmission pending, holds a free entry, and, for a READ or an
-// atomic, has fewer than MaxRdAtomic of those outstanding (READs and
-// atomics answered out of order still count: until the ones before them
-// are answered, a retransmission may ask for them again). A false answer
-// for lack of an entry starts a stall, counted once until an entry frees.
-func (s *Sender) CanSend(k Kind, now time.Time) bool {
-	if s.failed || s.rnrWait || s.resend >= 0 {
-		return false
+// Hold is why the transmit gate holds a packet back.
+type Hold uint8
+
+const (
+	Go             Hold = iota // it went: Gate.PSN is its PSN
+	HoldFailed                 // the QP failed
+	HoldRNR                    // an RNR NAK's wait runs
+	HoldResend                 // retransmissions go first (Resend)
+	HoldRdAtomic               // the READs and atomics outstanding are at max_rd_atomic
+	HoldReplayFull             // no replay entry free (a stall, counted)
+	HoldWindow                 // the congestion window is full
+	HoldPacing                 // pacing: until Gate.Until
+	HoldCredits                // the responder's end-to-end credits are spent (counted)
+)
+
+var holdNames = [...]string{"go", "failed", "rnr wait", "resend", "rd_atomic limit", "replay full", "window", "pacing", "credits"}
+
+func (h Hold) String() string {
+	if int(h) < len(holdNames) {
+		return holdNames[h]
 	}
-	if k != Data && s.rdAtom >= min(max(int(s.params.MaxRdAtomic), 1), MaxRdAtomic) {
-		return false
+	return "hold(?)"
+}
+
+// Gate is the transmit gate's answer for one packet.
+type Gate struct {
+	Hold   Hold
+	Until  time.Time // with HoldPacing: when the packet may go
+	PSN    wire.PSN  // with Go: the packet's PSN
+	AckReq bool      // with Go: whether it asks for an ACK
+}
+
+// Send is the transmit gate in one call: a new packet (its replay entry
+// e, without PSN) goes now, admitted (Admit: an entry, its PSN, the
+// timer), or the answer says why not: the QP failed, an RNR wait, a
+// retransmission first, the READ/atomic limit, no replay entry free,
+// the window, pacing until when, or the responder's credits.
+func (s *Sender) Send(e Entry, now time.Time) Gate {
+	if h := s.hold(e.Kind, now); h != Go {
+		g := Gate{Hold: h}
+		if h == HoldPacing {
+			g.Until = s.pace.at
+		}
+		return g
 	}
-	if s.n < len(s.ring) {
-		return s.params.NoCongestionControl || s.pkts < s.Window() && !s.paced(now) // else the congestion window or pacing holds it
+	if e.Consumes && !s.HasCredit() {
+		return Gate{Hold: HoldCredits}
 	}
-	if !s.stalled {
-		s.stalled, s.stallSince = true, now
-		s.stats.Stalls++
+	psn, ack := s.Admit(e, now)
+	return Gate{PSN: psn, AckReq: ack}
+}
+
+// CanSend reports whether a new packet of kind k may go now (Send's
+// gate, without the credits).
+func (s *Sender) CanSend(k Kind, now time.Time) bool { return s.hold(k, now) == Go }
+
+// hold is the gate's reason to hold a new packet of kind k at now, or Go.
+func (s *Sender) hold(k Kind, now time.Time) Hold {
+	switch {
+	case s.failed:
+		return HoldFailed
+	case s.rnrWait:
+		return HoldRNR
+	case s.resend >= 0:
+		return HoldResend
+	case k != Data && s.rdAtom >= min(max(int(s.params.MaxRdAtomic), 1), MaxRdAtomic):
+		return HoldRdAtomic
+	case s.n == len(s.ring):
+		if !s.stalled {
+			s.stalled, s.stallSince = true, now
+			s.stats.Stalls++
+		}
+		return HoldReplayFull
+	case s.params.NoCongestionControl:
+		return Go
+	case s.pkts >= s.Window():
+		return HoldWindow
+	case s.paced(now):
+		return HoldPacing
 	}
-	return false
+	return Go
 }
 
 // Admit records a new packet in a free entry (CanSend must have said
@@ -540,10 +501,10 @@ func (s *Sender) arm(now time.Time) {
 // estimate, if it falls before the local ACK timeout.
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
-	if s.srtt > 0 && !s.params.NoCongestionControl {
-		wait := max(s.srtt+4*s.rttvar, minEarly)
+	if s.rtt.srtt > 0 && !s.params.NoCongestionControl {
+		wait := max(s.rtt.srtt+4*s.rtt.rttvar, minEarly)
 		if !s.params.SelectiveRepeat {
-			wait = max(2*s.srtt+4*s.rttvar, minProbe)
+			wait = max(2*s.rtt.srtt+4*s.rtt.rttvar, minProbe)
 		}
 		if t := now.Add(wait << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t
@@ -586,12 +547,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		return false
 	}
 	s.alloc.pool.use(-k)
-	s.grow(acked)
+	s.cc.onAcked(acked)
 	s.sample(rtt, now)
-	if s.srtt > 0 && now.Sub(s.alphaDecay) > s.srtt && now.Sub(s.cnpCut) > s.srtt {
-		s.alphaDecay = now
-		s.alpha *= 1 - dcqcnG
-	}
+	s.cc.decay(now, s.rtt.srtt)
 	s.retries, s.rnrTries, s.backoff, s.earlyBackoff = 0, 0, 0, 0
 	if s.n == 0 {
 		s.resend = -1
@@ -675,6 +633,26 @@ func (s *Sender) HasCredit() bool {
 	}
 	s.stats.CreditWaits++
 	return false
+}
+
+// OnAETH takes an ACK, an RNR NAK or a NAK of psn, as its AETH's
+// syndrome says, in one call: an ACK retires what it acknowledges and
+// brings the responder's credits (OnAck, OnCredits), an RNR NAK starts
+// the wait (OnRNR), a NAK goes back or fails the QP (OnNAK).
+func (s *Sender) OnAETH(psn wire.PSN, syn wire.Syndrome, now time.Time) Verdict {
+	switch {
+	case syn.IsACK():
+		v := s.OnAck(psn, now)
+		if v == Accepted {
+			s.OnCredits(psn, syn.Value())
+		}
+		return v
+	case syn.IsRNRNAK():
+		return s.OnRNR(psn, syn.Value(), now)
+	case syn.IsNAK():
+		return s.OnNAK(psn, syn.Value(), now)
+	}
+	return Ignored
 }
 
 // OnNAK handles a NAK (kind 3 syndrome) of psn with its code: a PSN

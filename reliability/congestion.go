@@ -1,0 +1,189 @@
+package reliability
+
+// The sender's three controllers, each a type of its own, as quic-go
+// keeps its RTT statistics, pacer and congestion controller apart from
+// its sent-packet handler: rttStats estimates the round trip, pacer
+// spaces packets over it, and congestion holds the window that the
+// losses, the queueing delay and the congestion notifications move. The
+// Sender asks them at its transmit gate and tells them what its ACKs and
+// losses say.
+
+import (
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+)
+
+// rttStats is the round-trip estimate: RFC 6298's smoothed round trip
+// and its variation, and the smallest sample (the path's round trip
+// without queueing).
+type rttStats struct {
+	srtt, rttvar time.Duration
+	min          time.Duration
+}
+
+// update takes a sample; it reports false for none (not positive).
+func (r *rttStats) update(d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	if r.min == 0 || d < r.min {
+		r.min = d
+	}
+	if r.srtt == 0 {
+		r.srtt, r.rttvar = d, d/2
+		return true
+	}
+	diff := r.srtt - d
+	if diff < 0 {
+		diff = -diff
+	}
+	r.rttvar = (3*r.rttvar + diff) / 4
+	r.srtt = (7*r.srtt + d) / 8
+	return true
+}
+
+// Pacing parameters: the rate is paceGain windows per round trip; up to
+// paceBurst packets may go back to back.
+const (
+	paceGain  = 1.25
+	paceBurst = 4
+)
+
+// pacer lets packets go no faster than the window per round trip (times
+// paceGain), with a burst of paceBurst allowed, so that a window does not
+// land on the path's queue at once.
+type pacer struct {
+	at time.Time // when the next packet may go; zero before the first round-trip sample
+}
+
+// holds reports whether pacing holds a packet at now.
+func (p *pacer) holds(now time.Time) bool { return !p.at.IsZero() && now.Before(p.at) }
+
+// spend moves the pacing clock on by k packets (a READ request's by the
+// responses it asks for: they come back at the pace the requests go).
+func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window int) {
+	if srtt == 0 {
+		return
+	}
+	gap := time.Duration(float64(srtt) / (paceGain * float64(window)))
+	if floor := now.Add(-paceBurst * gap); p.at.Before(floor) {
+		p.at = floor // idle time buys at most a burst
+	}
+	p.at = p.at.Add(gap * time.Duration(max(k, 1)))
+}
+
+// initialWindow is the congestion window a sender starts with, in
+// packets (as TCP's initial window).
+const initialWindow = 4
+
+// dcqcnG is DCQCN's gain for alpha (1/16, as its paper and RoCE NICs).
+const dcqcnG = 1.0 / 16
+
+// queueDelay is the least queueing delay, the rise of the round trip
+// above its minimum, that the congestion window reacts to (an eighth of
+// the minimum, if more): less is the noise of a host's scheduling.
+// delayBeta scales the cut: the window shrinks by delayBeta times the
+// excess delay's share of the round trip.
+const (
+	queueDelay = 100 * time.Microsecond
+	delayBeta  = 0.8
+)
+
+// congestion is the congestion window: loss-driven AIMD (for paths that
+// mark no ECN), Swift's delay rule, and DCQCN's reaction to congestion
+// notifications. At most the window's packets may be in flight; it grows
+// by one per packet acknowledged below ssthresh (slow start) and by one
+// per window above; a loss halves it, once per window of packets.
+type congestion struct {
+	cwnd, ssthresh float64
+	limit          float64  // the largest window: the replay allocation, or 64 initial windows
+	recover        wire.PSN // no new cut for losses of packets sent before it
+	cutOnce        bool     // a cut happened: recover holds
+	delayCut       time.Time
+
+	// DCQCN's reaction point, on the window: a CNP cuts it by alpha/2,
+	// at most once a round trip; alpha rises with each cut and decays
+	// every round trip without one.
+	alpha      float64
+	cnpCut     time.Time
+	alphaDecay time.Time
+}
+
+func newCongestion(entries int) congestion {
+	return congestion{cwnd: initialWindow, ssthresh: float64(entries), limit: float64(max(entries, 64*initialWindow)), alpha: 1}
+}
+
+// window is the window in packets.
+func (c *congestion) window() int { return max(1, int(c.cwnd)) }
+
+// onLoss halves the window for the loss of the packet at psn, once for
+// all losses among the packets in flight (sent before next) when it
+// does; it reports whether it cut.
+func (c *congestion) onLoss(psn, next wire.PSN) bool {
+	if c.cutOnce && psn.Before(c.recover) {
+		return false
+	}
+	c.cutOnce, c.recover = true, next
+	c.ssthresh = max(c.cwnd/2, 2)
+	c.cwnd = c.ssthresh
+	return true
+}
+
+// onAcked opens the window for k packets acknowledged.
+func (c *congestion) onAcked(k int) {
+	for range k {
+		if c.cwnd < c.ssthresh {
+			c.cwnd++
+		} else {
+			c.cwnd += 1 / c.cwnd
+		}
+	}
+	c.cwnd = min(c.cwnd, c.limit)
+}
+
+// decay lets alpha decay after a round trip without a CNP.
+func (c *congestion) decay(now time.Time, srtt time.Duration) {
+	if srtt > 0 && now.Sub(c.alphaDecay) > srtt && now.Sub(c.cnpCut) > srtt {
+		c.alphaDecay = now
+		c.alpha *= 1 - dcqcnG
+	}
+}
+
+// onCNP cuts the window by alpha/2 for a congestion notification, at
+// most once per round trip, as DCQCN cuts a rate; it reports whether it
+// cut.
+func (c *congestion) onCNP(now time.Time, srtt time.Duration) bool {
+	if !c.cnpCut.IsZero() && now.Sub(c.cnpCut) < max(srtt, 50*time.Microsecond) {
+		return false
+	}
+	c.cnpCut = now
+	c.alpha = (1-dcqcnG)*c.alpha + dcqcnG
+	c.cwnd = max(c.cwnd*(1-c.alpha/2), 1)
+	c.ssthresh = c.cwnd
+	return true
+}
+
+// onDelay applies the delay rule to the round trip: when the smoothed
+// round trip stands above the target (the minimum plus the least
+// queueing delay), the path's queue holds more than it should: the
+// window shrinks in proportion to the excess, at most once a round trip
+// (Swift's rule), before the queue overflows, and a slow start ends. The
+// signal is the smoothed round trip, not a sample: a queue that stands
+// raises it within a few samples, while a host's scheduling noise, which
+// delays one answer in many, hardly moves it. It reports whether a slow
+// start ended and whether the window was cut.
+func (c *congestion) onDelay(r *rttStats, now time.Time) (exitSlowStart, cut bool) {
+	target := r.min + max(r.min/8, queueDelay)
+	if r.srtt <= target {
+		return false, false
+	}
+	exitSlowStart = c.cwnd < c.ssthresh
+	if now.Sub(c.delayCut) >= r.srtt {
+		c.delayCut = now
+		c.cwnd = max(c.cwnd*max(1-delayBeta*float64(r.srtt-target)/float64(r.srtt), 0.5), 2)
+		cut = true
+	}
+	c.ssthresh = min(c.ssthresh, c.cwnd)
+	return exitSlowStart, cut
+}
