@@ -20,6 +20,12 @@
 //     cut on CNPs, Swift's delay rule on long paths (Params.Delay), and,
 //     before the local ACK timeout, a tail loss probe (go-back-N: the
 //     oldest unacknowledged packet alone) or an early selective resend.
+//     The gate is one call (Send: the packet goes, or a Hold says why
+//     not: window, pacing until when, credits, an RNR wait, no replay
+//     entry free), and so is an ACK or NAK (OnAETH); the window, the
+//     pacer and the round-trip estimate are types of their own
+//     (congestion.go), as quic-go keeps its congestion controller, pacer
+//     and RTT statistics apart from its sent-packet handler.
 //   - Receiver is a responder's half: the expected PSN, the class of each
 //     request's PSN (new, duplicate, out of sequence), one sequence NAK
 //     per gap and no more than one per SeqNAKInterval, the MSN, and the
