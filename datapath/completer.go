@@ -53,6 +53,7 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 			e.request(qpn)
 		}
 	}
+	e.timeQP(qpn, r) // the answer may have moved the sender's deadline (an RNR wait, an early timer)
 }
 
 // readData places a READ response where the sender says it belongs. A

@@ -57,7 +57,7 @@ type engine struct {
 	entry                 [256]byte
 	wqe                   [host.SendWQESize]byte
 	payload               []byte                         // staging for one packet's payload
-	timers                []uint32                       // QPs with a retransmission timer running
+	timerWheel            wheel                          // QPs with a retransmission timer running (timers.go)
 	parkPool              *Pool                          // parked packets' copies
 	parkPID               [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
 	ready                 []uint32                       // parked QPs whose context has come
@@ -66,7 +66,6 @@ type engine struct {
 	laterQPs, laterSpare  []uint32                       // QPs to come back to next pass (retransmissions beyond a burst, pacing)
 	tx                    []Frame                        // frames encoded, not yet handed to the port
 	txN                   int
-	lastTick              time.Time
 	idleSince             time.Time // when the engine's idle polling began
 
 	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
@@ -89,6 +88,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	for _, t := range parkTypes {
 		e.parkPID[t] = make([]uint32, pids)
 	}
+	e.timerWheel.start = n.cfg.Clock.Now()
 	if len(n.cfg.Ports) > 1 {
 		e.inbox = make(chan handoff, handoffBuffers)
 		e.spare = make(chan []byte, handoffBuffers)
@@ -265,9 +265,8 @@ func (e *engine) turn() (bool, error) {
 	}
 	e.flushTX()
 	e.port.Flush()
-	if len(e.timers) > 0 {
-		if now := e.clock(); now.Sub(e.lastTick) > 200*time.Microsecond {
-			e.lastTick = now
+	if e.timerWheel.n > 0 {
+		if now := e.clock(); e.timerWheel.tickOf(now) > e.timerWheel.now {
 			e.tick(now)
 			e.flushTX()
 		}

@@ -557,11 +557,8 @@ func (n *NIC) QPErrored(qpn uint32) bool {
 // ResetQP clears the NIC's running state of a QP (modify to RESET).
 func (n *NIC) ResetQP(qpn uint32) {
 	if qpn < uint32(len(n.qps)) {
-		n.owner(qpn).command(func() {
-			n.replay.Release(n.qps[qpn].alloc)
-			n.owner(qpn).hpuReset(qpn, &n.qps[qpn])
-			n.qps[qpn] = qpRun{}
-		})
+		e := n.owner(qpn)
+		e.command(func() { e.resetQP(qpn) })
 	}
 }
 

@@ -47,11 +47,11 @@ type qpSend struct {
 	sqProducer, sqConsumer uint32
 	inflight               [64]inflight // fetched, not yet completed, in order
 	ifHead, ifN            int
-	ifSeq                  uint32 // the next in-flight entry's number
-	sendIdx, sendPkt       int    // next new packet: message (from ifHead) and packet
-	timed                  bool   // on the engine's timer list
-	onLater                bool   // on the engine's list of QPs to come back to next pass
-	sqWaiting              bool   // the requester waits for a context (park.go)
+	ifSeq                  uint32    // the next in-flight entry's number
+	sendIdx, sendPkt       int       // next new packet: message (from ifHead) and packet
+	wheel                  wheelLink // its place on the engine's timing wheel (timers.go)
+	onLater                bool      // on the engine's list of QPs to come back to next pass
+	sqWaiting              bool      // the requester waits for a context (park.go)
 	seen                   reliability.SenderStats
 }
 
@@ -85,6 +85,21 @@ type qpRecv struct {
 type qpParked struct {
 	parked          [parkDepth]parkedFrame
 	parkHead, parkN int
+}
+
+// resetQP clears a QP's running state (modify to RESET), giving back
+// what it holds: its replay entries, its place on the timing wheel, its
+// parked packets' buffers and what its handlers had under way.
+func (e *engine) resetQP(qpn uint32) {
+	r := &e.qps[qpn]
+	e.nic.replay.Release(r.alloc)
+	e.hpuReset(qpn, r)
+	e.unwheel(qpn, r)
+	for ; r.parkN > 0; r.parkN-- {
+		e.parkPool.Return(r.parked[r.parkHead].handle)
+		r.parkHead = (r.parkHead + 1) % parkDepth
+	}
+	*r = qpRun{}
 }
 
 // readState is a READ response in progress.

@@ -1,8 +1,19 @@
 package datapath
 
-// The timer stage: the QPs whose senders have a timer running (local ACK,
-// early retransmission, RNR wait) and the QPs to come back to on the next
-// pass (retransmissions beyond a burst, packets held by pacing).
+// The timer stage: each engine's timing wheel of the QPs whose senders
+// have a timer running (local ACK, early retransmission, RNR wait), and
+// the QPs to come back to on the next pass (retransmissions beyond a
+// burst, packets held by pacing).
+//
+// The wheel has wheelSlots slots of wheelTick each; a QP waits in the
+// slot of its sender's deadline, linked through its own running state
+// (no allocation, a QP in one slot at most). A deadline beyond the
+// wheel's span waits in its slot for the rounds it needs, looked at once
+// a round. Each turn the engine runs the slots whose time has come
+// (tick): a QP whose deadline passed has its timer handled; one whose
+// deadline moved later goes to the slot of its new one; one whose timer
+// stopped leaves. A deadline that moves earlier (an early retransmission
+// timer set) moves the QP (timeQP, after the sender's calls).
 
 import (
 	"time"
@@ -10,6 +21,31 @@ import (
 	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/reliability"
 )
+
+// The wheel's geometry: 4096 slots of 65.536 us, about 268 ms a round.
+const (
+	wheelTickShift = 16 // ns per slot: 1 << 16
+	wheelSlots     = 4096
+)
+
+// wheel is an engine's timing wheel. Slot heads and the QPs' links hold
+// QP numbers + 1 (0: none).
+type wheel struct {
+	head  [wheelSlots]uint32
+	now   int64 // the last tick run
+	n     int   // QPs on the wheel
+	start time.Time
+}
+
+// wheelLink is a QP's place on its engine's wheel.
+type wheelLink struct {
+	on         bool
+	at         int64  // the tick it waits for (its slot: at mod wheelSlots)
+	next, prev uint32 // QP number + 1
+}
+
+// tickOf is the wheel tick of a time.
+func (w *wheel) tickOf(t time.Time) int64 { return int64(t.Sub(w.start)) >> wheelTickShift }
 
 // later puts a QP on the engine's list of QPs to come back to on its next
 // pass: retransmissions left beyond a burst, or packets pacing holds.
@@ -33,45 +69,112 @@ func (e *engine) pumpLater() {
 	e.laterSpare = list[:0]
 }
 
-// timeQP puts a QP on the engine's timer list.
+// timeQP puts a QP on the wheel at its sender's deadline, or moves it
+// there if the deadline moved earlier than its slot; a QP whose timer is
+// off leaves.
 func (e *engine) timeQP(qpn uint32, r *qpRun) {
-	if !r.timed {
-		r.timed = true
-		e.timers = append(e.timers, qpn)
+	d := r.snd.Deadline()
+	if d.IsZero() || r.errored {
+		e.unwheel(qpn, r)
+		return
 	}
+	t := max(e.timerWheel.tickOf(d), e.timerWheel.now+1)
+	if r.wheel.on {
+		if r.wheel.at <= t {
+			return // its tick comes first: from there it moves on to its deadline
+		}
+		e.unwheel(qpn, r)
+	}
+	e.wheelAt(qpn, r, t)
 }
 
-// tick runs the timers of the QPs on the list: an RNR wait that ended
-// or a local ACK timeout makes the QP send again; retries exhausted
-// fail it. A QP whose timer is off leaves the list.
-func (e *engine) tick(now time.Time) {
-	kept := e.timers[:0]
-	for _, qpn := range e.timers {
-		r := &e.qps[qpn]
-		if r.errored || r.snd.Deadline().IsZero() {
-			r.timed = false
-			continue
-		}
-		kept = append(kept, qpn)
-		if now.Before(r.snd.Deadline()) {
-			continue
-		}
-		e.begin()
-		var q host.QPCEntry
-		if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok {
-			continue // a miss: the timer runs when the QP's context comes and the next tick finds it due
-		}
-		switch r.snd.Tick(now) {
-		case reliability.Failed:
-			e.counters.RetryExceededErr.Add(1)
-			e.failed(qpn, &q, r)
-		case reliability.Accepted:
-			if r.snd.Resending() {
-				e.counters.Retransmits.Add(1)
-			}
-			e.request(qpn)
-		}
-		e.senderStats(r)
+// wheelAt links a QP into the slot of tick t.
+func (e *engine) wheelAt(qpn uint32, r *qpRun, t int64) {
+	w := &e.timerWheel
+	slot := t % wheelSlots
+	r.wheel = wheelLink{on: true, at: t, next: w.head[slot]}
+	if h := w.head[slot]; h != 0 {
+		e.qps[h-1].wheel.prev = qpn + 1
 	}
-	e.timers = kept
+	w.head[slot] = qpn + 1
+	w.n++
+}
+
+// unwheel takes a QP off the wheel.
+func (e *engine) unwheel(qpn uint32, r *qpRun) {
+	if !r.wheel.on {
+		return
+	}
+	w := &e.timerWheel
+	l := r.wheel
+	if l.prev != 0 {
+		e.qps[l.prev-1].wheel.next = l.next
+	} else {
+		w.head[l.at%wheelSlots] = l.next
+	}
+	if l.next != 0 {
+		e.qps[l.next-1].wheel.prev = l.prev
+	}
+	r.wheel = wheelLink{}
+	w.n--
+}
+
+// tick runs the wheel's slots up to now: an RNR wait that ended or a
+// local ACK timeout makes the QP send again; retries exhausted fail it.
+func (e *engine) tick(now time.Time) {
+	w := &e.timerWheel
+	to := w.tickOf(now)
+	from := w.now + 1
+	if to-from >= wheelSlots { // a long pause: every slot once
+		from = to - wheelSlots + 1
+	}
+	for t := from; t <= to; t++ {
+		w.now = t
+		for h := w.head[t%wheelSlots]; h != 0; {
+			qpn := h - 1
+			r := &e.qps[qpn]
+			h = r.wheel.next
+			if r.wheel.at > t {
+				continue // a later round's
+			}
+			e.unwheel(qpn, r)
+			e.expire(qpn, r, now)
+		}
+	}
+	w.now = to
+}
+
+// expire handles a QP whose slot came: its timer, if due, or a place at
+// its deadline.
+func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
+	d := r.snd.Deadline()
+	if r.errored || d.IsZero() {
+		return
+	}
+	if now.Before(d) {
+		e.timeQP(qpn, r)
+		return
+	}
+	e.begin()
+	var q host.QPCEntry
+	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok {
+		if !hit && ok {
+			// A miss: the timer runs when the QP's context comes (the
+			// requester, restarted then, finds it due on the next tick).
+			e.wheelAt(qpn, r, e.timerWheel.now+1)
+		}
+		return
+	}
+	switch r.snd.Tick(now) {
+	case reliability.Failed:
+		e.counters.RetryExceededErr.Add(1)
+		e.failed(qpn, &q, r)
+	case reliability.Accepted:
+		if r.snd.Resending() {
+			e.counters.Retransmits.Add(1)
+		}
+		e.request(qpn)
+	}
+	e.senderStats(r)
+	e.timeQP(qpn, r)
 }

@@ -1,0 +1,91 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/host"
+)
+
+// A WRITE whose ACK never comes is sent again when the local ACK timeout
+// passes on the driven clock, not before; after retry_cnt tries the QP
+// fails with IBV_WC_RETRY_EXC_ERR. The QP waits on the engine's timing
+// wheel meanwhile and leaves it when it fails.
+func TestTimerWheelLocalACKTimeout(t *testing.T) {
+	h := newHarness(t)
+	ring := h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	q.Timeout, q.RetryCnt = 10, 2 // 4.096 us x 2^10: about 4.2 ms
+	var b [128]byte
+	q.Encode(b[:])
+	h.hostWrite(host.QPC, 17, b[:])
+	h.post(17, &q, 0, inlineWrite(1, "lost", 0x1000, 7))
+	h.turns()            // the doorbell: the QP's context misses
+	h.after(pcieLatency) // and comes
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	e := h.nic.engines[0]
+	if e.timerWheel.n != 1 || !e.qps[17].wheel.on {
+		t.Fatalf("the QP is not on the timing wheel (%d on it)", e.timerWheel.n)
+	}
+	timeout := time.Duration(4096<<10) * time.Nanosecond
+	h.after(timeout / 2)
+	if got := len(h.sent()); got != 0 {
+		t.Fatalf("%d packets sent again before the timeout", got)
+	}
+	var resent int
+	for range 40 { // the probe, the timeouts (doubling), then the failure
+		h.after(timeout / 2)
+		resent += len(h.sent())
+		if len(h.cqes(ring, 16)) > 0 {
+			break
+		}
+	}
+	cqes := h.cqes(ring, 16)
+	if len(cqes) != 1 || cqes[0].Status != host.WCRetryExcErr {
+		t.Fatalf("CQEs %+v, want the WRITE failed with retry exceeded", cqes)
+	}
+	if resent < 2 {
+		t.Errorf("the WRITE was sent again %d times, want at least retry_cnt (2)", resent)
+	}
+	if h.nic.counters.LocalACKTimeouts.Load() == 0 {
+		t.Error("local_ack_timeout did not move")
+	}
+	h.after(timeout)
+	if e.timerWheel.n != 0 {
+		t.Errorf("%d QPs left on the wheel after the QP failed", e.timerWheel.n)
+	}
+}
+
+// Resetting a QP gives back what it holds: its parked packets' buffers
+// and its place on the timing wheel.
+func TestResetQPGivesBackItsResources(t *testing.T) {
+	h := newHarness(t)
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	rkey, va := h.mr(make([]byte, 64), host.AccessRemoteWrite|host.AccessLocalWrite)
+	warm(h, rkey, va, 17)
+	e := h.nic.engines[0]
+	free := e.parkPool.Available()
+	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7)) // on the wheel, waiting for its ACK
+	h.turns()
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	h.nic.Cache(host.QPC).Invalidate(17)
+	h.write(17, 1, rkey, va, []byte("a"))
+	h.write(17, 2, rkey, va, []byte("b"))
+	h.turns()
+	if e.parkPool.Available() != free-2 || e.timerWheel.n != 1 {
+		t.Fatalf("before the reset: %d park buffers taken, %d QPs on the wheel; want 2 and 1", free-e.parkPool.Available(), e.timerWheel.n)
+	}
+	e.resetQP(17)
+	if e.parkPool.Available() != free || e.timerWheel.n != 0 {
+		t.Errorf("after the reset: %d park buffers still taken, %d QPs on the wheel", free-e.parkPool.Available(), e.timerWheel.n)
+	}
+	h.after(time.Second) // nothing left to fire, nothing to place
+	for _, p := range h.sent() {
+		t.Errorf("a reset QP sent %v PSN %d", p.Opcode, p.BTH().PSN())
+	}
+}
