@@ -27,8 +27,9 @@
 //	                                     retires, goes back or fails; READ
 //	                                     data and atomic results placed
 //	PollCQ ◄─ CQE in CQ ring ◄── complete (DMA) ◄─┘
-//	                            timers ─► tick: the Sender's local ACK,
-//	                                     early-retransmission and RNR timers
+//	                            timers ─► tick: the timing wheel of the
+//	                                     Sender's local ACK, early-retransmission
+//	                                     and RNR timers
 //
 // One file per stage: resolve.go (each unit of work's context lookups,
 // once each, without waiting), rx.go (parse, hand-off, dispatch), park.go
