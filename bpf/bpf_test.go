@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/bpf"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // attach attaches the program to veth0 of a namespace.

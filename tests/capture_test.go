@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestPerfCapture runs every `softrnic perf` test (the bandwidth tests

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestExampleRDMAWrite runs the tutorial program examples/rdmawrite as

@@ -17,7 +17,7 @@ import (
 	"github.com/softrnic/softrnic/host/perftest"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestPerfVeth runs softrnic perf's tests between two softrnic NICs in two

@@ -14,7 +14,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/xsk"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

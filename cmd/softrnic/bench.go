@@ -13,11 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/softrnic/softrnic/ctxcache/cachebench"
-	"github.com/softrnic/softrnic/datapath/portbench"
+	"github.com/softrnic/softrnic/internal/bench/cachebench"
+	"github.com/softrnic/softrnic/internal/bench/portbench"
 	"github.com/softrnic/softrnic/host/verbs"
-	"github.com/softrnic/softrnic/reliability/relbench"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/bench/relbench"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // benchmarks are `softrnic bench`'s subcommands.

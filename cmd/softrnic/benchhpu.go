@@ -10,8 +10,8 @@ import (
 
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/hpu"
-	"github.com/softrnic/softrnic/hpu/hpubench"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/bench/hpubench"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // runBenchHPU prints the HPU tables: the scheduler's latency and packet

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // runFramesDemo sends one RoCEv2 frame of every opcode, built by the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/hpu/apps"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // hpuSenders is how many QPs send vectors to the aggregation.

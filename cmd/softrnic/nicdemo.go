@@ -20,7 +20,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/xsk"
 	"github.com/softrnic/softrnic/host/metrics"
 	"github.com/softrnic/softrnic/host/verbs"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // runDemo is the main job: a softrnic NIC in each of two namespaces joined

@@ -15,7 +15,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestPerfPcap runs `softrnic perf write-bw --pcap` on both sides of a

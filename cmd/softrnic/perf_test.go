@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/host/perftest"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestPerfCommand runs `softrnic perf write-bw --json` and `write-lat`

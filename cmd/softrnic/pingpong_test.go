@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestPingpongCommand runs `softrnic pingpong` server and client in two

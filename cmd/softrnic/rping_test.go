@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestRpingCommand runs `softrnic rping -s` and `-c` in two namespaces

@@ -21,7 +21,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/wire/wiretest"
 	"github.com/softrnic/softrnic/datapath/xsk"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 func TestMain(m *testing.M) {

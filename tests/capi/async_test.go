@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestAsyncEvents: ibv_get_async_event reports the port going down

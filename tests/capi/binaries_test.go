@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // A Debian program, unmodified, at both ends: the server in namespace a,

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // nobody is the unprivileged user the udp port's two-host run is made as.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // requireCMA stops the test unless lib/librdmacm.so.1 is built and the

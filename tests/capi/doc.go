@@ -5,7 +5,7 @@
 // <infiniband/verbs.h> and linked with -libverbs, c/cma_test.c against
 // <rdma/rdma_cma.h> and <rdma/rdma_verbs.h> with -lrdmacm -libverbs, then
 // run with LD_LIBRARY_PATH pointing at lib/ inside the network namespaces
-// of tests/topo, over both of softrnic's ports (xsk and udp).
+// of internal/topo, over both of softrnic's ports (xsk and udp).
 //
 // TestLocal runs verbs_test's single-process checks (queries, error
 // paths, the QP state machine, a completion channel); TestTwoHosts runs a

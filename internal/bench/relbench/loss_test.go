@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/reliability/relbench"
+	"github.com/softrnic/softrnic/internal/bench/relbench"
 )
 
 // TestLossAndShallow runs both scenarios briefly: every message completes

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/reliability/relbench"
+	"github.com/softrnic/softrnic/internal/bench/relbench"
 )
 
 // TestReport runs two short rows: each moves data, a QP with a small

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/datapath/portbench"
+	"github.com/softrnic/softrnic/internal/bench/portbench"
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 // TestRun runs every method briefly: each must move frames (or bytes, for

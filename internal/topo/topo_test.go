@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/softrnic/softrnic/internal/testenv"
-	"github.com/softrnic/softrnic/tests/topo"
+	"github.com/softrnic/softrnic/internal/topo"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/ctxcache/cachebench"
+	"github.com/softrnic/softrnic/internal/bench/cachebench"
 )
 
 // TestReport runs the whole report briefly: every section must print and
