@@ -4,22 +4,22 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // Adapter is the only part of the cache that knows a context type: where
 // the entries live in host memory, how big they are, and how many make a
 // cache line.
 type Adapter struct {
-	Table          *host.Table
+	Table          *hostmem.Table
 	EntriesPerLine int // 1 for most types; 8 for the MTT
 }
 
 // NewAdapter returns the adapter for a table with the default line size:
 // 8 entries per line for the MTT, 1 for the others.
-func NewAdapter(t *host.Table) Adapter {
+func NewAdapter(t *hostmem.Table) Adapter {
 	a := Adapter{Table: t, EntriesPerLine: 1}
-	if t.Type == host.MTT {
+	if t.Type == hostmem.MTT {
 		a.EntriesPerLine = 8
 	}
 	return a

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // Baseline is the blocking design GCCache is measured against: the same
@@ -14,7 +14,7 @@ import (
 // way.
 type Baseline struct {
 	ad         Adapter
-	dma        *host.DMA
+	dma        *hostmem.DMA
 	cfg        Config
 	entryWords int
 	lineWords  int
@@ -50,7 +50,7 @@ var _ Cache = (*Baseline)(nil)
 
 // NewBaseline returns a blocking cache with the geometry of cfg
 // (Outstanding is not used: every miss fetches).
-func NewBaseline(ad Adapter, dma *host.DMA, cfg Config) (*Baseline, error) {
+func NewBaseline(ad Adapter, dma *hostmem.DMA, cfg Config) (*Baseline, error) {
 	if err := ad.check(); err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (b *Baseline) Release(pid uint32) {
 // install the line it fetched.
 func (b *Baseline) HostWrite(idx uint64, src []uint64) error {
 	if idx >= uint64(b.ad.Table.Count) {
-		return fmt.Errorf("ctxcache: %w", host.ErrIndex)
+		return fmt.Errorf("ctxcache: %w", hostmem.ErrIndex)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

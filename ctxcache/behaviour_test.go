@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // waitResponses polls a pipeline until n responses have come.
@@ -26,7 +26,7 @@ func waitResponses(t *testing.T, c ctxcache.Cache, pipe, n int) []ctxcache.Respo
 // TestMergedMisses: N concurrent misses on one context cost one host fetch
 // and are answered N times, in arrival order, across pipelines.
 func TestMergedMisses(t *testing.T) {
-	f := newFixture(t, host.QPC, 64, host.PCIe{Latency: 2 * time.Millisecond})
+	f := newFixture(t, hostmem.QPC, 64, hostmem.PCIe{Latency: 2 * time.Millisecond})
 	f.setHost(9, value(9, 42, 16))
 	c, err := ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{Pipelines: 2})
 	if err != nil {
@@ -70,7 +70,7 @@ func TestMergedMisses(t *testing.T) {
 // at once by GCCache, and only after the miss by the baseline, which also
 // fetches a second time for a second miss on the same line.
 func TestHitDuringMiss(t *testing.T) {
-	f := newFixture(t, host.QPC, 64, host.PCIe{Latency: 5 * time.Millisecond})
+	f := newFixture(t, hostmem.QPC, 64, hostmem.PCIe{Latency: 5 * time.Millisecond})
 	for i := range uint64(64) {
 		f.setHost(i, value(i, 1, 16))
 	}
@@ -110,7 +110,7 @@ func TestHitDuringMiss(t *testing.T) {
 // TestWriteBack: NIC-side updates stay in the cache until eviction or
 // flush; host commands keep host memory and the cache in step.
 func TestWriteBack(t *testing.T) {
-	f := newFixture(t, host.CQC, 64, host.PCIe{})
+	f := newFixture(t, hostmem.CQC, 64, hostmem.PCIe{})
 	for i := range uint64(64) {
 		f.setHost(i, value(i, 0, 8))
 	}
@@ -156,7 +156,7 @@ func TestWriteBack(t *testing.T) {
 // TestStall: when every outstanding entry is in use, a new miss is refused
 // and counted, and hits still go through.
 func TestStall(t *testing.T) {
-	f := newFixture(t, host.QPC, 64, host.PCIe{Latency: 20 * time.Millisecond})
+	f := newFixture(t, hostmem.QPC, 64, hostmem.PCIe{Latency: 20 * time.Millisecond})
 	c, _ := ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{Outstanding: 2, PIDs: 4})
 	dst := make([]uint64, 16)
 	c.Lookup(0, 1, dst)
@@ -177,7 +177,7 @@ func TestStall(t *testing.T) {
 
 // TestNoAllocs: lookups allocate nothing, hit or miss.
 func TestNoAllocs(t *testing.T) {
-	f := newFixture(t, host.QPC, 4096, host.PCIe{})
+	f := newFixture(t, hostmem.QPC, 4096, hostmem.PCIe{})
 	c, _ := ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{Sets: 64, Ways: 4})
 	dst := make([]uint64, 16)
 	resp := make([]ctxcache.Response, 4)
@@ -203,10 +203,10 @@ func TestNoAllocs(t *testing.T) {
 // TestEveryContextType: one cache design serves every context type; only
 // the adapter differs (entry size, entries per line).
 func TestEveryContextType(t *testing.T) {
-	for typ := range host.NumContextTypes {
+	for typ := range hostmem.NumContextTypes {
 		t.Run(typ.String(), func(t *testing.T) {
-			f := newFixture(t, typ, 100, host.PCIe{Latency: 10 * time.Microsecond})
-			ew := host.EntrySizes[typ] / 8
+			f := newFixture(t, typ, 100, hostmem.PCIe{Latency: 10 * time.Microsecond})
+			ew := hostmem.EntrySizes[typ] / 8
 			for i := range uint64(100) {
 				f.setHost(i, value(i, 5, ew))
 			}
@@ -248,7 +248,7 @@ func TestHostCommands(t *testing.T) {
 	}
 	for _, name := range []string{"GCCache", "baseline"} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, host.QPC, 64, host.PCIe{Latency: 2 * time.Millisecond})
+			f := newFixture(t, hostmem.QPC, 64, hostmem.PCIe{Latency: 2 * time.Millisecond})
 			for i := range uint64(64) {
 				f.setHost(i, value(i, 1, 16))
 			}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // BenchmarkLookupHit is the hit path: GCCache and the baseline, one
@@ -12,7 +12,7 @@ import (
 func BenchmarkLookupHit(b *testing.B) {
 	for _, kind := range []string{"GCCache", "baseline"} {
 		b.Run(kind, func(b *testing.B) {
-			f := newFixture(b, host.QPC, 4096, host.PCIe{})
+			f := newFixture(b, hostmem.QPC, 4096, hostmem.PCIe{})
 			var c ctxcache.Cache
 			if kind == "GCCache" {
 				c, _ = ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{})
@@ -37,7 +37,7 @@ func BenchmarkLookupHit(b *testing.B) {
 // BenchmarkLookupMiss is the miss path with an instant DMA engine: lookup,
 // fetch, install, response, release.
 func BenchmarkLookupMiss(b *testing.B) {
-	f := newFixture(b, host.QPC, 1<<16, host.PCIe{})
+	f := newFixture(b, hostmem.QPC, 1<<16, hostmem.PCIe{})
 	c, _ := ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{})
 	dst := make([]uint64, 16)
 	resp := make([]ctxcache.Response, 8)

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // Status is the outcome of a lookup.
@@ -111,7 +111,7 @@ type pipeStats struct {
 //	     DMA read (async) ─► DMADone: install line, walk PID chain ─► response queues
 type GCCache struct {
 	ad         Adapter
-	dma        *host.DMA
+	dma        *hostmem.DMA
 	cfg        Config
 	entryWords int
 	lineWords  int
@@ -170,7 +170,7 @@ type otEntry struct {
 var _ Cache = (*GCCache)(nil)
 
 // New returns a GCCache for one context type, fetching through dma.
-func New(ad Adapter, dma *host.DMA, cfg Config) (*GCCache, error) {
+func New(ad Adapter, dma *hostmem.DMA, cfg Config) (*GCCache, error) {
 	if err := ad.check(); err != nil {
 		return nil, err
 	}
@@ -625,7 +625,7 @@ func (c *GCCache) writeHost(idx uint64, src []uint64) {
 // are updated together, so they never disagree.
 func (c *GCCache) HostWrite(idx uint64, src []uint64) error {
 	if idx >= uint64(c.ad.Table.Count) {
-		return fmt.Errorf("ctxcache: %w", host.ErrIndex)
+		return fmt.Errorf("ctxcache: %w", hostmem.ErrIndex)
 	}
 	line, off := c.ad.line(idx)
 	c.mu.Lock()

@@ -9,19 +9,19 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // fixture is a context table in host memory with a DMA engine.
 type fixture struct {
-	mem   *host.Memory
-	dma   *host.DMA
-	table *host.Table
+	mem   *hostmem.Memory
+	dma   *hostmem.DMA
+	table *hostmem.Table
 }
 
-func newFixture(t testing.TB, typ host.ContextType, count int, model host.PCIe) *fixture {
-	mem := host.NewMemory()
-	f := &fixture{mem: mem, dma: host.NewDMA(mem, model, 0), table: host.NewTable(mem, typ, host.EntrySizes[typ], count)}
+func newFixture(t testing.TB, typ hostmem.ContextType, count int, model hostmem.PCIe) *fixture {
+	mem := hostmem.NewMemory()
+	f := &fixture{mem: mem, dma: hostmem.NewDMA(mem, model, 0), table: hostmem.NewTable(mem, typ, hostmem.EntrySizes[typ], count)}
 	t.Cleanup(f.dma.Close)
 	return f
 }
@@ -119,17 +119,17 @@ func checkValue(t testing.TB, w []uint64, idx uint64) uint64 {
 func TestModel(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		typ   host.ContextType
-		model host.PCIe
+		typ   hostmem.ContextType
+		model hostmem.PCIe
 	}{
-		{"QPC/instant", host.QPC, host.PCIe{}},
-		{"QPC/pcie", host.QPC, host.PCIe{Latency: 20 * time.Microsecond, MaxReads: 8}},
-		{"MTT/pcie", host.MTT, host.PCIe{Latency: 10 * time.Microsecond}},
+		{"QPC/instant", hostmem.QPC, hostmem.PCIe{}},
+		{"QPC/pcie", hostmem.QPC, hostmem.PCIe{Latency: 20 * time.Microsecond, MaxReads: 8}},
+		{"MTT/pcie", hostmem.MTT, hostmem.PCIe{Latency: 10 * time.Microsecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const count, pipes = 512, 3
 			f := newFixture(t, tc.typ, count, tc.model)
-			ew := host.EntrySizes[tc.typ] / 8
+			ew := hostmem.EntrySizes[tc.typ] / 8
 			for i := range uint64(count) {
 				f.setHost(i, value(i, 0, ew)[:ew])
 			}

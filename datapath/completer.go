@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -12,13 +12,13 @@ import (
 // and atomic ACK to the QP's sender (package reliability), which decides
 // what it means; the completer places READ data and atomic results, and
 // completes, in order, the work requests the sender has retired.
-func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) {
+func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) {
 	if !q.Valid {
 		e.counters.RcvdUnknownQP.Add(1)
 		return
 	}
 	r := &e.qps[qpn]
-	if q.Type != host.QPTRC || !r.sndStarted || r.errored {
+	if q.Type != hostmem.QPTRC || !r.sndStarted || r.errored {
 		return // nothing was sent that could be answered
 	}
 	defer e.senderStats(r)
@@ -60,7 +60,7 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *host.QPCEntry) 
 // response that does not fit its place in the READ (a short ONLY for a
 // long READ, say) is dropped and the timer asks again; it never completes
 // the READ with data missing.
-func (e *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) reliability.Verdict {
+func (e *engine) readData(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) reliability.Verdict {
 	ent, k, ok := r.snd.ReadSlot(psn, now)
 	if !ok {
 		// Not placed, but it may have acknowledged the requests before
@@ -76,13 +76,13 @@ func (e *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet
 	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
 	// With selective repeat the answer to a request for a READ's missing
 	// responses ends where that range ends: its LAST may come early.
-	early := last && q.Flags&host.QPFlagSelectiveRepeat != 0
+	early := last && q.Flags&hostmem.QPFlagSelectiveRepeat != 0
 	if in == nil || len(p.Payload()) != segmentLen(int(in.length), int(k), mtu) || last != (int(k) == in.packets-1) && !early {
 		e.counters.RcvdBadResponse.Add(1)
 		return reliability.Accepted
 	}
-	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], k*uint32(mtu), p.Payload()) {
-		e.local(qpn, q, r, host.WCLocProtErr)
+	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], k*uint32(mtu), p.Payload()) {
+		e.local(qpn, q, r, hostmem.WCLocProtErr)
 		return reliability.Accepted
 	}
 	r.snd.ReadPlaced(ent, psn, int(k) == in.packets-1, now)
@@ -90,7 +90,7 @@ func (e *engine) readData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet
 }
 
 // atomicData places an atomic's original value and completes it.
-func (e *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) reliability.Verdict {
+func (e *engine) atomicData(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) reliability.Verdict {
 	ent, ok := r.snd.AtomicSlot(psn)
 	if !ok {
 		return reliability.Ignored
@@ -101,8 +101,8 @@ func (e *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Pack
 	}
 	var orig [8]byte
 	le.PutUint64(orig[:], p.AtomicAckETH().OrigData())
-	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)], 0, orig[:]) {
-		e.local(qpn, q, r, host.WCLocProtErr)
+	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], 0, orig[:]) {
+		e.local(qpn, q, r, hostmem.WCLocProtErr)
 		return reliability.Accepted
 	}
 	r.snd.AtomicPlaced(ent, now)
@@ -113,14 +113,14 @@ func (e *engine) atomicData(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Pack
 // retired: every one whose PSNs all lie before its oldest unacknowledged
 // PSN (a READ or atomic only once its answer has come: the sender does not
 // move past it before).
-func (e *engine) retire(qpn uint32, q *host.QPCEntry, r *qpRun) {
+func (e *engine) retire(qpn uint32, q *hostmem.QPCEntry, r *qpRun) {
 	una := r.snd.Una()
 	for r.ifN > 0 && r.sendIdx > 0 {
 		in := &r.inflight[r.ifHead]
 		if !in.started || !in.lastPSN.Before(una) {
 			break
 		}
-		e.finish(qpn, q, in, host.WCSuccess)
+		e.finish(qpn, q, in, hostmem.WCSuccess)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
 		r.ifN--
 		r.sendIdx--
@@ -130,21 +130,21 @@ func (e *engine) retire(qpn uint32, q *host.QPCEntry, r *qpRun) {
 // failed handles a sender that failed the QP (a NAK, retries exhausted):
 // what it retired before completes; the oldest work request left
 // completes with the sender's status, and the rest are flushed.
-func (e *engine) failed(qpn uint32, q *host.QPCEntry, r *qpRun) {
+func (e *engine) failed(qpn uint32, q *hostmem.QPCEntry, r *qpRun) {
 	e.retire(qpn, q, r)
 	_, status := r.snd.Failed()
 	e.fail(qpn, q, r, status)
 }
 
 // local fails a QP for a local error (the requester's own memory).
-func (e *engine) local(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
+func (e *engine) local(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status uint8) {
 	r.snd.Fail(status)
 	e.failed(qpn, q, r)
 }
 
 // fail completes the oldest in-flight work request with status, moves the
 // QP to the error state and flushes everything else.
-func (e *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
+func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status uint8) {
 	r.errored = true
 	e.hpuReset(qpn, r)
 	r.snd.Fail(status)
@@ -153,7 +153,7 @@ func (e *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 		in.signaled = true // errors always complete
 		st := status
 		if !first {
-			st = host.WCWRFlushErr
+			st = hostmem.WCWRFlushErr
 		}
 		e.finish(qpn, q, in, st)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
@@ -161,14 +161,14 @@ func (e *engine) fail(qpn uint32, q *host.QPCEntry, r *qpRun, status uint8) {
 	}
 	r.sendIdx, r.sendPkt = 0, 0
 	for r.sqConsumer != r.sqProducer && q.SQSize != 0 {
-		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
+		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
 		in := inflight{signaled: true, index: r.sqConsumer}
 		r.sqConsumer++
 		if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
 			continue
 		}
 		in.wqe.Decode(e.wqe[:])
-		e.finish(qpn, q, &in, host.WCWRFlushErr)
+		e.finish(qpn, q, &in, hostmem.WCWRFlushErr)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,16 +55,16 @@ type engine struct {
 	ctxResp               [8]ctxcache.Response  // ctx's answers from the caches
 	parkResp              [16]ctxcache.Response // pollParked's
 	entry                 [256]byte
-	wqe                   [host.SendWQESize]byte
-	payload               []byte                         // staging for one packet's payload
-	timerWheel            wheel                          // QPs with a retransmission timer running (timers.go)
-	parkPool              *Pool                          // parked packets' copies
-	parkPID               [host.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
-	ready                 []uint32                       // parked QPs whose context has come
-	sqReady               []uint32                       // QPs whose requester's context has come
-	readers               []uint32                       // QPs answering a READ
-	laterQPs, laterSpare  []uint32                       // QPs to come back to next pass (retransmissions beyond a burst, pacing)
-	tx                    []Frame                        // frames encoded, not yet handed to the port
+	wqe                   [hostmem.SendWQESize]byte
+	payload               []byte                            // staging for one packet's payload
+	timerWheel            wheel                             // QPs with a retransmission timer running (timers.go)
+	parkPool              *Pool                             // parked packets' copies
+	parkPID               [hostmem.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
+	ready                 []uint32                          // parked QPs whose context has come
+	sqReady               []uint32                          // QPs whose requester's context has come
+	readers               []uint32                          // QPs answering a READ
+	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
+	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
 	idleSince             time.Time // when the engine's idle polling began
 
@@ -316,7 +316,7 @@ func (e *engine) recvBellsDue() bool {
 				r := &e.qps[d.QPN]
 				r.rqProducer = d.Producer
 				e.begin()
-				var q host.QPCEntry
+				var q hostmem.QPCEntry
 				if r.errored && e.qpc(d.QPN, &q) {
 					e.flushRecv(d.QPN, &q, r) // a QP in error flushes what is posted to it
 				}

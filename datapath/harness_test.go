@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // testPort is a Port the test drives: frames it queues with inject come
@@ -61,11 +61,11 @@ func (p *testPort) Close() error             { return nil }
 // harness is one NIC under test and the peer the test plays.
 type harness struct {
 	t      *testing.T
-	clock  *host.DrivenClock
-	mem    *host.Memory
+	clock  *hostmem.DrivenClock
+	mem    *hostmem.Memory
 	nic    *NIC
 	port   *testPort
-	reg    *host.Registrar
+	reg    *hostmem.Registrar
 	nextMR uint64
 
 	mac, peerMAC wire.MAC
@@ -80,26 +80,26 @@ const pcieLatency = 2 * time.Microsecond
 // driven clock.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: host.NewDrivenClock(time.Unix(1_000_000, 0)), mem: host.NewMemory(), port: &testPort{}, nextMR: 1,
+	h := &harness{t: t, clock: hostmem.NewDrivenClock(time.Unix(1_000_000, 0)), mem: hostmem.NewMemory(), port: &testPort{}, nextMR: 1,
 		mac: wire.MAC{2, 0, 0, 0, 0, 1}, peerMAC: wire.MAC{2, 0, 0, 0, 0, 2},
 		ip: netip.MustParseAddr("10.9.0.1"), peerIP: netip.MustParseAddr("10.9.0.2")}
-	dma := host.NewDMA(h.mem, host.PCIe{Latency: pcieLatency, Clock: h.clock}, 0)
+	dma := hostmem.NewDMA(h.mem, hostmem.PCIe{Latency: pcieLatency, Clock: h.clock}, 0)
 	nic, err := NewNIC(NICConfig{Ports: []Port{h.port}, MAC: h.mac, IP: h.ip, Memory: h.mem, DMA: dma,
 		MaxQPs: 16, MaxCQs: 4, MaxSRQs: 4, MaxMRs: 16, MaxMTT: 1024, ReplayEntries: 1024, Poll: PollApp, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.nic = nic
-	if h.reg, err = host.NewRegistrar(h.mem, nic.Table(host.MTT), 4096); err != nil {
+	if h.reg, err = hostmem.NewRegistrar(h.mem, nic.Table(hostmem.MTT), 4096); err != nil {
 		t.Fatal(err)
 	}
-	h.reg.WriteEntry = func(idx, iova uint64) error { return nic.Cache(host.MTT).HostWrite(idx, []uint64{iova}) }
+	h.reg.WriteEntry = func(idx, iova uint64) error { return nic.Cache(hostmem.MTT).HostWrite(idx, []uint64{iova}) }
 	t.Cleanup(func() { dma.Close(); h.mem.Close() })
 	return h
 }
 
 // hostWrite writes a context entry as the host's commands do.
-func (h *harness) hostWrite(t host.ContextType, idx uint64, b []byte) {
+func (h *harness) hostWrite(t hostmem.ContextType, idx uint64, b []byte) {
 	h.t.Helper()
 	words := make([]uint64, len(b)/8)
 	for i := range words {
@@ -113,24 +113,24 @@ func (h *harness) hostWrite(t host.ContextType, idx uint64, b []byte) {
 // cq makes CQ cqn with a ring of size entries and returns the ring's
 // address.
 func (h *harness) cq(cqn uint32, size uint32) uint64 {
-	base := h.mem.Alloc(int(size) * host.CQESize)
-	e := host.RingEntry{Valid: true, Size: size, Base: base}
+	base := h.mem.Alloc(int(size) * hostmem.CQESize)
+	e := hostmem.RingEntry{Valid: true, Size: size, Base: base}
 	var b [64]byte
 	e.Encode(b[:])
-	h.hostWrite(host.CQC, uint64(cqn), b[:])
+	h.hostWrite(hostmem.CQC, uint64(cqn), b[:])
 	return base
 }
 
 // cqes reads the CQEs the NIC has written to a ring of size entries,
 // from the first, up to the first it has not written.
-func (h *harness) cqes(base uint64, size uint32) []host.CQE {
-	var out []host.CQE
+func (h *harness) cqes(base uint64, size uint32) []hostmem.CQE {
+	var out []hostmem.CQE
 	for i := range size {
-		b, err := h.mem.Slice(base+uint64(i)*host.CQESize, host.CQESize)
+		b, err := h.mem.Slice(base+uint64(i)*hostmem.CQESize, hostmem.CQESize)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		var c host.CQE
+		var c hostmem.CQE
 		c.Decode(b)
 		if c.Owner != 1 {
 			break
@@ -142,19 +142,19 @@ func (h *harness) cqes(base uint64, size uint32) []host.CQE {
 
 // rcQP makes QP qpn an RC QP in RTS, its peer's QP peerQPN, expecting
 // psn first, its CQ cqn, and a receive queue of rq entries.
-func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32) host.QPCEntry {
-	q := host.QPCEntry{Valid: true, Type: host.QPTRC, State: host.QPSRTS, MTU: 3, // 1024
-		Access: host.AccessRemoteWrite | host.AccessRemoteRead | host.AccessRemoteAtomic, PD: 1, SendCQ: cqn, RecvCQ: cqn,
+func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32) hostmem.QPCEntry {
+	q := hostmem.QPCEntry{Valid: true, Type: hostmem.QPTRC, State: hostmem.QPSRTS, MTU: 3, // 1024
+		Access: hostmem.AccessRemoteWrite | hostmem.AccessRemoteRead | hostmem.AccessRemoteAtomic, PD: 1, SendCQ: cqn, RecvCQ: cqn,
 		DestQPN: peerQPN, SQSize: 16, RQSize: rq, SQPSN: uint32(psn), RQPSN: uint32(psn), Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 		MinRNRTimer: 1, MaxRdAtomic: 16, MaxDestRdAtomic: 16, SrcPort: wire.SourcePort(qpn, peerQPN), DestMAC: h.peerMAC,
 		DestGID: h.peerIP.As16()}
-	q.SQBase = h.mem.Alloc(int(q.SQSize) * host.SendWQESize)
+	q.SQBase = h.mem.Alloc(int(q.SQSize) * hostmem.SendWQESize)
 	if rq > 0 {
-		q.RQBase = h.mem.Alloc(int(rq) * host.RecvWQESize)
+		q.RQBase = h.mem.Alloc(int(rq) * hostmem.RecvWQESize)
 	}
 	var b [128]byte
 	q.Encode(b[:])
-	h.hostWrite(host.QPC, uint64(qpn), b[:])
+	h.hostWrite(hostmem.QPC, uint64(qpn), b[:])
 	if err := h.nic.owner(qpn).openQP(qpn, &h.nic.qps[qpn], 64); err != nil {
 		h.t.Fatal(err)
 	}
@@ -171,10 +171,10 @@ func (h *harness) mr(buf []byte, access uint16) (rkey uint32, va uint64) {
 	}
 	idx := h.nextMR
 	h.nextMR++
-	e := host.MPTEntry{Valid: true, Key: 0x5a, Access: access, PD: 1, VA: m.IOVA, Length: uint64(len(buf)), FirstMTT: m.FirstMTT, PageShift: 12}
+	e := hostmem.MPTEntry{Valid: true, Key: 0x5a, Access: access, PD: 1, VA: m.IOVA, Length: uint64(len(buf)), FirstMTT: m.FirstMTT, PageShift: 12}
 	var b [64]byte
 	e.Encode(b[:])
-	h.hostWrite(host.MPT, idx, b[:])
+	h.hostWrite(hostmem.MPT, idx, b[:])
 	return uint32(idx)<<8 | 0x5a, m.IOVA
 }
 
@@ -289,9 +289,9 @@ func (h *harness) read(va uint64, n int) []byte {
 
 // post writes a send WQE at index idx of a QP's send queue and rings its
 // doorbell with producer idx+1.
-func (h *harness) post(qpn uint32, q *host.QPCEntry, idx uint32, w host.SendWQE) {
+func (h *harness) post(qpn uint32, q *hostmem.QPCEntry, idx uint32, w hostmem.SendWQE) {
 	h.t.Helper()
-	b, err := h.mem.Slice(q.SQBase+uint64(idx%q.SQSize)*host.SendWQESize, host.SendWQESize)
+	b, err := h.mem.Slice(q.SQBase+uint64(idx%q.SQSize)*hostmem.SendWQESize, hostmem.SendWQESize)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -301,8 +301,8 @@ func (h *harness) post(qpn uint32, q *host.QPCEntry, idx uint32, w host.SendWQE)
 
 // inlineWrite is a signaled RDMA WRITE of data, inline, to the peer's
 // remote address and key.
-func inlineWrite(wrid uint64, data string, raddr uint64, rkey uint32) host.SendWQE {
-	w := host.SendWQE{WRID: wrid, Opcode: host.WRRDMAWrite, Flags: host.SendSignaled | host.SendInline, RemoteAddr: raddr, RKey: rkey, InlineLen: uint32(len(data))}
+func inlineWrite(wrid uint64, data string, raddr uint64, rkey uint32) hostmem.SendWQE {
+	w := hostmem.SendWQE{WRID: wrid, Opcode: hostmem.WRRDMAWrite, Flags: hostmem.SendSignaled | hostmem.SendInline, RemoteAddr: raddr, RKey: rkey, InlineLen: uint32(len(data))}
 	copy(w.Inline[:], data)
 	return w
 }
@@ -315,9 +315,9 @@ func (h *harness) ack(qpn uint32, psn wire.PSN, msn uint32) {
 
 // postRecv writes a receive WQE at index idx of a QP's receive queue and
 // rings its doorbell.
-func (h *harness) postRecv(qpn uint32, q *host.QPCEntry, idx uint32, w host.RecvWQE) {
+func (h *harness) postRecv(qpn uint32, q *hostmem.QPCEntry, idx uint32, w hostmem.RecvWQE) {
 	h.t.Helper()
-	b, err := h.mem.Slice(q.RQBase+uint64(idx%q.RQSize)*host.RecvWQESize, host.RecvWQESize)
+	b, err := h.mem.Slice(q.RQBase+uint64(idx%q.RQSize)*hostmem.RecvWQESize, hostmem.RecvWQESize)
 	if err != nil {
 		h.t.Fatal(err)
 	}

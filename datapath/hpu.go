@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/hpu"
 )
 
@@ -331,11 +331,11 @@ func (n *NIC) hpuDefault(c *hpu.Context) hpu.Default {
 type nicNet struct{ n *NIC }
 
 func (t nicNet) Send(msg *hpu.Message, payload []byte) error {
-	return t.n.hpuCommand(msg.QPN, host.WRSend, 0, 0, payload)
+	return t.n.hpuCommand(msg.QPN, hostmem.WRSend, 0, 0, payload)
 }
 
 func (t nicNet) Put(msg *hpu.Message, remoteVA uint64, rkey uint32, payload []byte) error {
-	return t.n.hpuCommand(msg.QPN, host.WRRDMAWrite, remoteVA, rkey, payload)
+	return t.n.hpuCommand(msg.QPN, hostmem.WRRDMAWrite, remoteVA, rkey, payload)
 }
 
 func (n *NIC) hpuCommand(qpn uint32, op uint8, va uint64, rkey uint32, payload []byte) error {
@@ -406,7 +406,7 @@ const hpuHeldMax = 256
 // hpuMiss looks up, without waiting, the context an event needs: its
 // QP's. On a miss it records the ticket (hpuWait) and reports true.
 func (e *engine) hpuMiss(ev *hpuEvent) bool {
-	return e.probe(host.QPC, uint64(ev.qpn), hpuWait)
+	return e.probe(hostmem.QPC, uint64(ev.qpn), hpuWait)
 }
 
 // holdHPU keeps an event until its contexts come. With the queue full,
@@ -450,8 +450,8 @@ func (e *engine) flushHPU(wait bool) {
 // lets the requester send it.
 func (e *engine) hpuQueueCmd(qpn uint32, s int32) {
 	r := &e.qps[qpn]
-	var q host.QPCEntry
-	if !e.qpc(qpn, &q) || q.State != host.QPSRTS || r.errored || q.Type == host.QPTUD {
+	var q hostmem.QPCEntry
+	if !e.qpc(qpn, &q) || q.State != hostmem.QPSRTS || r.errored || q.Type == hostmem.QPTUD {
 		e.counters.HPUCommandsRefused.Add(1)
 		e.nic.releaseCmd(s + 1)
 		return
@@ -475,7 +475,7 @@ func (e *engine) takeCmd(r *qpRun, mtu int) bool {
 	h := e.nic.hpu.Load()
 	c := &h.cmds[r.hpu.cmd-1]
 	in := inflight{cmd: r.hpu.cmd, length: uint32(c.n)}
-	in.wqe = host.SendWQE{Opcode: c.opcode, RemoteAddr: c.va, RKey: c.rkey}
+	in.wqe = hostmem.SendWQE{Opcode: c.opcode, RemoteAddr: c.va, RKey: c.rkey}
 	if r.hpu.cmd = c.next; r.hpu.cmd == 0 {
 		r.hpu.tail = 0
 	}
@@ -509,7 +509,7 @@ func (e *engine) dropCmds(r *qpRun) {
 // A packet the scheduler has no room for is not taken: the peer sends it
 // again (an RNR NAK tells it when nothing is waiting for handlers; with
 // messages waiting, a NAK would acknowledge them, so it times out).
-func (e *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBinding, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
+func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBinding, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
 	s := &r.hpu
 	payload := p.Payload()
 	if first {
@@ -528,7 +528,7 @@ func (e *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 			// and its key must allow the whole range (else the usual path
 			// refuses it with its NAK).
 			if m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) ||
-				m > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(m), host.AccessRemoteWrite) {
+				m > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(m), hostmem.AccessRemoteWrite) {
 				s.on = false
 				return false, false
 			}
@@ -564,7 +564,7 @@ func (e *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 		if first {
 			s.on = false
 		}
-		if q.Type == host.QPTUC { // unreliable: the message is lost
+		if q.Type == hostmem.QPTUC { // unreliable: the message is lost
 			e.nic.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, err)
 			s.on, r.ucDrop = false, true
 			return true, false
@@ -578,7 +578,7 @@ func (e *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 	s.left -= min(s.left, uint32(len(payload)))
 	if last {
 		s.on = false
-		if q.Type == host.QPTRC {
+		if q.Type == hostmem.QPTRC {
 			s.pend[(s.head+s.n)%hpuPendingMax] = hpuPending{msn: s.msg.MSN, first: s.first, last: psn}
 			s.n++
 		}
@@ -589,8 +589,8 @@ func (e *engine) toHandlers(qpn uint32, q *host.QPCEntry, r *qpRun, b *hpuBindin
 // refuse answers a packet the handlers cannot take now: an RNR NAK when
 // no message waits for its handlers (a NAK acknowledges what came before
 // it), else nothing.
-func (e *engine) refuse(q *host.QPCEntry, r *qpRun, psn wire.PSN) {
-	if q.Type == host.QPTRC && r.hpu.n == 0 {
+func (e *engine) refuse(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN) {
+	if q.Type == hostmem.QPTRC && r.hpu.n == 0 {
 		e.ack(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 	}
 }
@@ -619,7 +619,7 @@ func (e *engine) hpuDone(qpn, msn uint32, err error) {
 	if !found {
 		return // a message of a QP reset since, or a UC one
 	}
-	var q host.QPCEntry
+	var q hostmem.QPCEntry
 	if !e.qpc(qpn, &q) {
 		return
 	}
@@ -637,7 +637,7 @@ func (e *engine) hpuDone(qpn, msn uint32, err error) {
 			// acknowledged already (an ACK inside a message completes
 			// nothing).
 			e.ack(&q, r, p.last, wire.NAKSyndrome(syn))
-			e.fail(qpn, &q, r, host.WCWRFlushErr)
+			e.fail(qpn, &q, r, hostmem.WCWRFlushErr)
 			e.recvBellsDue()
 			e.flushRecv(qpn, &q, r)
 			return
@@ -659,12 +659,12 @@ func (e *engine) hpuAcknowledge() {
 			continue // reset meanwhile
 		}
 		e.begin()
-		if e.probe(host.QPC, uint64(qpn), hpuWait) {
+		if e.probe(hostmem.QPC, uint64(qpn), hpuWait) {
 			kept = append(kept, qpn) // its context misses: the ACK goes when it comes
 			continue
 		}
 		r.hpu.ackDue = false
-		var q host.QPCEntry
+		var q hostmem.QPCEntry
 		if e.qpc(qpn, &q) && !r.errored {
 			e.acknowledge(&q, r)
 		}

@@ -7,7 +7,7 @@ import (
 	"encoding/binary"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // ctx copies entry idx of a context type into dst: what the unit of work
@@ -16,7 +16,7 @@ import (
 // they need first (resolve.go, park.go), so that a wait happens only
 // where the cache had no ticket to give or no stage resolved the entry
 // ahead (see the counter).
-func (e *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
+func (e *engine) ctx(t hostmem.ContextType, idx uint64, dst []byte) bool {
 	c := e.nic.caches[t]
 	resp := e.ctxResp[:] // a field: through the cache interface a stack array would escape
 	waited := false
@@ -53,7 +53,7 @@ func (e *engine) ctx(t host.ContextType, idx uint64, dst []byte) bool {
 // waitTicket waits for the answer to ticket pid of the cache of type t
 // and copies the entry into words; the answers to other tickets that come
 // meanwhile go where they belong (perhaps a parked QP's).
-func (e *engine) waitTicket(t host.ContextType, pid uint32, words []uint64) {
+func (e *engine) waitTicket(t hostmem.ContextType, pid uint32, words []uint64) {
 	c := e.nic.caches[t]
 	resp := e.ctxResp[:]
 	for got := false; !got; {
@@ -84,8 +84,8 @@ func putWords(dst []byte, words []uint64) {
 }
 
 // qpc reads a QP's context.
-func (e *engine) qpc(qpn uint32, q *host.QPCEntry) bool {
-	if !e.ctx(host.QPC, uint64(qpn), e.entry[:128]) {
+func (e *engine) qpc(qpn uint32, q *hostmem.QPCEntry) bool {
+	if !e.ctx(hostmem.QPC, uint64(qpn), e.entry[:128]) {
 		return false
 	}
 	q.Decode(e.entry[:128])
@@ -96,14 +96,14 @@ func (e *engine) qpc(qpn uint32, q *host.QPCEntry) bool {
 // (what its unit of work resolved, or its cache pipeline) or an HPU
 // cluster's memory path (pipelines of its own).
 type contexts interface {
-	ctx(t host.ContextType, idx uint64, dst []byte) bool
+	ctx(t hostmem.ContextType, idx uint64, dst []byte) bool
 }
 
 // mptAllows checks, through the MPT, that key grants need on [va,
 // va+length) to protection domain pd, and leaves the entry in m. entry
 // is the reader's buffer for a context entry.
-func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need int, m *host.MPTEntry) bool {
-	if !c.ctx(host.MPT, uint64(key>>8), entry[:64]) {
+func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need int, m *hostmem.MPTEntry) bool {
+	if !c.ctx(hostmem.MPT, uint64(key>>8), entry[:64]) {
 		return false
 	}
 	m.Decode(entry[:64])
@@ -116,11 +116,11 @@ func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need
 // access rights and bounds through the MPT and translating pages through
 // the MTT; write means into registered memory. A zero-length access
 // touches no memory and needs no key (IBTA C9-88).
-func moveMemory(c contexts, dma *host.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need int, write bool) bool {
 	if len(buf) == 0 {
 		return true
 	}
-	var m host.MPTEntry
+	var m hostmem.MPTEntry
 	if !mptAllows(c, entry, key, pd, va, uint64(len(buf)), need, &m) {
 		return false
 	}
@@ -130,7 +130,7 @@ func moveMemory(c contexts, dma *host.DMA, entry []byte, key, pd uint32, va uint
 		p := (off + uint64(done)) >> m.PageShift
 		in := (off + uint64(done)) & (page - 1)
 		chunk := min(uint64(len(buf)-done), page-in)
-		if !c.ctx(host.MTT, m.FirstMTT+p, entry[:8]) {
+		if !c.ctx(hostmem.MTT, m.FirstMTT+p, entry[:8]) {
 			return false
 		}
 		addr := le.Uint64(entry[:8])
@@ -151,7 +151,7 @@ func moveMemory(c contexts, dma *host.DMA, entry []byte, key, pd uint32, va uint
 // allowed checks, through the MPT, that key grants need on [va, va+length)
 // to protection domain pd.
 func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
-	var m host.MPTEntry
+	var m hostmem.MPTEntry
 	return mptAllows(e, e.entry[:], key, pd, va, length, need, &m)
 }
 
@@ -163,16 +163,16 @@ func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, 
 
 // scatter writes payload at logical offset off of a scatter/gather list
 // (the regions must grant local write).
-func (e *engine) scatter(pd uint32, sges []host.SGE, off uint32, payload []byte) bool {
+func (e *engine) scatter(pd uint32, sges []hostmem.SGE, off uint32, payload []byte) bool {
 	return e.sglCopy(pd, sges, off, payload, true)
 }
 
 // sglCopy moves buf to (write) or from logical offset off of a
 // scatter/gather list.
-func (e *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, write bool) bool {
+func (e *engine) sglCopy(pd uint32, sges []hostmem.SGE, off uint32, buf []byte, write bool) bool {
 	need := 0
 	if write {
-		need = host.AccessLocalWrite
+		need = hostmem.AccessLocalWrite
 	}
 	for _, s := range sges {
 		if len(buf) == 0 {
@@ -192,7 +192,7 @@ func (e *engine) sglCopy(pd uint32, sges []host.SGE, off uint32, buf []byte, wri
 }
 
 // sglLen is the number of bytes a scatter/gather list holds.
-func sglLen(sges []host.SGE) uint64 {
+func sglLen(sges []hostmem.SGE) uint64 {
 	var t uint64
 	for _, s := range sges {
 		t += uint64(s.Length)
@@ -203,9 +203,9 @@ func sglLen(sges []host.SGE) uint64 {
 // gather reads len(buf) bytes at logical offset off of a WQE's data: its
 // inline bytes, or its scatter/gather list (local reads need no access
 // right beyond the region's validity).
-func (e *engine) gather(pd uint32, w *host.SendWQE, off uint32, buf []byte) bool {
+func (e *engine) gather(pd uint32, w *hostmem.SendWQE, off uint32, buf []byte) bool {
 	if w.InlineLen > 0 {
 		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
 	}
-	return e.sglCopy(pd, w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, buf, false)
+	return e.sglCopy(pd, w.SGE[:min(int(w.NumSGE), hostmem.MaxSendSGE)], off, buf, false)
 }

@@ -11,7 +11,7 @@ import (
 	"runtime"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/hpu"
 )
 
@@ -28,9 +28,9 @@ type memPath struct {
 
 // ctx reads entry idx of a context type into dst through the path's own
 // pipeline, waiting for its ticket on a miss.
-func (m *memPath) ctx(t host.ContextType, idx uint64, dst []byte) bool {
+func (m *memPath) ctx(t hostmem.ContextType, idx uint64, dst []byte) bool {
 	c := m.nic.caches[t]
-	w := m.words[:host.EntrySizes[t]/8]
+	w := m.words[:hostmem.EntrySizes[t]/8]
 	for {
 		st, pid := c.Lookup(m.pipe, idx, w)
 		switch st {
@@ -77,12 +77,12 @@ func (m *memPath) poll(c ContextCache, pid uint32, w []uint64) bool {
 // place writes a WRITE's packet data for a QP's handlers as the responder
 // would: at va under key, checked against the QP's protection domain.
 func (m *memPath) place(qpn, key uint32, va uint64, data []byte) error {
-	if !m.ctx(host.QPC, uint64(qpn), m.entry[:128]) {
+	if !m.ctx(hostmem.QPC, uint64(qpn), m.entry[:128]) {
 		return hpu.ErrOutsideRegion
 	}
-	var q host.QPCEntry
+	var q hostmem.QPCEntry
 	q.Decode(m.entry[:128])
-	if !q.Valid || !moveMemory(m, m.nic.cfg.DMA, m.entry[:], key, q.PD, va, data, host.AccessRemoteWrite, true) {
+	if !q.Valid || !moveMemory(m, m.nic.cfg.DMA, m.entry[:], key, q.PD, va, data, hostmem.AccessRemoteWrite, true) {
 		return hpu.ErrOutsideRegion
 	}
 	return nil
@@ -126,7 +126,7 @@ func (r hostRegion) access(p []byte, off uint64, write bool) error {
 	}
 	need := 0
 	if write {
-		need = host.AccessLocalWrite
+		need = hostmem.AccessLocalWrite
 	}
 	return r.n.withPath(func(m *memPath) error {
 		if !moveMemory(m, r.n.cfg.DMA, m.entry[:], r.key, r.pd, r.va+off, p, need, write) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 )
@@ -27,8 +27,8 @@ type NICConfig struct {
 	Ports  []Port
 	MAC    wire.MAC
 	IP     netip.Addr // IPv4 or IPv6; the source of every frame
-	Memory *host.Memory
-	DMA    *host.DMA
+	Memory *hostmem.Memory
+	DMA    *hostmem.DMA
 
 	// Table sizes (defaults 256, 256, 64, 1024, 65536). MaxQPs counts
 	// the QPs an application can create: QPNs FirstQPN to
@@ -69,10 +69,10 @@ type NICConfig struct {
 	Notify func(cqn uint32)
 	// Clock is the time of the protocol's timers and of the reliability
 	// state machines (nil: the system's clock). A test gives the NIC and
-	// its DMA engine one host.DrivenClock and runs the engines itself
+	// its DMA engine one hostmem.DrivenClock and runs the engines itself
 	// (PollApp and NIC.Progress, without Run), so that it decides when a
 	// context fetch completes and a timer expires.
-	Clock host.Clock
+	Clock hostmem.Clock
 }
 
 // PollMode is what an idle engine does.
@@ -167,7 +167,7 @@ type Counters struct {
 	// caches, by type; lookups that waited for a miss to be filled (no
 	// ticket free, or nothing resolved ahead); CQEs that waited, queued,
 	// for their CQ's context while the engine went on.
-	CtxLookups [host.NumContextTypes]atomic.Uint64
+	CtxLookups [hostmem.NumContextTypes]atomic.Uint64
 	CtxWaits   atomic.Uint64
 	CQEsHeld   atomic.Uint64
 
@@ -201,7 +201,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 	} {
 		fn(e.name, e.v.Load())
 	}
-	for t := range host.NumContextTypes {
+	for t := range hostmem.NumContextTypes {
 		fn("ctx_lookups_"+strings.ToLower(t.String()), c.CtxLookups[t].Load())
 	}
 	fn("ctx_waits", c.CtxWaits.Load())
@@ -270,8 +270,8 @@ type Doorbell struct {
 // commands.
 type NIC struct {
 	cfg      NICConfig
-	tables   [host.NumContextTypes]*host.Table
-	caches   [host.NumContextTypes]ContextCache
+	tables   [hostmem.NumContextTypes]*hostmem.Table
+	caches   [hostmem.NumContextTypes]ContextCache
 	cqCache  *ctxcache.GCCache // the CQC's, for the engines' write-back of producer indices
 	mttLine  int               // MTT entries per cache line
 	counters Counters
@@ -320,16 +320,16 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 		cfg.PollBudget = 50 * time.Microsecond
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = host.SystemClock{}
+		cfg.Clock = hostmem.SystemClock{}
 	}
 	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
 	n.counters.replay, n.counters.hpu = n.replay, &n.hpu
-	counts := [host.NumContextTypes]int{host.QPC: qpTable, host.CQC: cfg.MaxCQs, host.SRQC: cfg.MaxSRQs, host.MPT: cfg.MaxMRs, host.MTT: cfg.MaxMTT}
-	for t := range host.NumContextTypes {
-		n.tables[t] = host.NewTable(cfg.Memory, t, host.EntrySizes[t], counts[t])
+	counts := [hostmem.NumContextTypes]int{hostmem.QPC: qpTable, hostmem.CQC: cfg.MaxCQs, hostmem.SRQC: cfg.MaxSRQs, hostmem.MPT: cfg.MaxMRs, hostmem.MTT: cfg.MaxMTT}
+	for t := range hostmem.NumContextTypes {
+		n.tables[t] = hostmem.NewTable(cfg.Memory, t, hostmem.EntrySizes[t], counts[t])
 		ad := ctxcache.NewAdapter(n.tables[t])
-		if t == host.QPC && cfg.BaselineQPC {
+		if t == hostmem.QPC && cfg.BaselineQPC {
 			b, err := ctxcache.NewBaseline(ad, cfg.DMA, cfg.Cache)
 			if err != nil {
 				return nil, err
@@ -343,9 +343,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 		}
 		n.caches[t] = c
 		switch t {
-		case host.CQC:
+		case hostmem.CQC:
 			n.cqCache = c
-		case host.MTT:
+		case hostmem.MTT:
 			n.mttLine = c.EntriesPerLine()
 		}
 	}
@@ -360,7 +360,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 }
 
 // Table returns the host-memory table of a context type.
-func (n *NIC) Table(t host.ContextType) *host.Table { return n.tables[t] }
+func (n *NIC) Table(t hostmem.ContextType) *hostmem.Table { return n.tables[t] }
 
 // ContextCache is what the NIC needs of a context cache: lookups for its
 // engines' pipelines, and the host's commands. GCCache is one; the
@@ -373,7 +373,7 @@ type ContextCache interface {
 
 // Cache returns the context cache of a type, for host commands (HostWrite,
 // Invalidate) and counters.
-func (n *NIC) Cache(t host.ContextType) ContextCache { return n.caches[t] }
+func (n *NIC) Cache(t hostmem.ContextType) ContextCache { return n.caches[t] }
 
 // Counters returns the NIC's counters.
 func (n *NIC) Counters() *Counters { return &n.counters }
@@ -585,13 +585,13 @@ func (n *NIC) FlushQP(qpn uint32) {
 	}
 	e := n.owner(qpn)
 	e.command(func() {
-		var q host.QPCEntry
+		var q hostmem.QPCEntry
 		if !e.qpc(qpn, &q) {
 			return
 		}
 		r := &n.qps[qpn]
 		if !r.errored {
-			e.fail(qpn, &q, r, host.WCWRFlushErr)
+			e.fail(qpn, &q, r, hostmem.WCWRFlushErr)
 		}
 		e.recvBellsDue()
 		e.flushRecv(qpn, &q, r)

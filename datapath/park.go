@@ -3,7 +3,7 @@ package datapath
 import (
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // Parking: a packet whose QP context, or whose request's MPT entry or
@@ -44,11 +44,11 @@ func (e *engine) park(qpn uint32, fr *Frame) {
 // CQ context it completes into, the SRQ context it takes a receive WQE
 // from, and for a request naming remote memory (RDMA WRITE first/only,
 // READ, atomics), the R_Key's MPT entry and the MTT line of its first page.
-var parkTypes = [...]host.ContextType{host.QPC, host.CQC, host.SRQC, host.MPT, host.MTT}
+var parkTypes = [...]hostmem.ContextType{hostmem.QPC, hostmem.CQC, hostmem.SRQC, hostmem.MPT, hostmem.MTT}
 
 // arrived handles an answer of the cache of type t: the ticket of a
 // parked QP makes that QP ready; any other ticket is released.
-func (e *engine) arrived(t host.ContextType, resp ctxcache.Response) {
+func (e *engine) arrived(t hostmem.ContextType, resp ctxcache.Response) {
 	var tag uint32
 	if e.parkPID[t] != nil {
 		tag = e.parkPID[t][resp.PID]
@@ -80,7 +80,7 @@ const (
 
 // probe looks up, without waiting, entry idx of context type t. On a miss
 // it records the ticket under tag and reports true.
-func (e *engine) probe(t host.ContextType, idx uint64, tag uint32) bool {
+func (e *engine) probe(t hostmem.ContextType, idx uint64, tag uint32) bool {
 	st, pid, _ := e.look(t, idx)
 	if st == ctxcache.Miss {
 		e.parkPID[t][pid] = tag
@@ -94,18 +94,18 @@ func (e *engine) probe(t host.ContextType, idx uint64, tag uint32) bool {
 // off of a WQE's scatter/gather list. On a miss it records the ticket for
 // QP qpn's requester and reports true: the requester stops there and goes
 // on when the context comes, while other QPs send.
-func (e *engine) gatherMiss(qpn uint32, w *host.SendWQE, off uint32) bool {
+func (e *engine) gatherMiss(qpn uint32, w *hostmem.SendWQE, off uint32) bool {
 	if w.InlineLen > 0 {
 		return false
 	}
-	return e.sglMiss(w.SGE[:min(int(w.NumSGE), host.MaxSendSGE)], off, 1, (qpn+1)|sendWait)
+	return e.sglMiss(w.SGE[:min(int(w.NumSGE), hostmem.MaxSendSGE)], off, 1, (qpn+1)|sendWait)
 }
 
 // sglMiss looks up, without waiting, the MPT entry and MTT lines of size
 // bytes at logical offset off of a scatter/gather list (those in the SGE
 // where they begin); on a miss it records the ticket under tag and
 // reports true.
-func (e *engine) sglMiss(sges []host.SGE, off, size uint32, tag uint32) bool {
+func (e *engine) sglMiss(sges []hostmem.SGE, off, size uint32, tag uint32) bool {
 	for _, s := range sges {
 		if off < s.Length {
 			return e.regionMiss(s.LKey, s.Addr+uint64(off), uint64(min(size, s.Length-off)), tag)
@@ -139,7 +139,7 @@ func (e *engine) memoryMiss(qpn uint32, p *wire.Packet) bool {
 	case f&wire.OpWrite != 0 && r.writeLeft > 0 && size > 0:
 		return e.regionMiss(r.writeKey, r.writeVA, size, tag)
 	case f&wire.OpSend != 0 && f&(wire.OpFirst|wire.OpOnly) == 0 && r.recvActive && size > 0:
-		sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+		sges := r.recv.SGE[:min(int(r.recv.NumSGE), hostmem.MaxRecvSGE)]
 		return e.sglMiss(sges, r.recvOff, uint32(size), tag) || e.sglMiss(sges, r.recvOff+uint32(size)-1, 1, tag)
 	}
 	return false
@@ -150,7 +150,7 @@ func (e *engine) memoryMiss(qpn uint32, p *wire.Packet) bool {
 // (the scatter list of the work request it answers). On a miss it
 // records the ticket for QP qpn and reports true: the response must be
 // parked.
-func (e *engine) landingMiss(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
+func (e *engine) landingMiss(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) bool {
 	size := uint32(len(p.Payload()))
 	if p.Opcode == wire.RCAtomicAcknowledge {
 		size = 8
@@ -168,7 +168,7 @@ func (e *engine) landingMiss(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool 
 		return false
 	}
 	off := k * uint32(pmtu(q))
-	sges := in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)]
+	sges := in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)]
 	tag := qpn + 1
 	return e.sglMiss(sges, off, size, tag) || e.sglMiss(sges, off+size-1, 1, tag)
 }
@@ -180,28 +180,28 @@ func (e *engine) landingMiss(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool 
 // outside the region report false: the access itself then waits, or fails
 // and says why.
 func (e *engine) regionMiss(key uint32, va, size uint64, tag uint32) bool {
-	st, pid, words := e.look(host.MPT, uint64(key>>8))
+	st, pid, words := e.look(hostmem.MPT, uint64(key>>8))
 	switch st {
 	case ctxcache.Miss:
-		e.parkPID[host.MPT][pid] = tag
+		e.parkPID[hostmem.MPT][pid] = tag
 		return true
 	case ctxcache.Hit:
 	default:
 		return false
 	}
 	putWords(e.entry[:64], words)
-	var m host.MPTEntry
+	var m hostmem.MPTEntry
 	m.Decode(e.entry[:64])
 	if !m.Valid || va < m.VA || va-m.VA >= m.Length {
 		return false
 	}
 	first := m.FirstMTT + (va-m.VA)>>m.PageShift
-	if e.probe(host.MTT, first, tag) {
+	if e.probe(hostmem.MTT, first, tag) {
 		return true
 	}
 	last := m.FirstMTT + (min(va-m.VA+max(size, 1)-1, m.Length-1))>>m.PageShift
 	line := uint64(e.nic.mttLine)
-	return last/line != first/line && e.probe(host.MTT, last, tag)
+	return last/line != first/line && e.probe(hostmem.MTT, last, tag)
 }
 
 // unparkReady polls the caches packets wait for and handles, in order,
@@ -269,7 +269,7 @@ func (e *engine) drainReady() {
 				err = wire.Parse(frame, &p)
 			}
 			e.begin()
-			var q host.QPCEntry
+			var q hostmem.QPCEntry
 			if err == nil && (e.mustWait(qpn, &p, &q) || e.dispatch(qpn, &p, &q)) {
 				break // it waits again, at the head of its QP's queue
 			}
@@ -288,12 +288,12 @@ func (e *engine) drainReady() {
 // reports true. Otherwise q holds the QP's context for the handler
 // (read now, waiting, if the cache had no ticket to give; not valid if
 // there is none).
-func (e *engine) mustWait(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
+func (e *engine) mustWait(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) bool {
 	tag := qpn + 1
-	st, pid, words := e.look(host.QPC, uint64(qpn))
+	st, pid, words := e.look(hostmem.QPC, uint64(qpn))
 	switch st {
 	case ctxcache.Miss:
-		e.parkPID[host.QPC][pid] = tag
+		e.parkPID[hostmem.QPC][pid] = tag
 		return true
 	case ctxcache.Hit:
 		putWords(e.entry[:128], words)
@@ -307,11 +307,11 @@ func (e *engine) mustWait(qpn uint32, p *wire.Packet, q *host.QPCEntry) bool {
 	}
 	f := p.Info.Flags
 	if f&wire.OpRequest == 0 {
-		return q.Type == host.QPTRC && e.landingMiss(qpn, p, q)
+		return q.Type == hostmem.QPTRC && e.landingMiss(qpn, p, q)
 	}
 	if e.memoryMiss(qpn, p) {
 		return true
 	}
 	takesRecv := f&wire.OpSend != 0 || p.Info.Has(wire.HdrImmDt)
-	return takesRecv && q.SRQ != 0 && e.probe(host.SRQC, uint64(q.SRQ-1), tag)
+	return takesRecv && q.SRQ != 0 && e.probe(hostmem.SRQC, uint64(q.SRQ-1), tag)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -67,7 +67,7 @@ type qpRecv struct {
 	ucDrop                 bool  // UC: dropping the rest of a broken message
 	inMsg                  uint8 // the message under way (msgSend, msgWrite), for checkOpSeq
 	recvActive             bool  // a receive WQE is taken (recv)
-	recv                   host.RecvWQE
+	recv                   hostmem.RecvWQE
 	recvIndex              uint32 // the receive WQE's queue index
 	recvOff                uint32
 	writeVA                uint64
@@ -116,7 +116,7 @@ type readState struct {
 // inflight is a fetched work request: sending, or waiting for its ACK or
 // READ response.
 type inflight struct {
-	wqe      host.SendWQE
+	wqe      hostmem.SendWQE
 	index    uint32 // the WQE's send queue index
 	seq      uint32 // its number in the in-flight list (its replay entries name it)
 	cmd      int32  // a handler's command (slot+1) instead of a WQE, or 0
@@ -128,7 +128,7 @@ type inflight struct {
 	started  bool // its first packet has been admitted: firstPSN and lastPSN hold
 }
 
-func pmtu(q *host.QPCEntry) int {
+func pmtu(q *hostmem.QPCEntry) int {
 	if q.MTU >= 1 && q.MTU <= 5 {
 		return 128 << q.MTU
 	}
@@ -137,21 +137,21 @@ func pmtu(q *host.QPCEntry) int {
 
 // startReceiver takes a QP's first expected PSN from its context, when
 // the first request comes (at RTR or later).
-func (r *qpRun) startReceiver(q *host.QPCEntry) {
+func (r *qpRun) startReceiver(q *hostmem.QPCEntry) {
 	if !r.rcvStarted {
 		r.rcvStarted = true
-		r.rcv.Init(wire.PSN(q.RQPSN), q.Type == host.QPTRC && q.Flags&host.QPFlagSelectiveRepeat != 0)
+		r.rcv.Init(wire.PSN(q.RQPSN), q.Type == hostmem.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0)
 		r.ucExp = wire.PSN(q.RQPSN) & wire.PSNMask
 	}
 }
 
 // startSender takes a QP's first PSN and its retry attributes from its
 // context, when it first sends (at RTS).
-func (r *qpRun) startSender(q *host.QPCEntry, cfg *NICConfig) {
+func (r *qpRun) startSender(q *hostmem.QPCEntry, cfg *NICConfig) {
 	if !r.sndStarted {
 		r.sndStarted = true
 		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
-			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&host.QPFlagSelectiveRepeat != 0,
+			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&hostmem.QPFlagSelectiveRepeat != 0,
 			NoCongestionControl: cfg.NoCongestionControl, Delay: cfg.DelayRule})
 		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
@@ -173,12 +173,12 @@ const cqeQueue = 256
 // pendingCQE is a CQE waiting for its CQ's context.
 type pendingCQE struct {
 	cqn uint32
-	cqe host.CQE
+	cqe hostmem.CQE
 }
 
 // complete writes a CQE into a completion queue, or queues it behind the
 // CQ's context (or behind the CQ's CQEs already queued).
-func (e *engine) complete(cqn uint32, c *host.CQE) {
+func (e *engine) complete(cqn uint32, c *hostmem.CQE) {
 	if cqn >= uint32(len(e.nic.cqLocks)) {
 		return
 	}
@@ -189,7 +189,7 @@ func (e *engine) complete(cqn uint32, c *host.CQE) {
 
 // holdCQE queues a CQE until its CQ's context comes; a full queue waits
 // for the context instead.
-func (e *engine) holdCQE(cqn uint32, c *host.CQE) {
+func (e *engine) holdCQE(cqn uint32, c *hostmem.CQE) {
 	if e.cqeN == cqeQueue {
 		e.counters.CtxWaits.Add(1)
 		if e.flushCQEs(false); e.cqeN == cqeQueue {
@@ -225,34 +225,34 @@ func (e *engine) flushCQEs(wait bool) {
 // that misses leaves the CQE unwritten (false), its ticket recorded;
 // without, the write waits for the context. A CQ with no valid context
 // takes nothing (true: the CQE is gone, as on an RNIC).
-func (e *engine) writeCQE(cqn uint32, c *host.CQE, park bool) bool {
+func (e *engine) writeCQE(cqn uint32, c *hostmem.CQE, park bool) bool {
 	e.nic.cqLocks[cqn].Lock()
 	defer e.nic.cqLocks[cqn].Unlock()
-	st, pid, words := e.look(host.CQC, uint64(cqn))
+	st, pid, words := e.look(hostmem.CQC, uint64(cqn))
 	switch {
 	case st == ctxcache.Hit:
 		putWords(e.entry[:64], words)
 	case st == ctxcache.Miss && park:
-		e.parkPID[host.CQC][pid] = cqeWait
+		e.parkPID[hostmem.CQC][pid] = cqeWait
 		return false
 	case st == ctxcache.Miss:
 		e.counters.CtxWaits.Add(1)
-		e.waitTicket(host.CQC, pid, words)
+		e.waitTicket(hostmem.CQC, pid, words)
 		putWords(e.entry[:64], words)
 	default: // a fault, or no ticket free
-		if !e.ctx(host.CQC, uint64(cqn), e.entry[:64]) {
+		if !e.ctx(hostmem.CQC, uint64(cqn), e.entry[:64]) {
 			return true
 		}
 	}
-	var r host.RingEntry
+	var r hostmem.RingEntry
 	r.Decode(e.entry[:64])
 	if !r.Valid || r.Size == 0 {
 		return true
 	}
 	c.Owner = uint8((r.Producer/r.Size)&1) ^ 1
-	var b [host.CQESize]byte
+	var b [hostmem.CQESize]byte
 	c.Encode(b[:])
-	e.cfg.DMA.Write(r.Base+uint64(r.Producer%r.Size)*host.CQESize, b[:])
+	e.cfg.DMA.Write(r.Base+uint64(r.Producer%r.Size)*hostmem.CQESize, b[:])
 	e.cfg.DMA.Quiesce() // the CQE must be in host memory before the notice
 	if e.cfg.Notify != nil {
 		e.cfg.Notify(cqn)

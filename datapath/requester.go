@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -26,27 +26,27 @@ func (e *engine) request(qpn uint32) {
 	if r.sqWaiting {
 		return // goes on when the context it waits for comes
 	}
-	var q host.QPCEntry
-	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != host.QPSRTS || q.SQSize == 0 {
+	var q hostmem.QPCEntry
+	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != hostmem.QPSRTS || q.SQSize == 0 {
 		return
 	}
-	if q.Type == host.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
+	if q.Type == hostmem.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := e.openQP(qpn, r, 0); err != nil {
 			r.startSender(&q, e.cfg)
-			e.fail(qpn, &q, r, host.WCLocQPOpErr)
+			e.fail(qpn, &q, r, hostmem.WCLocQPOpErr)
 			return
 		}
 	}
 	r.startSender(&q, e.cfg)
 	if r.errored { // a QP in error flushes what is posted to it
-		e.fail(qpn, &q, r, host.WCWRFlushErr)
+		e.fail(qpn, &q, r, hostmem.WCWRFlushErr)
 		return
 	}
 	defer e.senderStats(r)
 	mtu := pmtu(&q)
 	now := e.clock()
-	if q.Type == host.QPTRC && !e.resend(qpn, &q, r, mtu, now) {
+	if q.Type == hostmem.QPTRC && !e.resend(qpn, &q, r, mtu, now) {
 		return
 	}
 	for !r.errored {
@@ -56,7 +56,7 @@ func (e *engine) request(qpn uint32) {
 			if r.sqConsumer == r.sqProducer || r.ifN == len(r.inflight) {
 				return
 			}
-			addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*host.SendWQESize
+			addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
 			if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
 				return
 			}
@@ -64,14 +64,14 @@ func (e *engine) request(qpn uint32) {
 			in.wqe.Decode(e.wqe[:])
 			in.index = r.sqConsumer
 			r.sqConsumer++
-			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), host.MaxSendSGE)] {
+			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)] {
 				in.length += s.Length
 			}
 			if in.wqe.InlineLen > 0 {
 				in.length = in.wqe.InlineLen
 			}
-			in.signaled = in.wqe.Flags&host.SendSignaled != 0
-			if q.Type == host.QPTUD { // one datagram, completed once sent
+			in.signaled = in.wqe.Flags&hostmem.SendSignaled != 0
+			if q.Type == hostmem.QPTUD { // one datagram, completed once sent
 				e.finish(qpn, &q, &in, e.sendUD(qpn, &q, r, &in, mtu))
 				continue
 			}
@@ -79,16 +79,16 @@ func (e *engine) request(qpn uint32) {
 			if isAtomic(in.wqe.Opcode) {
 				in.packets, in.length = 1, 8
 			}
-			if !supported(in.wqe.Opcode) || q.Type == host.QPTUC && (in.wqe.Opcode == host.WRRDMARead || isAtomic(in.wqe.Opcode)) {
+			if !supported(in.wqe.Opcode) || q.Type == hostmem.QPTUC && (in.wqe.Opcode == hostmem.WRRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
 				e.track(r, in)
-				e.fail(qpn, &q, r, host.WCLocQPOpErr)
+				e.fail(qpn, &q, r, hostmem.WCLocQPOpErr)
 				return
 			}
 			e.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		if in.wqe.Opcode != host.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
+		if in.wqe.Opcode != hostmem.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
 			e.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
 			e.counters.SendWaits.Add(1)
@@ -96,7 +96,7 @@ func (e *engine) request(qpn uint32) {
 		}
 		k := r.sendPkt
 		ackReq := false
-		if q.Type == host.QPTRC {
+		if q.Type == hostmem.QPTRC {
 			// The transmit gate: the packet goes, or the sender says why
 			// not (no replay entry free, the window, pacing, the
 			// READ/atomic limit, an RNR wait, credits).
@@ -119,13 +119,13 @@ func (e *engine) request(qpn uint32) {
 			r.psn = in.lastPSN.Next()
 		}
 		if !e.sendPacket(&q, r, in, k, 0, mtu, ackReq) {
-			e.fail(qpn, &q, r, host.WCLocProtErr)
+			e.fail(qpn, &q, r, hostmem.WCLocProtErr)
 			return
 		}
-		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == host.WRRDMARead {
+		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == hostmem.WRRDMARead {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
-			if q.Type == host.QPTUC { // unreliable: complete as soon as it is sent
-				e.finish(qpn, &q, in, host.WCSuccess)
+			if q.Type == hostmem.QPTUC { // unreliable: complete as soon as it is sent
+				e.finish(qpn, &q, in, hostmem.WCSuccess)
 				r.ifHead = (r.ifHead + 1) % len(r.inflight)
 				r.ifN--
 				r.sendIdx--
@@ -137,7 +137,7 @@ func (e *engine) request(qpn uint32) {
 // resend sends up to resendBurst of the retransmissions a QP's sender
 // asks for, and reports whether none is left (new packets may follow).
 // A QP with more left goes on the engine's list and continues next pass.
-func (e *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int, now time.Time) bool {
+func (e *engine) resend(qpn uint32, q *hostmem.QPCEntry, r *qpRun, mtu int, now time.Time) bool {
 	for range resendBurst {
 		ent, from, ok := r.snd.Resend(now)
 		if !ok {
@@ -154,7 +154,7 @@ func (e *engine) resend(qpn uint32, q *host.QPCEntry, r *qpRun, mtu int, now tim
 			until = int(r.snd.ResendUntil(ent).Diff(in.firstPSN))
 		}
 		if !e.sendPacket(q, r, in, k, until, mtu, ent.AckReq) {
-			e.fail(qpn, q, r, host.WCLocProtErr)
+			e.fail(qpn, q, r, hostmem.WCLocProtErr)
 			return false
 		}
 		r.snd.Resent(now)
@@ -181,7 +181,7 @@ func (r *qpRun) inflightOf(idx uint32) *inflight {
 // kindOf is what retires a packet of a work request of opcode op.
 func kindOf(op uint8) reliability.Kind {
 	switch {
-	case op == host.WRRDMARead:
+	case op == hostmem.WRRDMARead:
 		return reliability.Read
 	case isAtomic(op):
 		return reliability.Atomic
@@ -191,14 +191,14 @@ func kindOf(op uint8) reliability.Kind {
 
 // entryOf is the replay entry of packet k of an in-flight message: where
 // its payload comes from, never the payload.
-func entryOf(q *host.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
+func entryOf(q *hostmem.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
 	e := reliability.Entry{WQE: in.seq, Kind: kindOf(in.wqe.Opcode), Span: 1}
 	switch e.Kind {
 	case reliability.Read:
 		e.Span, e.Length, e.Opcode = uint32(in.packets), in.length, wire.RCRDMAReadRequest
 	case reliability.Atomic:
 		e.Opcode = wire.RCFetchAdd
-		if in.wqe.Opcode == host.WRAtomicCmpAndSwp {
+		if in.wqe.Opcode == hostmem.WRAtomicCmpAndSwp {
 			e.Opcode = wire.RCCompareSwap
 		}
 	default:
@@ -217,22 +217,22 @@ func entryOf(q *host.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
 // WRITE_WITH_IMM a WRITE_ONLY_WITH_IMMEDIATE, taken in order). The frames
 // are standard RoCEv2; only a peer that enabled selective repeat too
 // places them ahead of order.
-func selectiveWrite(q *host.QPCEntry, op uint8) bool {
-	return q.Type == host.QPTRC && q.Flags&host.QPFlagSelectiveRepeat != 0 &&
-		(op == host.WRRDMAWrite || op == host.WRRDMAWriteWithImm)
+func selectiveWrite(q *hostmem.QPCEntry, op uint8) bool {
+	return q.Type == hostmem.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0 &&
+		(op == hostmem.WRRDMAWrite || op == hostmem.WRRDMAWriteWithImm)
 }
 
 // packetOp is the opcode of packet k of a message of a work request of
 // opcode op.
-func packetOp(q *host.QPCEntry, op uint8, k, packets int) wire.Opcode {
+func packetOp(q *hostmem.QPCEntry, op uint8, k, packets int) wire.Opcode {
 	if selectiveWrite(q, op) {
-		if op == host.WRRDMAWriteWithImm && k == packets-1 {
+		if op == hostmem.WRRDMAWriteWithImm && k == packets-1 {
 			return wire.RCRDMAWriteOnlyWithImmediate
 		}
 		return wire.RCRDMAWriteOnly
 	}
 	o := opsOf(op).at(k, packets)
-	if q.Type == host.QPTUC {
+	if q.Type == hostmem.QPTUC {
 		o |= wire.Opcode(wire.TransportUC)
 	}
 	return o
@@ -242,19 +242,21 @@ func packetOp(q *host.QPCEntry, op uint8, k, packets int) wire.Opcode {
 // the responder: a SEND's first, a WRITE_WITH_IMM's last.
 func consumes(in *inflight, k int) bool {
 	switch in.wqe.Opcode {
-	case host.WRSend, host.WRSendWithImm, host.WRSendWithInv:
+	case hostmem.WRSend, hostmem.WRSendWithImm, hostmem.WRSendWithInv:
 		return k == 0
-	case host.WRRDMAWriteWithImm:
+	case hostmem.WRRDMAWriteWithImm:
 		return k == in.packets-1
 	}
 	return false
 }
 
-func isAtomic(op uint8) bool { return op == host.WRAtomicCmpAndSwp || op == host.WRAtomicFetchAdd }
+func isAtomic(op uint8) bool {
+	return op == hostmem.WRAtomicCmpAndSwp || op == hostmem.WRAtomicFetchAdd
+}
 
 func supported(op uint8) bool {
 	switch op {
-	case host.WRSend, host.WRSendWithImm, host.WRSendWithInv, host.WRRDMAWrite, host.WRRDMAWriteWithImm, host.WRRDMARead, host.WRAtomicCmpAndSwp, host.WRAtomicFetchAdd:
+	case hostmem.WRSend, hostmem.WRSendWithImm, hostmem.WRSendWithInv, hostmem.WRRDMAWrite, hostmem.WRRDMAWriteWithImm, hostmem.WRRDMARead, hostmem.WRAtomicCmpAndSwp, hostmem.WRAtomicFetchAdd:
 		return true
 	}
 	return false
@@ -293,13 +295,13 @@ var (
 
 func opsOf(op uint8) msgOps {
 	switch op {
-	case host.WRSendWithImm:
+	case hostmem.WRSendWithImm:
 		return opsSendImm
-	case host.WRSendWithInv:
+	case hostmem.WRSendWithInv:
 		return opsSendInv
-	case host.WRRDMAWrite:
+	case hostmem.WRRDMAWrite:
 		return opsWrite
-	case host.WRRDMAWriteWithImm:
+	case hostmem.WRRDMAWriteWithImm:
 		return opsWriteImm
 	}
 	return opsSend
@@ -311,10 +313,10 @@ func opsOf(op uint8) msgOps {
 // A READ request with k > 0 asks for the rest of the READ from packet k,
 // or with until > k only up to packet until (exclusive): a selective
 // request for missing responses.
-func (e *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
+func (e *engine) sendPacket(q *hostmem.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
-	if w.Opcode == host.WRRDMARead {
+	if w.Opcode == hostmem.WRRDMARead {
 		// k > 0 is a partial retry: the rest of the READ from packet k on,
 		// as rxe asks for it.
 		off := min(uint32(k*mtu), in.length)
@@ -330,7 +332,7 @@ func (e *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	}
 	if isAtomic(w.Opcode) {
 		op := wire.RCCompareSwap
-		if w.Opcode == host.WRAtomicFetchAdd {
+		if w.Opcode == hostmem.WRAtomicFetchAdd {
 			op = wire.RCFetchAdd
 		}
 		e.frameTo(&f, q, op, in.firstPSN)
@@ -371,13 +373,13 @@ func (e *engine) sendPacket(q *host.QPCEntry, r *qpRun, in *inflight, k, until, 
 	}
 	// IBV_SEND_SOLICITED: the SE bit on the message's last packet, which
 	// is the one that completes a receive.
-	f.BTH.SE = w.Flags&host.SendSolicited != 0 && k == in.packets-1 && (w.Opcode == host.WRSend || w.Opcode == host.WRSendWithImm || w.Opcode == host.WRSendWithInv || w.Opcode == host.WRRDMAWriteWithImm)
+	f.BTH.SE = w.Flags&hostmem.SendSolicited != 0 && k == in.packets-1 && (w.Opcode == hostmem.WRSend || w.Opcode == hostmem.WRSendWithImm || w.Opcode == hostmem.WRSendWithInv || w.Opcode == hostmem.WRRDMAWriteWithImm)
 	if info.Has(wire.HdrIETH) {
 		f.InvalidateRKey = w.Imm
 	}
 	// RC asks for an ACK where its sender says: at a message's end and
 	// often enough to keep replay entries coming free.
-	f.BTH.AckReq = q.Type != host.QPTUC && ackReq
+	f.BTH.AckReq = q.Type != hostmem.QPTUC && ackReq
 	e.commit(buf, &f)
 	if info.Flags&wire.OpSend != 0 {
 		e.counters.RdmaSends.Add(1)
@@ -394,50 +396,50 @@ func (e *engine) track(r *qpRun, in inflight) {
 }
 
 // finish completes a send work request (if signaled, or on error).
-func (e *engine) finish(qpn uint32, q *host.QPCEntry, in *inflight, status uint8) {
+func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status uint8) {
 	if in.cmd != 0 { // a handler's packet: no completion, its buffer back
 		e.nic.releaseCmd(in.cmd)
 		in.cmd = 0
-		if status != host.WCSuccess && status != host.WCWRFlushErr {
+		if status != hostmem.WCSuccess && status != hostmem.WCWRFlushErr {
 			e.counters.HPUCommandsRefused.Add(1)
 		}
 		return
 	}
-	if !in.signaled && status == host.WCSuccess {
+	if !in.signaled && status == hostmem.WCSuccess {
 		return
 	}
-	op := uint8(host.WCSend)
+	op := uint8(hostmem.WCSend)
 	switch in.wqe.Opcode {
-	case host.WRRDMAWrite, host.WRRDMAWriteWithImm:
-		op = host.WCRDMAWrite
-	case host.WRRDMARead:
-		op = host.WCRDMARead
-	case host.WRAtomicCmpAndSwp:
-		op = host.WCCompSwap
-	case host.WRAtomicFetchAdd:
-		op = host.WCFetchAdd
+	case hostmem.WRRDMAWrite, hostmem.WRRDMAWriteWithImm:
+		op = hostmem.WCRDMAWrite
+	case hostmem.WRRDMARead:
+		op = hostmem.WCRDMARead
+	case hostmem.WRAtomicCmpAndSwp:
+		op = hostmem.WCCompSwap
+	case hostmem.WRAtomicFetchAdd:
+		op = hostmem.WCFetchAdd
 	}
-	c := host.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
+	c := hostmem.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
 	e.complete(q.SendCQ, &c)
 }
 
 // sendUD sends a UD work request as one datagram to the address vector it
 // carries, and returns its completion status.
-func (e *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
+func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
 	w := &in.wqe
 	op := wire.UDSendOnly
 	switch {
-	case w.Opcode == host.WRSendWithImm:
+	case w.Opcode == hostmem.WRSendWithImm:
 		op = wire.UDSendOnlyWithImmediate
-	case w.Opcode != host.WRSend || !w.HasAV:
-		return host.WCLocQPOpErr
+	case w.Opcode != hostmem.WRSend || !w.HasAV:
+		return hostmem.WCLocQPOpErr
 	}
 	if int(in.length) > mtu {
-		return host.WCLocLenErr
+		return hostmem.WCLocLenErr
 	}
 	payload := e.payload[:in.length]
 	if !e.gather(q.PD, w, 0, payload) {
-		return host.WCLocProtErr
+		return hostmem.WCLocProtErr
 	}
 	var f wire.FrameFields
 	dst := gidAddr(w.DestGID)
@@ -449,12 +451,12 @@ func (e *engine) sendUD(qpn uint32, q *host.QPCEntry, r *qpRun, in *inflight, mt
 		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: e.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
-	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&host.SendSolicited != 0}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&hostmem.SendSolicited != 0}
 	f.DETH = wire.DETHFields{QKey: w.QKey, SrcQP: qpn}
 	f.Imm = w.Imm
 	f.Payload = payload
 	e.send(&f)
 	r.psn = r.psn.Next()
 	e.counters.RdmaSends.Add(1)
-	return host.WCSuccess
+	return hostmem.WCSuccess
 }

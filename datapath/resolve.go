@@ -21,7 +21,7 @@ package datapath
 
 import (
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // memoSlots is how many contexts one unit of work keeps: its QP's, an
@@ -32,7 +32,7 @@ const memoSlots = 8
 type unitMemo struct {
 	n     int
 	next  int // the slot to reuse when all are taken
-	t     [memoSlots]host.ContextType
+	t     [memoSlots]hostmem.ContextType
 	idx   [memoSlots]uint64
 	words [memoSlots][16]uint64
 }
@@ -44,10 +44,10 @@ func (e *engine) begin() { e.memo.n, e.memo.next = 0, 0 }
 // the unit has already resolved, or through the cache (one lookup,
 // counted). On a hit it returns the entry's words, valid until the unit
 // ends (decode them at once); on a miss, the ticket.
-func (e *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, []uint64) {
+func (e *engine) look(t hostmem.ContextType, idx uint64) (ctxcache.Status, uint32, []uint64) {
 	m := &e.memo
-	w := host.EntrySizes[t] / 8
-	if t != host.CQC {
+	w := hostmem.EntrySizes[t] / 8
+	if t != hostmem.CQC {
 		for i := range m.n {
 			if m.t[i] == t && m.idx[i] == idx {
 				return ctxcache.Hit, 0, m.words[i][:w]
@@ -57,7 +57,7 @@ func (e *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, 
 	words := e.words[:w]
 	e.counters.CtxLookups[t].Add(1)
 	st, pid := e.nic.caches[t].Lookup(e.id, idx, words)
-	if st != ctxcache.Hit || t == host.CQC {
+	if st != ctxcache.Hit || t == hostmem.CQC {
 		return st, pid, words
 	}
 	return st, pid, e.remember(t, idx, words)
@@ -65,8 +65,8 @@ func (e *engine) look(t host.ContextType, idx uint64) (ctxcache.Status, uint32, 
 
 // remember keeps an entry for the rest of the unit (a CQ context is not
 // kept) and returns the kept copy.
-func (e *engine) remember(t host.ContextType, idx uint64, words []uint64) []uint64 {
-	if t == host.CQC {
+func (e *engine) remember(t hostmem.ContextType, idx uint64, words []uint64) []uint64 {
+	if t == hostmem.CQC {
 		return words
 	}
 	m := &e.memo
@@ -86,15 +86,15 @@ func (e *engine) remember(t host.ContextType, idx uint64, words []uint64) []uint
 // without waiting. On a miss the requester waits for the ticket (its
 // answer restarts it, park.go) and resolveQPC reports false with ok
 // true; ok false means there is no valid context to act on.
-func (e *engine) resolveQPC(qpn uint32, q *host.QPCEntry) (hit, ok bool) {
-	st, pid, words := e.look(host.QPC, uint64(qpn))
+func (e *engine) resolveQPC(qpn uint32, q *hostmem.QPCEntry) (hit, ok bool) {
+	st, pid, words := e.look(hostmem.QPC, uint64(qpn))
 	switch st {
 	case ctxcache.Hit:
 		putWords(e.entry[:128], words)
 		q.Decode(e.entry[:128])
 		return true, q.Valid
 	case ctxcache.Miss:
-		e.parkPID[host.QPC][pid] = (qpn + 1) | sendWait
+		e.parkPID[hostmem.QPC][pid] = (qpn + 1) | sendWait
 		e.qps[qpn].sqWaiting = true
 		e.counters.SendWaits.Add(1)
 		return false, true

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // warm sends one WRITE on each QP and lets every fetch complete, so that
@@ -35,10 +35,10 @@ func TestResolveMissParksOnlyItsQP(t *testing.T) {
 	h.rcQP(cold, coldPeer, 0, 0, 0)
 	h.rcQP(hot, hotPeer, 0, 0, 0)
 	buf := make([]byte, 4096)
-	rkey, va := h.mr(buf, host.AccessRemoteWrite|host.AccessLocalWrite)
+	rkey, va := h.mr(buf, hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
 	warm(h, rkey, va, cold, hot)
 
-	h.nic.Cache(host.QPC).Invalidate(cold) // evicted between its WRITEs
+	h.nic.Cache(hostmem.QPC).Invalidate(cold) // evicted between its WRITEs
 	parked := h.nic.counters.Parked.Load()
 	h.write(cold, 1, rkey, va+100, []byte("first"))
 	h.write(hot, 1, rkey, va+200, []byte("hot"))
@@ -79,10 +79,10 @@ func TestResolveRequesterMissWaitsAlone(t *testing.T) {
 	const cold, hot, coldPeer, hotPeer = 17, 18, 100, 101
 	qc := h.rcQP(cold, coldPeer, 0, 0, 0)
 	qh := h.rcQP(hot, hotPeer, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 4096), host.AccessRemoteWrite|host.AccessLocalWrite)
+	rkey, va := h.mr(make([]byte, 4096), hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
 	warm(h, rkey, va, cold, hot)
 
-	h.nic.Cache(host.QPC).Invalidate(cold)
+	h.nic.Cache(hostmem.QPC).Invalidate(cold)
 	waits := h.nic.counters.SendWaits.Load()
 	h.post(cold, &qc, 0, inlineWrite(1, "cold", 0x1000, 7))
 	h.post(hot, &qh, 0, inlineWrite(2, "hot", 0x2000, 7))
@@ -111,7 +111,7 @@ func TestResolveRequesterMissWaitsAlone(t *testing.T) {
 	}
 	var wrids []uint64
 	for _, c := range h.cqes(ring, 64) {
-		if c.Status != host.WCSuccess || c.Opcode != host.WCRDMAWrite {
+		if c.Status != hostmem.WCSuccess || c.Opcode != hostmem.WCRDMAWrite {
 			t.Errorf("CQE %+v, want a successful WRITE", c)
 		}
 		wrids = append(wrids, c.WRID)
@@ -132,7 +132,7 @@ func TestResolveSendIntoColdReceiveBuffer(t *testing.T) {
 	rt.recv(1, 16)
 	rt.recv(2, 16)
 	warm(rt.harness, rt.rkey, rt.va, respQP)
-	rt.nic.Cache(host.MPT).Invalidate(uint64(rt.recvKey >> 8))
+	rt.nic.Cache(hostmem.MPT).Invalidate(uint64(rt.recvKey >> 8))
 	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 1), Payload: []byte("one")})
 	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 2), Payload: []byte("two")})
 	rt.turns()
@@ -146,7 +146,7 @@ func TestResolveSendIntoColdReceiveBuffer(t *testing.T) {
 	}
 	var wrids []uint64
 	for _, c := range rt.cqes(rt.ring, 64) {
-		if c.Status != host.WCSuccess || c.ByteLen != 3 {
+		if c.Status != hostmem.WCSuccess || c.ByteLen != 3 {
 			t.Errorf("CQE %+v", c)
 		}
 		wrids = append(wrids, c.WRID)
@@ -168,17 +168,17 @@ func TestResolveReadResponseIntoColdBuffer(t *testing.T) {
 	rt := newRespTest(t)
 	warm(rt.harness, rt.rkey, rt.va, respQP)
 	local := make([]byte, 32)
-	lkey, lva := rt.mr(local, host.AccessLocalWrite)
-	rt.nic.Cache(host.MPT).Invalidate(uint64(lkey >> 8))
-	w := host.SendWQE{WRID: 9, Opcode: host.WRRDMARead, Flags: host.SendSignaled, RemoteAddr: 0x4000, RKey: 0x1234, NumSGE: 1,
-		SGE: [host.MaxSendSGE]host.SGE{{Addr: lva, Length: 6, LKey: lkey}}}
+	lkey, lva := rt.mr(local, hostmem.AccessLocalWrite)
+	rt.nic.Cache(hostmem.MPT).Invalidate(uint64(lkey >> 8))
+	w := hostmem.SendWQE{WRID: 9, Opcode: hostmem.WRRDMARead, Flags: hostmem.SendSignaled, RemoteAddr: 0x4000, RKey: 0x1234, NumSGE: 1,
+		SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: lva, Length: 6, LKey: lkey}}}
 	rt.post(respQP, &rt.q, 0, w)
 	rt.turns()
 	sent := rt.sent()
 	if len(sent) != 1 || sent[0].Opcode != wire.RCRDMAReadRequest {
 		t.Fatalf("sent %d packets, want the READ request", len(sent))
 	}
-	rt.nic.Cache(host.MPT).Invalidate(uint64(lkey >> 8)) // cold again when its answer comes
+	rt.nic.Cache(hostmem.MPT).Invalidate(uint64(lkey >> 8)) // cold again when its answer comes
 	rt.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, DestQP: respQP, PSN: sent[0].BTH().PSN()},
 		AETH: wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: 1}, Payload: []byte("answer")})
 	parked := rt.nic.counters.Parked.Load()
@@ -188,7 +188,7 @@ func TestResolveReadResponseIntoColdBuffer(t *testing.T) {
 	}
 	rt.settle()
 	cqes := rt.cqes(rt.ring, 64)
-	if len(cqes) != 1 || cqes[0].WRID != 9 || cqes[0].Status != host.WCSuccess || cqes[0].Opcode != host.WCRDMARead {
+	if len(cqes) != 1 || cqes[0].WRID != 9 || cqes[0].Status != hostmem.WCSuccess || cqes[0].Opcode != hostmem.WCRDMARead {
 		t.Fatalf("CQEs %+v, want the READ's success", cqes)
 	}
 	if !bytes.Equal(local[:6], []byte("answer")) {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -46,19 +46,19 @@ import (
 // respond is the responder: it runs a request through the checks and
 // executes it. It reports whether the request must wait, parked with its
 // QP, for memory a receive WQE it took names (the WQE stays taken).
-func (e *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
+func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait bool) {
 	r := &e.qps[qpn]
 	if !e.checkQP(qpn, q, r, p) {
 		return false
 	}
-	if p.ECN() == wire.ECNCE && q.Type != host.QPTUD {
+	if p.ECN() == wire.ECNCE && q.Type != hostmem.QPTUD {
 		e.notifyCongestion(q, r, e.clock())
 	}
 	psn := p.BTH().PSN()
 	switch q.Type {
-	case host.QPTUD:
+	case hostmem.QPTUD:
 		return e.respondUD(q, r, p)
-	case host.QPTUC:
+	case hostmem.QPTUC:
 		return e.respondUC(q, r, p, psn)
 	}
 	if !e.checkPSN(q, r, p, psn) {
@@ -74,8 +74,8 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait boo
 // checkQP passes a request for a valid QP in RTR or RTS, not in the
 // error state, of the packet's transport; it starts the QP's receiver on
 // its first request.
-func (e *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet) bool {
-	if !q.Valid || (q.State != host.QPSRTR && q.State != host.QPSRTS) {
+func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) bool {
+	if !q.Valid || (q.State != hostmem.QPSRTR && q.State != hostmem.QPSRTS) {
 		e.counters.RcvdUnknownQP.Add(1)
 		return false
 	}
@@ -86,9 +86,9 @@ func (e *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet)
 	}
 	want := wire.TransportRC
 	switch q.Type {
-	case host.QPTUD:
+	case hostmem.QPTUD:
 		want = wire.TransportUD
-	case host.QPTUC:
+	case hostmem.QPTUC:
 		want = wire.TransportUC
 	}
 	if p.Info.Transport != want {
@@ -104,7 +104,7 @@ func (e *engine) checkQP(qpn uint32, q *host.QPCEntry, r *qpRun, p *wire.Packet)
 // SeqNAKInterval per QP (a stream of forged requests ahead of the window
 // must not make the requester go back at each), and with selective
 // repeat a WRITE_ONLY ahead is placed at once.
-func (e *engine) checkPSN(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	switch class, nak := r.rcv.Classify(psn, e.clock()); class {
 	case reliability.Duplicate:
 		e.duplicate(q, r, p, psn)
@@ -132,7 +132,7 @@ func (e *engine) checkPSN(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 // was accepted (READs and atomics report false: they move the expected
 // PSN themselves), and if not, whether it must wait for its receive
 // WQE's memory (checkResources).
-func (e *engine) checkAndExecute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (accepted, wait bool) {
+func (e *engine) checkAndExecute(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (accepted, wait bool) {
 	if !e.checkOpSeq(q, r, p, psn) || !e.checkLength(q, r, p, psn) || !e.checkKey(q, r, p, psn) {
 		return false, false
 	}
@@ -173,7 +173,7 @@ func (r *qpRun) opSeq(flags wire.OpFlags, first, last bool) {
 // checkOpSeq passes a request whose opcode fits the message under way: a
 // MIDDLE or LAST packet continues a message its FIRST began, of the same
 // kind; a FIRST, an ONLY, a READ or an atomic comes between messages.
-func (e *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkOpSeq(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	f := p.Info.Flags
 	cont := f&(wire.OpFirst|wire.OpOnly) == 0 && f&(wire.OpSend|wire.OpWrite) != 0
 	ok := false
@@ -196,7 +196,7 @@ func (e *engine) checkOpSeq(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 // cut as the path MTU cuts a message (FIRST and MIDDLE full, ONLY and
 // LAST no longer), a WRITE's packets adding up to its RETH's length, no
 // message longer than IBTA allows.
-func (e *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkLength(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	f := p.Info.Flags
 	first := f&(wire.OpFirst|wire.OpOnly) != 0
 	last := f&(wire.OpLast|wire.OpOnly) != 0
@@ -238,7 +238,7 @@ func (e *engine) checkLength(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 // message (on its first packet: a refused WRITE changes nothing, not
 // even its first packets' bytes; a zero-length one needs no key, IBTA
 // C9-88), a READ's range and an atomic's aligned word.
-func (e *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkKey(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	f := p.Info.Flags
 	var key uint32
 	var va, length uint64
@@ -251,13 +251,13 @@ func (e *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 			e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 			return false
 		}
-		key, va, length, need = h.RKey(), h.VA(), 8, host.AccessRemoteAtomic
+		key, va, length, need = h.RKey(), h.VA(), 8, hostmem.AccessRemoteAtomic
 	case p.Opcode == wire.RCRDMAReadRequest:
 		h := p.RETH()
-		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), host.AccessRemoteRead
+		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), hostmem.AccessRemoteRead
 	case f&wire.OpWrite != 0 && p.RETH() != nil:
 		h := p.RETH()
-		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), host.AccessRemoteWrite
+		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), hostmem.AccessRemoteWrite
 	}
 	if length == 0 || e.allowed(key, q.PD, va, length, need) {
 		return true
@@ -274,7 +274,7 @@ func (e *engine) checkKey(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 // message that an execution context's handlers take (its first packet
 // matched) goes to them, and they place it (hpu.go). It reports whether
 // they took the packet, and if so whether it was accepted.
-func (e *engine) handlers(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
+func (e *engine) handlers(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (handled, accepted bool) {
 	if p.Info.Flags&(wire.OpSend|wire.OpWrite) == 0 || !r.hpu.on && e.nic.hpu.Load() == nil {
 		return false, false
 	}
@@ -291,7 +291,7 @@ func (e *engine) handlers(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.P
 // SEND's first packet whose receive WQE's memory is not cached (the MPT
 // entry or MTT lines it lands in) waits for it, parked, the WQE taken:
 // it reports wait, and the packet takes the same WQE when it comes back.
-func (e *engine) checkResources(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (ok, wait bool) {
+func (e *engine) checkResources(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (ok, wait bool) {
 	f := p.Info.Flags
 	switch {
 	case r.hpu.n > 0 && (p.Opcode == wire.RCRDMAReadRequest || f&wire.OpAtomic != 0):
@@ -322,7 +322,7 @@ func (e *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
 	if size == 0 {
 		return false
 	}
-	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+	sges := r.recv.SGE[:min(int(r.recv.NumSGE), hostmem.MaxRecvSGE)]
 	return e.sglMiss(sges, off, size, qpn+1) || e.sglMiss(sges, off+size-1, 1, qpn+1)
 }
 
@@ -330,7 +330,7 @@ func (e *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
 // moving the expected PSN past it; with selective repeat, a hole filled
 // while packets placed ahead lie beyond another gets that hole's NAK now
 // (it acknowledges the rest).
-func (e *engine) acknowledgeRequest(q *host.QPCEntry, r *qpRun, p *wire.Packet) {
+func (e *engine) acknowledgeRequest(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) {
 	r.rcv.Executed(1, p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0)
 	switch {
 	case r.rcv.PlacedAhead():
@@ -345,13 +345,13 @@ func (e *engine) acknowledgeRequest(q *host.QPCEntry, r *qpRun, p *wire.Packet) 
 // its bytes go. Anything else, or a WRITE its key does not allow (it will
 // be refused with a NAK when it comes in order), waits for its
 // retransmission.
-func (e *engine) placeAhead(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) placeAhead(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	if p.Opcode != wire.RCRDMAWriteOnly || e.nic.binding(qpnOf(p)) != nil {
 		return false // a QP with handlers takes its messages in order
 	}
 	h, payload := p.RETH(), p.Payload()
 	if h.DMALen() != uint32(len(payload)) || len(payload) > pmtu(q) ||
-		!e.memory(h.RKey(), q.PD, h.VA(), payload, host.AccessRemoteWrite, true) {
+		!e.memory(h.RKey(), q.PD, h.VA(), payload, hostmem.AccessRemoteWrite, true) {
 		return false
 	}
 	e.nic.writePlaced()
@@ -366,7 +366,7 @@ const cnpInterval = 50 * time.Microsecond
 // notifyCongestion answers a request that crossed a congested switch
 // (ECN Congestion Experienced) with a CNP to its sender's QP, as a RoCEv2
 // notification point does, no more often than cnpInterval per QP.
-func (e *engine) notifyCongestion(q *host.QPCEntry, r *qpRun, now time.Time) {
+func (e *engine) notifyCongestion(q *hostmem.QPCEntry, r *qpRun, now time.Time) {
 	e.counters.NPECNMarked.Add(1)
 	if now.Sub(r.lastCNP) < cnpInterval {
 		return
@@ -381,9 +381,9 @@ func (e *engine) notifyCongestion(q *host.QPCEntry, r *qpRun, now time.Time) {
 
 // congestion is a CNP's arrival at the QP whose packets were marked: its
 // sender cuts its window (a reaction point, DCQCN's).
-func (e *engine) congestion(qpn uint32, q *host.QPCEntry) {
+func (e *engine) congestion(qpn uint32, q *hostmem.QPCEntry) {
 	r := &e.qps[qpn]
-	if !q.Valid || q.Type != host.QPTRC || !r.sndStarted {
+	if !q.Valid || q.Type != hostmem.QPTRC || !r.sndStarted {
 		return
 	}
 	e.counters.RPCNPHandled.Add(1)
@@ -396,7 +396,7 @@ func (e *engine) congestion(qpn uint32, q *host.QPCEntry) {
 // is a READ or an atomic is dropped (it answers nothing this QP executed:
 // a NAK for it could fail the live connection), and a SEND or WRITE is
 // acknowledged with the newest PSN executed.
-func (e *engine) duplicate(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (e *engine) duplicate(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	e.counters.DuplicateRequest.Add(1)
 	switch {
 	case p.Opcode == wire.RCRDMAReadRequest:
@@ -422,7 +422,7 @@ func qpnOf(p *wire.Packet) uint32 { return p.BTH().DestQP() }
 // takeRecv fetches the next receive WQE of a QP.
 // A QP with an SRQ takes it from the SRQ, whose context comes through the
 // cache like every other.
-func (e *engine) takeRecv(q *host.QPCEntry, r *qpRun) bool {
+func (e *engine) takeRecv(q *hostmem.QPCEntry, r *qpRun) bool {
 	if e.takeRecvWQE(q, r) {
 		return true
 	}
@@ -431,19 +431,19 @@ func (e *engine) takeRecv(q *host.QPCEntry, r *qpRun) bool {
 	return e.recvBellsDue() && e.takeRecvWQE(q, r)
 }
 
-func (e *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
-	var b [host.RecvWQESize]byte
+func (e *engine) takeRecvWQE(q *hostmem.QPCEntry, r *qpRun) bool {
+	var b [hostmem.RecvWQESize]byte
 	if q.SRQ != 0 {
 		srqn := q.SRQ - 1
-		if srqn >= uint32(len(e.nic.srqs)) || !e.ctx(host.SRQC, uint64(srqn), e.entry[:64]) {
+		if srqn >= uint32(len(e.nic.srqs)) || !e.ctx(hostmem.SRQC, uint64(srqn), e.entry[:64]) {
 			return false
 		}
-		var ent host.RingEntry
+		var ent hostmem.RingEntry
 		ent.Decode(e.entry[:64])
 		s := &e.nic.srqs[srqn]
 		s.mu.Lock()
 		if !ent.Valid || ent.Size == 0 || ent.PD != q.PD || s.consumer == s.producer.Load() ||
-			e.cfg.DMA.Read(ent.Base+uint64(s.consumer%ent.Size)*host.RecvWQESize, b[:]) != nil {
+			e.cfg.DMA.Read(ent.Base+uint64(s.consumer%ent.Size)*hostmem.RecvWQESize, b[:]) != nil {
 			s.mu.Unlock()
 			return false
 		}
@@ -454,7 +454,7 @@ func (e *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 		if r.rqConsumer == r.rqProducer || q.RQSize == 0 {
 			return false
 		}
-		if e.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+		if e.cfg.DMA.Read(q.RQBase+uint64(r.rqConsumer%q.RQSize)*hostmem.RecvWQESize, b[:]) != nil {
 			return false
 		}
 		r.recvIndex = r.rqConsumer
@@ -466,7 +466,7 @@ func (e *engine) takeRecvWQE(q *host.QPCEntry, r *qpRun) bool {
 }
 
 // ack sends an ACK or NAK for psn.
-func (e *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+func (e *engine) ack(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	psn, msn, ok := r.ackCap(psn, s)
 	if !ok {
 		e.counters.SeqNAKSuppressed.Add(1)
@@ -480,7 +480,7 @@ func (e *engine) ack(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) 
 
 // acknowledge sends an ACK of every request executed so far, with the
 // QP's end-to-end credits.
-func (e *engine) acknowledge(q *host.QPCEntry, r *qpRun) {
+func (e *engine) acknowledge(q *hostmem.QPCEntry, r *qpRun) {
 	e.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(e.credits(q, r)))
 }
 
@@ -488,8 +488,8 @@ func (e *engine) acknowledge(q *host.QPCEntry, r *qpRun) {
 // receive WQEs posted and not yet taken (IBTA 9.7.7.2), so that a
 // requester that honours them stops before an RNR NAK. A QP with an SRQ
 // has no count of its own and says so (CreditsInvalid), as IBTA asks.
-func (e *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
-	if q.SRQ != 0 || q.Type != host.QPTRC {
+func (e *engine) credits(q *hostmem.QPCEntry, r *qpRun) uint8 {
+	if q.SRQ != 0 || q.Type != hostmem.QPTRC {
 		return wire.CreditsInvalid
 	}
 	if b := e.nic.binding(r.hpu.qpn); b != nil && b.match.takesSends() {
@@ -503,11 +503,11 @@ func (e *engine) credits(q *host.QPCEntry, r *qpRun) uint8 {
 // long READ neither starves the engine's other work nor floods the
 // requester. A new request on the QP (a retry, full or partial) replaces
 // the one being answered.
-func (e *engine) readResponse(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, msn uint32, fresh bool) {
+func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, msn uint32, fresh bool) {
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
-	if !fresh && total > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(total), host.AccessRemoteRead) {
+	if !fresh && total > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(total), hostmem.AccessRemoteRead) {
 		e.counters.RcvdRKeyErr.Add(1) // a duplicate's key (a new READ's passed checkKey)
 		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
@@ -560,13 +560,13 @@ func (e *engine) pumpReads() {
 	for _, qpn := range e.readers {
 		r := &e.qps[qpn]
 		e.begin()
-		var q host.QPCEntry
+		var q hostmem.QPCEntry
 		if r.readN == 0 {
 			r.readListed = false
 			continue
 		}
-		if st, pid, _ := e.look(host.QPC, uint64(qpn)); st == ctxcache.Miss {
-			e.parkPID[host.QPC][pid] = qpn + 1
+		if st, pid, _ := e.look(hostmem.QPC, uint64(qpn)); st == ctxcache.Miss {
+			e.parkPID[hostmem.QPC][pid] = qpn + 1
 			kept = append(kept, qpn)
 			continue
 		}
@@ -586,7 +586,7 @@ func (e *engine) pumpReads() {
 // pumpRead sends up to a burst of the next packets of the READ a QP
 // answers first. It stops early where the memory's MPT entry or MTT line
 // is not cached (the ticket's answer comes before the next pass).
-func (e *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
+func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 	rd := &r.reads[r.readHead]
 	mtu := pmtu(q)
 	var f wire.FrameFields
@@ -597,7 +597,7 @@ func (e *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
 		if len(buf) > 0 && e.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
 			break
 		}
-		if !e.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, host.AccessRemoteRead, false) {
+		if !e.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, hostmem.AccessRemoteRead, false) {
 			e.ack(q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			rd.next = rd.packets // abandoned
 			break
@@ -620,13 +620,13 @@ func (e *engine) pumpRead(q *host.QPCEntry, r *qpRun, qpn uint32) {
 // atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte
 // word of registered memory. The NIC's atomics lock makes the
 // read-modify-write atomic with respect to the atomics of every engine.
-func (e *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
+func (e *engine) atomic(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) {
 	h := p.AtomicETH()
 	va, key := h.VA(), h.RKey()
 	var word [8]byte
 	e.nic.atomicMu.Lock()
 	defer e.nic.atomicMu.Unlock()
-	if !e.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, false) {
+	if !e.memory(key, q.PD, va, word[:], hostmem.AccessRemoteAtomic, false) {
 		e.counters.RcvdRKeyErr.Add(1)
 		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
@@ -641,7 +641,7 @@ func (e *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 		next = orig + h.SwapAdd()
 	}
 	le.PutUint64(word[:], next)
-	if next != orig && !e.memory(key, q.PD, va, word[:], host.AccessRemoteAtomic, true) {
+	if next != orig && !e.memory(key, q.PD, va, word[:], hostmem.AccessRemoteAtomic, true) {
 		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -650,7 +650,7 @@ func (e *engine) atomic(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN
 }
 
 // atomicAck answers an atomic request with the original value.
-func (e *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64, msn uint32) {
+func (e *engine) atomicAck(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN, orig uint64, msn uint32) {
 	var f wire.FrameFields
 	e.frameTo(&f, q, wire.RCAtomicAcknowledge, psn)
 	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(e.credits(q, r)), MSN: msn & 0xffffff}
@@ -663,7 +663,7 @@ func (e *engine) atomicAck(q *host.QPCEntry, r *qpRun, psn wire.PSN, orig uint64
 // local length error), a WRITE's placed, a READ's response begun, an
 // atomic carried out. It reports whether the packet was accepted (READs
 // and atomics report false: they move the expected PSN themselves).
-func (e *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) bool {
+func (e *engine) execute(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) bool {
 	info := p.Info
 	payload := p.Payload()
 	switch {
@@ -674,29 +674,29 @@ func (e *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		e.atomic(q, r, p, psn)
 		return false
 	case info.Flags&wire.OpSend != 0:
-		sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
+		sges := r.recv.SGE[:min(int(r.recv.NumSGE), hostmem.MaxRecvSGE)]
 		if uint64(r.recvOff)+uint64(len(payload)) > sglLen(sges) {
 			// Longer than the receive buffer: an invalid request NAK, and
 			// the receive completes with a local length error (IBTA, rxe).
 			e.counters.RcvdLengthErr.Add(1)
-			e.recvError(q, r, p, psn, host.WCLocLenErr, wire.NAKInvalidRequest)
+			e.recvError(q, r, p, psn, hostmem.WCLocLenErr, wire.NAKInvalidRequest)
 			return false
 		}
 		if !e.scatter(q.PD, sges, r.recvOff, payload) {
-			e.recvError(q, r, p, psn, host.WCLocProtErr, wire.NAKRemoteOperationalErr)
+			e.recvError(q, r, p, psn, hostmem.WCLocProtErr, wire.NAKRemoteOperationalErr)
 			return false
 		}
 		r.recvOff += uint32(len(payload))
 		if last {
-			c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+			c := hostmem.CQE{WRID: r.recv.WRID, Opcode: hostmem.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 			if h := p.ImmDt(); h != nil {
-				c.Flags, c.Imm = host.WCWithImm, h.Imm()
+				c.Flags, c.Imm = hostmem.WCWithImm, h.Imm()
 			}
 			if h := p.IETH(); h != nil {
-				c.Flags, c.Imm = host.WCWithInv, h.RKey()
+				c.Flags, c.Imm = hostmem.WCWithInv, h.RKey()
 			}
 			if p.BTH().SE() {
-				c.Flags |= host.WCSolicited
+				c.Flags |= hostmem.WCSolicited
 			}
 			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
@@ -706,7 +706,7 @@ func (e *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 		if h := p.RETH(); h != nil {
 			r.writeVA, r.writeKey, r.writeLeft, r.writeLen = h.VA(), h.RKey(), h.DMALen(), h.DMALen()
 		}
-		if !e.memory(r.writeKey, q.PD, r.writeVA, payload, host.AccessRemoteWrite, true) {
+		if !e.memory(r.writeKey, q.PD, r.writeVA, payload, hostmem.AccessRemoteWrite, true) {
 			e.counters.RcvdRKeyErr.Add(1)
 			e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
@@ -720,10 +720,10 @@ func (e *engine) execute(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PS
 			// byte_len is the WRITE's length, as rxe and libibverbs give it
 			// (under selective repeat, where every packet is a message of
 			// its own on the wire, the last packet's).
-			c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecvRDMAWithImm, Flags: host.WCWithImm, Imm: imm.Imm(), ByteLen: r.writeLen,
+			c := hostmem.CQE{WRID: r.recv.WRID, Opcode: hostmem.WCRecvRDMAWithImm, Flags: hostmem.WCWithImm, Imm: imm.Imm(), ByteLen: r.writeLen,
 				QPN: qpnOf(p), WQEIndex: r.recvIndex}
 			if p.BTH().SE() {
-				c.Flags |= host.WCSolicited
+				c.Flags |= hostmem.WCSolicited
 			}
 			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
@@ -756,16 +756,16 @@ func fitsMTU(n int, first, last bool, mtu int) bool {
 // QP goes to the error state, flushing its other work (IBTA's responder
 // class B/C errors, as rxe handles them). UC drops the rest of the
 // message and keeps the WQE for the next one.
-func (e *engine) recvError(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
-	if q.Type == host.QPTUC {
+func (e *engine) recvError(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
+	if q.Type == hostmem.QPTUC {
 		r.ucDrop = true
 		return
 	}
 	e.ack(q, r, psn, wire.NAKSyndrome(nak))
-	c := host.CQE{WRID: r.recv.WRID, Status: status, Opcode: host.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+	c := hostmem.CQE{WRID: r.recv.WRID, Status: status, Opcode: hostmem.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 	e.complete(q.RecvCQ, &c)
 	r.recvActive = false
-	e.fail(qpnOf(p), q, r, host.WCWRFlushErr)
+	e.fail(qpnOf(p), q, r, hostmem.WCWRFlushErr)
 	e.recvBellsDue() // the receives posted so far, flushed with the rest
 	e.flushRecv(qpnOf(p), q, r)
 }
@@ -773,27 +773,27 @@ func (e *engine) recvError(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 // flushRecv completes every receive WQE posted to a QP in the error state
 // with a flush error (a QP with an SRQ leaves the SRQ's WQEs to the QPs
 // that share it).
-func (e *engine) flushRecv(qpn uint32, q *host.QPCEntry, r *qpRun) {
+func (e *engine) flushRecv(qpn uint32, q *hostmem.QPCEntry, r *qpRun) {
 	if q.SRQ != 0 {
 		return
 	}
 	for r.rqConsumer != r.rqProducer && q.RQSize != 0 {
-		var b [host.RecvWQESize]byte
+		var b [hostmem.RecvWQESize]byte
 		index := r.rqConsumer
 		r.rqConsumer++
-		if e.cfg.DMA.Read(q.RQBase+uint64(index%q.RQSize)*host.RecvWQESize, b[:]) != nil {
+		if e.cfg.DMA.Read(q.RQBase+uint64(index%q.RQSize)*hostmem.RecvWQESize, b[:]) != nil {
 			continue
 		}
-		var w host.RecvWQE
+		var w hostmem.RecvWQE
 		w.Decode(b[:])
-		c := host.CQE{WRID: w.WRID, Status: host.WCWRFlushErr, Opcode: host.WCRecv, QPN: qpn, WQEIndex: index}
+		c := hostmem.CQE{WRID: w.WRID, Status: hostmem.WCWRFlushErr, Opcode: hostmem.WCRecv, QPN: qpn, WQEIndex: index}
 		e.complete(q.RecvCQ, &c)
 	}
 }
 
 // reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
-func (e *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
-	if q.Type == host.QPTUC {
+func (e *engine) reply(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
+	if q.Type == hostmem.QPTUC {
 		r.ucDrop = true // the rest of the message is dropped
 		return
 	}
@@ -803,7 +803,7 @@ func (e *engine) reply(q *host.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome
 // respondUC is the UC responder: no ACKs, no retries. A gap drops the rest
 // of the message; the next FIRST or ONLY packet starts over, reusing a
 // receive WQE that the dropped message had taken.
-func (e *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (wait bool) {
+func (e *engine) respondUC(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) (wait bool) {
 	first := p.Info.Flags&(wire.OpFirst|wire.OpOnly) != 0
 	if psn != r.ucExp || r.ucDrop {
 		if !first {
@@ -833,7 +833,7 @@ func (e *engine) respondUC(q *host.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 // respondUD delivers a datagram: the Q_Key must match the QP's; the
 // receive buffer gets the 40-byte GRH first (for IPv4, the IPv4 header in
 // its last 20 bytes, as rxe writes it), then the payload.
-func (e *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
+func (e *engine) respondUD(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
 	d := p.DETH()
 	if d.QKey() != q.QKey {
 		e.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped
@@ -853,17 +853,17 @@ func (e *engine) respondUD(q *host.QPCEntry, r *qpRun, p *wire.Packet) (wait boo
 	} else {
 		copy(grh[20:], p.Frame[p.IPOff:p.IPOff+wire.IPv4MinLen])
 	}
-	sges := r.recv.SGE[:min(int(r.recv.NumSGE), host.MaxRecvSGE)]
-	c := host.CQE{WRID: r.recv.WRID, Opcode: host.WCRecv, Flags: host.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
+	sges := r.recv.SGE[:min(int(r.recv.NumSGE), hostmem.MaxRecvSGE)]
+	c := hostmem.CQE{WRID: r.recv.WRID, Opcode: hostmem.WCRecv, Flags: hostmem.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
 	if !e.scatter(q.PD, sges, 0, grh[:]) || !e.scatter(q.PD, sges, 40, p.Payload()) {
-		c.Status = host.WCLocLenErr
+		c.Status = hostmem.WCLocLenErr
 	}
 	if h := p.ImmDt(); h != nil {
-		c.Flags |= host.WCWithImm
+		c.Flags |= hostmem.WCWithImm
 		c.Imm = h.Imm()
 	}
 	if p.BTH().SE() {
-		c.Flags |= host.WCSolicited
+		c.Flags |= hostmem.WCSolicited
 	}
 	e.complete(q.RecvCQ, &c)
 	e.counters.RdmaRecvs.Add(1)

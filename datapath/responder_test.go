@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // respTest is a responder under test: an RC QP expecting PSN 0 with a
@@ -14,7 +14,7 @@ import (
 // only write; a receive WQE is posted when the case asks for one.
 type respTest struct {
 	*harness
-	q           host.QPCEntry
+	q           hostmem.QPCEntry
 	rkey, roKey uint32 // the region's key; the write-only region's
 	va, roVA    uint64
 	ring        uint64 // CQ 0's
@@ -30,15 +30,15 @@ func newRespTest(t *testing.T) *respTest {
 	h := newHarness(t)
 	rt := &respTest{harness: h, ring: h.cq(0, 64)}
 	rt.q = h.rcQP(respQP, respPeer, 0, 0, 8)
-	rt.rkey, rt.va = h.mr(make([]byte, 8192), host.AccessRemoteWrite|host.AccessRemoteRead|host.AccessRemoteAtomic|host.AccessLocalWrite)
-	rt.roKey, rt.roVA = h.mr(make([]byte, 4096), host.AccessRemoteWrite|host.AccessLocalWrite)
+	rt.rkey, rt.va = h.mr(make([]byte, 8192), hostmem.AccessRemoteWrite|hostmem.AccessRemoteRead|hostmem.AccessRemoteAtomic|hostmem.AccessLocalWrite)
+	rt.roKey, rt.roVA = h.mr(make([]byte, 4096), hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
 	rt.recvBuf = make([]byte, 64)
-	rt.recvKey, rt.recvVA = h.mr(rt.recvBuf, host.AccessLocalWrite)
+	rt.recvKey, rt.recvVA = h.mr(rt.recvBuf, hostmem.AccessLocalWrite)
 	return rt
 }
 
 func (rt *respTest) recv(wrid uint64, n uint32) {
-	w := host.RecvWQE{WRID: wrid, NumSGE: 1, SGE: [host.MaxRecvSGE]host.SGE{{Addr: rt.recvVA, Length: n, LKey: rt.recvKey}}}
+	w := hostmem.RecvWQE{WRID: wrid, NumSGE: 1, SGE: [hostmem.MaxRecvSGE]hostmem.SGE{{Addr: rt.recvVA, Length: n, LKey: rt.recvKey}}}
 	rt.postRecv(respQP, &rt.q, rt.postedRecvs, w)
 	rt.postedRecvs++
 }
@@ -90,15 +90,15 @@ func TestResponderChecks(t *testing.T) {
 		}, next: 2},
 		{name: "QP not ready", send: func(rt *respTest) {
 			q := rt.q
-			q.State = host.QPSInit
+			q.State = hostmem.QPSInit
 			var b [128]byte
 			q.Encode(b[:])
-			rt.hostWrite(host.QPC, respQP, b[:])
+			rt.hostWrite(hostmem.QPC, respQP, b[:])
 			rt.write(respQP, 1, rt.rkey, rt.va, []byte("x"))
-			q.State = host.QPSRTS
+			q.State = hostmem.QPSRTS
 			q.Encode(b[:])
 			rt.turns()
-			rt.hostWrite(host.QPC, respQP, b[:])
+			rt.hostWrite(hostmem.QPC, respQP, b[:])
 		}, counter: "rcvd_unknown_qp", next: 1},
 		{name: "transport not the QP's", send: func(rt *respTest) {
 			rt.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.UCRDMAWriteOnly, DestQP: respQP, PSN: 1},
@@ -150,7 +150,7 @@ func TestResponderChecks(t *testing.T) {
 		}, want: []reply{{qpn: respPeer, op: wire.RCAcknowledge, psn: 1}}, counter: "rdma_recvs", next: 2,
 			check: func(t *testing.T, rt *respTest) {
 				cqes := rt.cqes(rt.ring, 64)
-				if len(cqes) != 1 || cqes[0].Status != host.WCSuccess || cqes[0].Opcode != host.WCRecv || cqes[0].ByteLen != 5 || cqes[0].WRID != 1 {
+				if len(cqes) != 1 || cqes[0].Status != hostmem.WCSuccess || cqes[0].Opcode != hostmem.WCRecv || cqes[0].ByteLen != 5 || cqes[0].WRID != 1 {
 					t.Errorf("CQEs %+v, want one successful receive of 5 bytes", cqes)
 				}
 				if !bytes.Equal(rt.recvBuf[:5], []byte("hello")) {

@@ -7,7 +7,7 @@ package datapath
 
 import (
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // receive parses a frame and hands it to the responder (requests) or the
@@ -53,7 +53,7 @@ func (e *engine) receive(fr *Frame) {
 		e.park(qpn, fr)
 		return
 	}
-	var q host.QPCEntry
+	var q hostmem.QPCEntry
 	if e.mustWait(qpn, &p, &q) || e.dispatch(qpn, &p, &q) {
 		e.park(qpn, fr)
 	}
@@ -62,7 +62,7 @@ func (e *engine) receive(fr *Frame) {
 // dispatch hands a parsed packet, with its QP's context, to the responder
 // or the completer. It reports whether the packet must wait, parked, for
 // a context the responder found missing (a receive WQE's memory).
-func (e *engine) dispatch(qpn uint32, p *wire.Packet, q *host.QPCEntry) (wait bool) {
+func (e *engine) dispatch(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait bool) {
 	if p.Info.Transport == wire.TransportCNP {
 		e.congestion(qpn, q)
 		return false

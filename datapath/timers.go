@@ -18,7 +18,7 @@ package datapath
 import (
 	"time"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -156,7 +156,7 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		return
 	}
 	e.begin()
-	var q host.QPCEntry
+	var q hostmem.QPCEntry
 	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok {
 		if !hit && ok {
 			// A miss: the timer runs when the QP's context comes (the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // A WRITE whose ACK never comes is sent again when the local ACK timeout
@@ -18,7 +18,7 @@ func TestTimerWheelLocalACKTimeout(t *testing.T) {
 	q.Timeout, q.RetryCnt = 10, 2 // 4.096 us x 2^10: about 4.2 ms
 	var b [128]byte
 	q.Encode(b[:])
-	h.hostWrite(host.QPC, 17, b[:])
+	h.hostWrite(hostmem.QPC, 17, b[:])
 	h.post(17, &q, 0, inlineWrite(1, "lost", 0x1000, 7))
 	h.turns()            // the doorbell: the QP's context misses
 	h.after(pcieLatency) // and comes
@@ -43,7 +43,7 @@ func TestTimerWheelLocalACKTimeout(t *testing.T) {
 		}
 	}
 	cqes := h.cqes(ring, 16)
-	if len(cqes) != 1 || cqes[0].Status != host.WCRetryExcErr {
+	if len(cqes) != 1 || cqes[0].Status != hostmem.WCRetryExcErr {
 		t.Fatalf("CQEs %+v, want the WRITE failed with retry exceeded", cqes)
 	}
 	if resent < 2 {
@@ -64,7 +64,7 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	h := newHarness(t)
 	h.cq(0, 16)
 	q := h.rcQP(17, 100, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 64), host.AccessRemoteWrite|host.AccessLocalWrite)
+	rkey, va := h.mr(make([]byte, 64), hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
 	warm(h, rkey, va, 17)
 	e := h.nic.engines[0]
 	free := e.parkPool.Available()
@@ -73,7 +73,7 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	if got := len(h.sent()); got != 1 {
 		t.Fatalf("sent %d packets, want the WRITE", got)
 	}
-	h.nic.Cache(host.QPC).Invalidate(17)
+	h.nic.Cache(hostmem.QPC).Invalidate(17)
 	h.write(17, 1, rkey, va, []byte("a"))
 	h.write(17, 2, rkey, va, []byte("b"))
 	h.turns()

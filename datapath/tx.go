@@ -7,7 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // gidAddr is the IP address of a GID (unmapped for IPv4).
@@ -17,7 +17,7 @@ func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 // are marked ECN-capable (ECT(0)), as RoCEv2 NICs mark them, so that an
 // ECN switch marks them instead of dropping them; rxe ignores the field,
 // which the ICRC masks.
-func (e *engine) frameTo(f *wire.FrameFields, q *host.QPCEntry, op wire.Opcode, psn wire.PSN) {
+func (e *engine) frameTo(f *wire.FrameFields, q *hostmem.QPCEntry, op wire.Opcode, psn wire.PSN) {
 	*f = wire.FrameFields{}
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: e.cfg.MAC}
 	dst := gidAddr(q.DestGID)

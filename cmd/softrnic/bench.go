@@ -13,9 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/internal/bench/cachebench"
 	"github.com/softrnic/softrnic/internal/bench/portbench"
-	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/internal/bench/relbench"
 	"github.com/softrnic/softrnic/internal/topo"
 )

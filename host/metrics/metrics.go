@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/softrnic/softrnic/datapath"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -127,7 +127,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			drops := st.RxDropNotRoCE.Load() + st.RxDropRunt.Load() + st.RxDropMalformed.Load() + st.RxDropTooLong.Load() + st.RxDropKernel.Load()
 			ch <- metric("softrnic_port_rx_dropped", "frames a port queue dropped (not RoCEv2, runt, malformed, too long, the kernel's)", prometheus.CounterValue, float64(drops), s.Name, "queue", q)
 		}
-		for t := range host.NumContextTypes {
+		for t := range hostmem.NumContextTypes {
 			st, ty := nic.Cache(t).Stats(), strings.ToLower(t.String())
 			ch <- metric("softrnic_cache_lookups", "context cache lookups", prometheus.CounterValue, float64(st.Lookups), s.Name, "context", ty)
 			ch <- metric("softrnic_cache_hits", "context cache hits", prometheus.CounterValue, float64(st.Hits), s.Name, "context", ty)

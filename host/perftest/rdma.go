@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -34,7 +34,7 @@ type rdma struct {
 }
 
 // maxInline is what softrnic carries inline in a send WQE.
-const maxInline = host.MaxInline
+const maxInline = hostmem.MaxInline
 
 // sendOff and recvOff are the offsets in buf of QP i's regions.
 func (d *rdma) sendOff(i int) int { return i * d.region }

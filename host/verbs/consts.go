@@ -9,7 +9,7 @@ package verbs
 import (
 	"fmt"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // QPState is a queue pair state (enum ibv_qp_state).
@@ -40,9 +40,9 @@ type QPType int
 
 // QP types.
 const (
-	QPTRC QPType = host.QPTRC // IBV_QPT_RC
-	QPTUC QPType = host.QPTUC // IBV_QPT_UC
-	QPTUD QPType = host.QPTUD // IBV_QPT_UD
+	QPTRC QPType = hostmem.QPTRC // IBV_QPT_RC
+	QPTUC QPType = hostmem.QPTUC // IBV_QPT_UC
+	QPTUD QPType = hostmem.QPTUD // IBV_QPT_UD
 )
 
 func (t QPType) String() string {
@@ -108,13 +108,13 @@ type WCOpcode int
 
 // WC opcodes.
 const (
-	WCSend            WCOpcode = host.WCSend            // IBV_WC_SEND
-	WCRDMAWrite       WCOpcode = host.WCRDMAWrite       // IBV_WC_RDMA_WRITE
-	WCRDMARead        WCOpcode = host.WCRDMARead        // IBV_WC_RDMA_READ
-	WCCompSwap        WCOpcode = host.WCCompSwap        // IBV_WC_COMP_SWAP
-	WCFetchAdd        WCOpcode = host.WCFetchAdd        // IBV_WC_FETCH_ADD
-	WCRecv            WCOpcode = host.WCRecv            // IBV_WC_RECV
-	WCRecvRDMAWithImm WCOpcode = host.WCRecvRDMAWithImm // IBV_WC_RECV_RDMA_WITH_IMM
+	WCSend            WCOpcode = hostmem.WCSend            // IBV_WC_SEND
+	WCRDMAWrite       WCOpcode = hostmem.WCRDMAWrite       // IBV_WC_RDMA_WRITE
+	WCRDMARead        WCOpcode = hostmem.WCRDMARead        // IBV_WC_RDMA_READ
+	WCCompSwap        WCOpcode = hostmem.WCCompSwap        // IBV_WC_COMP_SWAP
+	WCFetchAdd        WCOpcode = hostmem.WCFetchAdd        // IBV_WC_FETCH_ADD
+	WCRecv            WCOpcode = hostmem.WCRecv            // IBV_WC_RECV
+	WCRecvRDMAWithImm WCOpcode = hostmem.WCRecvRDMAWithImm // IBV_WC_RECV_RDMA_WITH_IMM
 )
 
 // WROpcode is a send work request's operation (enum ibv_wr_opcode).
@@ -122,14 +122,14 @@ type WROpcode int
 
 // WR opcodes.
 const (
-	WRRDMAWrite        WROpcode = host.WRRDMAWrite        // IBV_WR_RDMA_WRITE
-	WRRDMAWriteWithImm WROpcode = host.WRRDMAWriteWithImm // IBV_WR_RDMA_WRITE_WITH_IMM
-	WRSend             WROpcode = host.WRSend             // IBV_WR_SEND
-	WRSendWithImm      WROpcode = host.WRSendWithImm      // IBV_WR_SEND_WITH_IMM
-	WRRDMARead         WROpcode = host.WRRDMARead         // IBV_WR_RDMA_READ
-	WRAtomicCmpAndSwp  WROpcode = host.WRAtomicCmpAndSwp  // IBV_WR_ATOMIC_CMP_AND_SWP
-	WRAtomicFetchAdd   WROpcode = host.WRAtomicFetchAdd   // IBV_WR_ATOMIC_FETCH_AND_ADD
-	WRSendWithInv      WROpcode = host.WRSendWithInv      // IBV_WR_SEND_WITH_INV
+	WRRDMAWrite        WROpcode = hostmem.WRRDMAWrite        // IBV_WR_RDMA_WRITE
+	WRRDMAWriteWithImm WROpcode = hostmem.WRRDMAWriteWithImm // IBV_WR_RDMA_WRITE_WITH_IMM
+	WRSend             WROpcode = hostmem.WRSend             // IBV_WR_SEND
+	WRSendWithImm      WROpcode = hostmem.WRSendWithImm      // IBV_WR_SEND_WITH_IMM
+	WRRDMARead         WROpcode = hostmem.WRRDMARead         // IBV_WR_RDMA_READ
+	WRAtomicCmpAndSwp  WROpcode = hostmem.WRAtomicCmpAndSwp  // IBV_WR_ATOMIC_CMP_AND_SWP
+	WRAtomicFetchAdd   WROpcode = hostmem.WRAtomicFetchAdd   // IBV_WR_ATOMIC_FETCH_AND_ADD
+	WRSendWithInv      WROpcode = hostmem.WRSendWithInv      // IBV_WR_SEND_WITH_INV
 )
 
 // Access is a set of memory access flags (enum ibv_access_flags).
@@ -137,10 +137,10 @@ type Access int
 
 // Access flags.
 const (
-	AccessLocalWrite   Access = host.AccessLocalWrite   // IBV_ACCESS_LOCAL_WRITE
-	AccessRemoteWrite  Access = host.AccessRemoteWrite  // IBV_ACCESS_REMOTE_WRITE
-	AccessRemoteRead   Access = host.AccessRemoteRead   // IBV_ACCESS_REMOTE_READ
-	AccessRemoteAtomic Access = host.AccessRemoteAtomic // IBV_ACCESS_REMOTE_ATOMIC
+	AccessLocalWrite   Access = hostmem.AccessLocalWrite   // IBV_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite  Access = hostmem.AccessRemoteWrite  // IBV_ACCESS_REMOTE_WRITE
+	AccessRemoteRead   Access = hostmem.AccessRemoteRead   // IBV_ACCESS_REMOTE_READ
+	AccessRemoteAtomic Access = hostmem.AccessRemoteAtomic // IBV_ACCESS_REMOTE_ATOMIC
 )
 
 // SendFlags modify a send work request (enum ibv_send_flags).
@@ -148,10 +148,10 @@ type SendFlags int
 
 // Send flags.
 const (
-	SendFence     SendFlags = host.SendFence     // IBV_SEND_FENCE
-	SendSignaled  SendFlags = host.SendSignaled  // IBV_SEND_SIGNALED
-	SendSolicited SendFlags = host.SendSolicited // IBV_SEND_SOLICITED
-	SendInline    SendFlags = host.SendInline    // IBV_SEND_INLINE
+	SendFence     SendFlags = hostmem.SendFence     // IBV_SEND_FENCE
+	SendSignaled  SendFlags = hostmem.SendSignaled  // IBV_SEND_SIGNALED
+	SendSolicited SendFlags = hostmem.SendSolicited // IBV_SEND_SOLICITED
+	SendInline    SendFlags = hostmem.SendInline    // IBV_SEND_INLINE
 )
 
 // WCFlags describe a work completion (enum ibv_wc_flags).
@@ -159,13 +159,13 @@ type WCFlags int
 
 // WC flags.
 const (
-	WCWithGRH WCFlags = host.WCWithGRH // IBV_WC_GRH
-	WCWithImm WCFlags = host.WCWithImm // IBV_WC_WITH_IMM
-	WCWithInv WCFlags = host.WCWithInv // IBV_WC_WITH_INV
+	WCWithGRH WCFlags = hostmem.WCWithGRH // IBV_WC_GRH
+	WCWithImm WCFlags = hostmem.WCWithImm // IBV_WC_WITH_IMM
+	WCWithInv WCFlags = hostmem.WCWithInv // IBV_WC_WITH_INV
 	// WCSolicited is softrnic's own: the sender asked for a solicited
 	// event (IBV_SEND_SOLICITED, the BTH's SE bit); libibverbs reports it
 	// only as the event ibv_req_notify_cq(cq, 1) waits for.
-	WCSolicited WCFlags = host.WCSolicited
+	WCSolicited WCFlags = hostmem.WCSolicited
 )
 
 // AttrMask says which QPAttr fields a Modify sets (enum ibv_qp_attr_mask).

@@ -13,7 +13,7 @@ import (
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 )
@@ -36,8 +36,8 @@ type DeviceConfig struct {
 	Ports    []datapath.Port
 	MAC      wire.MAC
 	IP       netip.Addr
-	PCIe     host.PCIe // DMA model; zero is memory speed
-	PageSize int       // MR page size (default 4096)
+	PCIe     hostmem.PCIe // DMA model; zero is memory speed
+	PageSize int          // MR page size (default 4096)
 	// MTU is the netdev MTU the port runs on, in bytes; 0 takes the
 	// largest the port's frames carry. The port's active IB MTU follows
 	// it, as rdma_rxe's follows its netdev's.
@@ -72,10 +72,10 @@ type DeviceConfig struct {
 // Device is a softrnic NIC and the driver state that goes with it.
 type Device struct {
 	cfg  DeviceConfig
-	mem  *host.Memory
-	dma  *host.DMA
+	mem  *hostmem.Memory
+	dma  *hostmem.DMA
 	nic  *datapath.NIC
-	reg  *host.Registrar
+	reg  *hostmem.Registrar
 	done chan struct{}
 
 	mu                     sync.Mutex
@@ -104,7 +104,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	if len(ports) == 0 && cfg.Port != nil {
 		ports = []datapath.Port{cfg.Port}
 	}
-	mem := host.NewMemory()
+	mem := hostmem.NewMemory()
 	for _, p := range ports {
 		if p != nil && (cfg.MTU == 0 || cfg.MTU > p.MaxFrameLen()-etherHeader) {
 			cfg.MTU = p.MaxFrameLen() - etherHeader // no more than the port's frames carry
@@ -113,7 +113,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	if len(ports) > 0 && wire.IBMTU(cfg.MTU) == 0 {
 		return nil, fmt.Errorf("%w: a netdev MTU of %d bytes carries no IB MTU (256 needs %d)", ErrInvalid, cfg.MTU, 256+wire.MTUHeaderRoom)
 	}
-	d := &Device{cfg: cfg, mem: mem, dma: host.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
+	d := &Device{cfg: cfg, mem: mem, dma: hostmem.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
@@ -123,13 +123,13 @@ func Open(cfg DeviceConfig) (*Device, error) {
 		return nil, err
 	}
 	d.nic = nic
-	if d.reg, err = host.NewRegistrar(mem, nic.Table(host.MTT), cfg.PageSize); err != nil {
+	if d.reg, err = hostmem.NewRegistrar(mem, nic.Table(hostmem.MTT), cfg.PageSize); err != nil {
 		return nil, err
 	}
 	word := make([]uint64, 1) // RegMR writes entries in a NIC command, one at a time
 	d.reg.WriteEntry = func(idx, iova uint64) error {
 		word[0] = iova
-		return nic.Cache(host.MTT).HostWrite(idx, word)
+		return nic.Cache(hostmem.MTT).HostWrite(idx, word)
 	}
 	go func() {
 		defer close(d.done)
@@ -166,7 +166,7 @@ func (d *Device) NIC() *datapath.NIC { return d.nic }
 
 // DMA returns the counters of the device's DMA engine: the transfers and
 // bytes between the NIC and host memory.
-func (d *Device) DMA() *host.DMAStats { return d.dma.Stats() }
+func (d *Device) DMA() *hostmem.DMAStats { return d.dma.Stats() }
 
 // Close stops the device.
 func (d *Device) Close() error {
@@ -194,7 +194,7 @@ func (d *Device) notify(cqn uint32) {
 
 // hostWrite writes a context entry through the NIC's command, keeping the
 // cache and host memory in step.
-func (d *Device) hostWrite(t host.ContextType, idx uint32, b []byte) error {
+func (d *Device) hostWrite(t hostmem.ContextType, idx uint32, b []byte) error {
 	words := make([]uint64, len(b)/8)
 	for i := range words {
 		words[i] = uint64(b[8*i]) | uint64(b[8*i+1])<<8 | uint64(b[8*i+2])<<16 | uint64(b[8*i+3])<<24 |
@@ -228,7 +228,7 @@ type MR struct {
 	LKey, RKey uint32
 	index      uint32
 	firstMTT   uint64 // the MTT entry of the region's first page
-	reg        host.MR
+	reg        hostmem.MR
 	dereg      atomic.Bool
 }
 
@@ -253,7 +253,7 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("%w: empty buffer", ErrInvalid)
 	}
-	mpt := uint32(d.nic.Table(host.MPT).Count)
+	mpt := uint32(d.nic.Table(hostmem.MPT).Count)
 	d.mu.Lock()
 	idx := d.nextMR
 	switch {
@@ -276,7 +276,7 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 	}
 	// The MTT entries are written through the NIC's cache, as a command:
 	// in step with the engines' reads of the table (and any cached line).
-	var reg host.MR
+	var reg hostmem.MR
 	var err error
 	d.nic.Command(func() { reg, err = d.reg.Register(buf) })
 	if err != nil {
@@ -293,10 +293,10 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 	if !at {
 		iova = reg.IOVA
 	}
-	e := host.MPTEntry{Valid: true, Key: key, Access: uint16(access), PD: pd.num, VA: iova, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
+	e := hostmem.MPTEntry{Valid: true, Key: key, Access: uint16(access), PD: pd.num, VA: iova, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
 	var b [64]byte
 	e.Encode(b[:])
-	if err := d.hostWrite(host.MPT, idx, b[:]); err != nil {
+	if err := d.hostWrite(hostmem.MPT, idx, b[:]); err != nil {
 		return nil, err
 	}
 	d.mrs.Add(1)
@@ -320,8 +320,8 @@ func (mr *MR) Dereg() error {
 		return fmt.Errorf("%w: MR %#x is deregistered", ErrInvalid, mr.LKey)
 	}
 	var b [64]byte
-	(&host.MPTEntry{}).Encode(b[:])
-	if err := d.hostWrite(host.MPT, mr.index, b[:]); err != nil {
+	(&hostmem.MPTEntry{}).Encode(b[:])
+	if err := d.hostWrite(hostmem.MPT, mr.index, b[:]); err != nil {
 		return err
 	}
 	var err error
@@ -346,8 +346,8 @@ func (d *Device) Usage() []Usage {
 	return []Usage{
 		{"qps", int(d.qpsInUse.Load()), d.cfg.MaxQPs},
 		{"cqs", int(d.cqsInUse.Load()), len(d.cqs)},
-		{"srqs", int(d.srqsInUse.Load()), d.nic.Table(host.SRQC).Count},
-		{"mrs", int(d.mrs.Load()), d.nic.Table(host.MPT).Count - 1}, // index 0 is never a region's
+		{"srqs", int(d.srqsInUse.Load()), d.nic.Table(hostmem.SRQC).Count},
+		{"mrs", int(d.mrs.Load()), d.nic.Table(hostmem.MPT).Count - 1}, // index 0 is never a region's
 		{"mtt_entries", mtt, mttCap},
 	}
 }
@@ -386,8 +386,8 @@ func (cq *CQ) Destroy() error {
 		return fmt.Errorf("%w: CQ %d is the CQ of %d QPs", ErrBusy, cq.num, n)
 	}
 	var b [64]byte
-	(&host.RingEntry{}).Encode(b[:])
-	if err := d.hostWrite(host.CQC, cq.num, b[:]); err != nil {
+	(&hostmem.RingEntry{}).Encode(b[:])
+	if err := d.hostWrite(hostmem.CQC, cq.num, b[:]); err != nil {
 		return err
 	}
 	cq.destroyed = true
@@ -449,15 +449,15 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	if int(num) >= len(d.cqs) {
 		return nil, fmt.Errorf("%w: CQ table full", ErrNoResources)
 	}
-	base := d.mem.Alloc(int(size) * host.CQESize)
-	ring, _ := d.mem.Slice(base, int(size)*host.CQESize)
+	base := d.mem.Alloc(int(size) * hostmem.CQESize)
+	ring, _ := d.mem.Slice(base, int(size)*hostmem.CQESize)
 	cq := &CQ{dev: d, num: num, base: base, size: size, ring: ring, wake: make(chan struct{}, 1)}
 	d.cqs[num].Store(cq)
 	d.cqsInUse.Add(1)
-	e := host.RingEntry{Valid: true, Size: size, Base: base}
+	e := hostmem.RingEntry{Valid: true, Size: size, Base: base}
 	var b [64]byte
 	e.Encode(b[:])
-	if err := d.hostWrite(host.CQC, num, b[:]); err != nil {
+	if err := d.hostWrite(hostmem.CQC, num, b[:]); err != nil {
 		return nil, err
 	}
 	return cq, nil
@@ -467,9 +467,9 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 // solicited event: its message asked for one, or it is in error. Called
 // on the NIC's engine, right after the CQE reached the ring.
 func (cq *CQ) lastSolicited() bool {
-	var c host.CQE
-	c.Decode(cq.ring[((cq.written.Load()-1)%uint64(cq.size))*host.CQESize:])
-	return c.Status != host.WCSuccess || c.Flags&host.WCSolicited != 0
+	var c hostmem.CQE
+	c.Decode(cq.ring[((cq.written.Load()-1)%uint64(cq.size))*hostmem.CQESize:])
+	return c.Status != hostmem.WCSuccess || c.Flags&hostmem.WCSolicited != 0
 }
 
 // Num is the CQ's number: its index in the NIC's CQ context table.
@@ -516,9 +516,9 @@ func (cq *CQ) poll(wc []WC) int {
 	written := cq.written.Load()
 	n := 0
 	for n < len(wc) && cq.consumed < written {
-		var c host.CQE
+		var c hostmem.CQE
 		pos := cq.consumed
-		c.Decode(cq.ring[(pos%uint64(cq.size))*host.CQESize:])
+		c.Decode(cq.ring[(pos%uint64(cq.size))*hostmem.CQESize:])
 		cq.consumed++
 		recv := c.Opcode&0x80 != 0
 		if len(cq.gone) > 0 { // a QP of this CQ was destroyed with completions unread

@@ -8,21 +8,21 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
 )
 
 // lookups is a NIC's context lookups by type, its packets and CQEs.
 type lookups struct {
-	ctx        [host.NumContextTypes]uint64
+	ctx        [hostmem.NumContextTypes]uint64
 	rcvd, sent uint64
 	waits      uint64
 }
 
 func lookupsOf(c *datapath.Counters) lookups {
 	var l lookups
-	for t := range host.NumContextTypes {
+	for t := range hostmem.NumContextTypes {
 		l.ctx[t] = c.CtxLookups[t].Load()
 	}
 	l.rcvd, l.sent, l.waits = c.RcvdPkts.Load(), c.SentPkts.Load(), c.CtxWaits.Load()
@@ -54,27 +54,27 @@ func TestLookupsPerPacket(t *testing.T) {
 	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
 	verbstest.Connect(t, a, b, 3, 20)
 	const (
-		qpc = host.QPC
-		cqc = host.CQC
-		mpt = host.MPT
-		mtt = host.MTT
+		qpc = hostmem.QPC
+		cqc = hostmem.CQC
+		mpt = hostmem.MPT
+		mtt = hostmem.MTT
 	)
 	for _, tc := range []struct {
 		name string
 		op   verbs.WROpcode
 		// per operation: the requester's lookups (a doorbell and one
 		// response packet) and the responder's (one request packet)
-		req, resp map[host.ContextType]uint64
+		req, resp map[hostmem.ContextType]uint64
 	}{
 		{"WRITE", verbs.WRRDMAWrite,
-			map[host.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
-			map[host.ContextType]uint64{qpc: 1, mpt: 1, mtt: 1}},
+			map[hostmem.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
+			map[hostmem.ContextType]uint64{qpc: 1, mpt: 1, mtt: 1}},
 		{"READ", verbs.WRRDMARead,
-			map[host.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
-			map[host.ContextType]uint64{qpc: 1, mpt: 1, mtt: 1}},
+			map[hostmem.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
+			map[hostmem.ContextType]uint64{qpc: 1, mpt: 1, mtt: 1}},
 		{"SEND", verbs.WRSend,
-			map[host.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
-			map[host.ContextType]uint64{qpc: 1, cqc: 1, mpt: 1, mtt: 1}},
+			map[hostmem.ContextType]uint64{qpc: 2, cqc: 1, mpt: 1, mtt: 1},
+			map[hostmem.ContextType]uint64{qpc: 1, cqc: 1, mpt: 1, mtt: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			one := func(i int) {
@@ -106,7 +106,7 @@ func TestLookupsPerPacket(t *testing.T) {
 			if db.rcvd != n || da.rcvd != n {
 				t.Fatalf("packets received: requester %d, responder %d; want %d each", da.rcvd, db.rcvd, n)
 			}
-			for ty := range host.NumContextTypes {
+			for ty := range hostmem.NumContextTypes {
 				// The requester's timers may look up its QPC too
 				// (a tick during a round trip): at most one more per
 				// operation.
@@ -133,7 +133,7 @@ func TestLookupsPerPacket(t *testing.T) {
 // their work requests completed, and the engine never waits for it.
 func TestHeldCQEsKeepOrder(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
-	a := verbstest.NewEndPCIe(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+	a := verbstest.NewEndPCIe(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16, hostmem.PCIe{Latency: 30 * time.Millisecond})
 	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
 	verbstest.Connect(t, a, b, 3, 20)
 	write := func(id uint64) {
@@ -149,7 +149,7 @@ func TestHeldCQEsKeepOrder(t *testing.T) {
 	}
 	nic := a.Dev.NIC()
 	held, waits := a.Counts.CQEsHeld.Load(), a.Counts.CtxWaits.Load()
-	nic.Command(func() { nic.Cache(host.CQC).Invalidate(uint64(a.CQ.Num())) })
+	nic.Command(func() { nic.Cache(hostmem.CQC).Invalidate(uint64(a.CQ.Num())) })
 	const n = 5
 	for i := range n {
 		write(uint64(i + 1))

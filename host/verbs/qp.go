@@ -8,7 +8,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // QPCap sizes a queue pair's work queues.
@@ -19,7 +19,7 @@ type QPCap struct {
 }
 
 // MaxInlineData is the most inline data (IBV_SEND_INLINE) a QP may ask
-// for. Up to host.MaxInline bytes travel in the WQE itself; more, and any
+// for. Up to hostmem.MaxInline bytes travel in the WQE itself; more, and any
 // on a UD QP (whose WQE holds the address vector there), are copied at
 // post time into a bounce slot of the QP's own, one per send queue entry.
 const MaxInlineData = 256
@@ -75,7 +75,7 @@ type QP struct {
 	Type QPType
 
 	mu            sync.Mutex
-	ctx           host.QPCEntry
+	ctx           hostmem.QPCEntry
 	state         QPState
 	sq, rq        []byte // rings in host memory
 	sqSize        uint32
@@ -200,8 +200,8 @@ func (pd *PD) CreateGSI(attr QPInitAttr) (*QP, error) {
 
 // checkCaps checks a new QP's CQs and queue sizes.
 func checkCaps(attr QPInitAttr) error {
-	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > host.MaxSendSGE || attr.Cap.MaxRecvSGE > host.MaxRecvSGE || attr.Cap.MaxInlineData > MaxInlineData || attr.Cap.MaxInlineData < 0 {
-		return fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, host.MaxSendSGE, host.MaxRecvSGE, MaxInlineData)
+	if attr.SendCQ == nil || attr.RecvCQ == nil || attr.Cap.MaxSendSGE > hostmem.MaxSendSGE || attr.Cap.MaxRecvSGE > hostmem.MaxRecvSGE || attr.Cap.MaxInlineData > MaxInlineData || attr.Cap.MaxInlineData < 0 {
+		return fmt.Errorf("%w: CQs and at most %d send and %d receive SGEs and %d bytes inline", ErrInvalid, hostmem.MaxSendSGE, hostmem.MaxRecvSGE, MaxInlineData)
 	}
 	return nil
 }
@@ -213,19 +213,19 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
 		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData,
 		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, replayEntries: attr.ReplayEntries}
-	sqBase := d.mem.Alloc(int(qp.sqSize) * host.SendWQESize)
-	rqBase := d.mem.Alloc(int(qp.rqSize) * host.RecvWQESize)
-	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*host.SendWQESize)
-	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*host.RecvWQESize)
+	sqBase := d.mem.Alloc(int(qp.sqSize) * hostmem.SendWQESize)
+	rqBase := d.mem.Alloc(int(qp.rqSize) * hostmem.RecvWQESize)
+	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*hostmem.SendWQESize)
+	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*hostmem.RecvWQESize)
 	defer func() { d.qps.Store(num, qp) }()
-	qp.ctx = host.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
+	qp.ctx = hostmem.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
 		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
 	if attr.Type == QPTUD {
 		// A UD QP has no path MTU: its datagrams may be as large as the
 		// port's active MTU (as rxe sends them).
 		qp.ctx.MTU = uint8(d.ActiveMTU())
 	}
-	if qp.maxInline > host.MaxInline || qp.maxInline > 0 && attr.Type == QPTUD {
+	if qp.maxInline > hostmem.MaxInline || qp.maxInline > 0 && attr.Type == QPTUD {
 		var err error
 		if qp.bounce, err = pd.RegMR(make([]byte, int(qp.sqSize)*qp.maxInline), AccessLocalWrite); err != nil {
 			attr.SendCQ.users.Add(-1)
@@ -270,7 +270,7 @@ func (qp *QP) Destroy() error {
 		return fmt.Errorf("%w: QP %d is destroyed", ErrInvalid, qp.Num)
 	}
 	sq, rq := qp.ctx.SQBase, qp.ctx.RQBase
-	qp.ctx = host.QPCEntry{}
+	qp.ctx = hostmem.QPCEntry{}
 	if err := qp.write(); err != nil { // the NIC takes nothing more for it
 		return err
 	}
@@ -305,7 +305,7 @@ func (qp *QP) Destroy() error {
 func (qp *QP) write() error {
 	var b [128]byte
 	qp.ctx.Encode(b[:])
-	return qp.pd.dev.hostWrite(host.QPC, qp.Num, b[:])
+	return qp.pd.dev.hostWrite(hostmem.QPC, qp.Num, b[:])
 }
 
 // State returns the QP's state: as the driver last set it, or ERR once
@@ -388,9 +388,9 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		c.MaxDestRdAtomic = attr.MaxDestRdAtomic
 	}
 	if mask&AttrSelectiveRepeat != 0 {
-		c.Flags &^= host.QPFlagSelectiveRepeat
+		c.Flags &^= hostmem.QPFlagSelectiveRepeat
 		if attr.SelectiveRepeat {
-			c.Flags |= host.QPFlagSelectiveRepeat
+			c.Flags |= hostmem.QPFlagSelectiveRepeat
 		}
 	}
 	if next == QPSRTS && qp.state != QPSRTS && qp.Type == QPTRC {
@@ -486,7 +486,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
 			return i, fmt.Errorf("%w: send queue of QP %d holds %d work requests not yet completed", ErrQueueFull, qp.Num, qp.sqSize)
 		}
-		w := host.SendWQE{WRID: wr.WRID, Opcode: uint8(wr.Opcode), Flags: uint8(wr.Flags), NumSGE: uint8(len(wr.SGL)),
+		w := hostmem.SendWQE{WRID: wr.WRID, Opcode: uint8(wr.Opcode), Flags: uint8(wr.Flags), NumSGE: uint8(len(wr.SGL)),
 			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Compare: wr.CompareAdd, SwapAdd: wr.Swap}
 		if wr.Opcode == WRAtomicFetchAdd {
 			w.Compare, w.SwapAdd = 0, wr.CompareAdd
@@ -505,10 +505,10 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		}
 		if wr.Flags&SendInline == 0 { // inline's copy put its own SGE, if any
 			for j, s := range wr.SGL {
-				w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
+				w.SGE[j] = hostmem.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 			}
 		}
-		w.Encode(qp.sq[int(qp.sqProducer%qp.sqSize)*host.SendWQESize:])
+		w.Encode(qp.sq[int(qp.sqProducer%qp.sqSize)*hostmem.SendWQESize:])
 		qp.sqProducer++
 	}
 	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
@@ -517,9 +517,9 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 
 // inline copies a work request's data at post time (IBV_SEND_INLINE):
 // the buffers may be reused as soon as PostSend returns. Up to
-// host.MaxInline bytes go into the WQE; more, or any on a UD QP, into the
+// hostmem.MaxInline bytes go into the WQE; more, or any on a UD QP, into the
 // QP's bounce slot for this send queue entry, sent from there as one SGE.
-func (qp *QP) inline(w *host.SendWQE, wr *SendWR) error {
+func (qp *QP) inline(w *hostmem.SendWQE, wr *SendWR) error {
 	total := len(wr.Inline)
 	if wr.Inline == nil {
 		for _, s := range wr.SGL {
@@ -530,19 +530,19 @@ func (qp *QP) inline(w *host.SendWQE, wr *SendWR) error {
 		return fmt.Errorf("%w: %d bytes inline, at most %d", ErrInvalid, total, qp.maxInline)
 	}
 	var dst []byte
-	bounce := total > host.MaxInline || qp.Type == QPTUD
+	bounce := total > hostmem.MaxInline || qp.Type == QPTUD
 	if bounce {
 		slot := int(qp.sqProducer%qp.sqSize) * qp.maxInline
 		dst = qp.bounce.Buf[slot : slot+total]
 		w.Flags &^= uint8(SendInline)
 		w.NumSGE, w.InlineLen = 1, 0
-		w.SGE = [host.MaxSendSGE]host.SGE{{Addr: qp.bounce.Addr + uint64(slot), Length: uint32(total), LKey: qp.bounce.LKey}}
+		w.SGE = [hostmem.MaxSendSGE]hostmem.SGE{{Addr: qp.bounce.Addr + uint64(slot), Length: uint32(total), LKey: qp.bounce.LKey}}
 		if total == 0 {
-			w.NumSGE, w.SGE[0] = 0, host.SGE{}
+			w.NumSGE, w.SGE[0] = 0, hostmem.SGE{}
 		}
 	} else {
 		w.InlineLen, w.NumSGE = uint32(total), 0
-		w.SGE = [host.MaxSendSGE]host.SGE{}
+		w.SGE = [hostmem.MaxSendSGE]hostmem.SGE{}
 		dst = w.Inline[:total]
 	}
 	if wr.Inline != nil {
@@ -585,11 +585,11 @@ func postRecv(ring []byte, size uint32, producer *uint32, done *atomic.Uint32, m
 		if *producer-done.Load() >= size {
 			return i, fmt.Errorf("%w: receive queue holds %d requests not yet completed", ErrQueueFull, size)
 		}
-		w := host.RecvWQE{WRID: wr.WRID, NumSGE: uint8(len(wr.SGL))}
+		w := hostmem.RecvWQE{WRID: wr.WRID, NumSGE: uint8(len(wr.SGL))}
 		for j, s := range wr.SGL {
-			w.SGE[j] = host.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
+			w.SGE[j] = hostmem.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 		}
-		w.Encode(ring[int(*producer%size)*host.RecvWQESize:])
+		w.Encode(ring[int(*producer%size)*hostmem.RecvWQESize:])
 		*producer++
 	}
 	return len(wrs), nil
@@ -613,10 +613,10 @@ type SRQ struct {
 // CreateSRQ creates a shared receive queue of at least maxWR entries.
 func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 	d := pd.dev
-	if maxSGE > host.MaxRecvSGE {
-		return nil, fmt.Errorf("%w: at most %d receive SGEs", ErrInvalid, host.MaxRecvSGE)
+	if maxSGE > hostmem.MaxRecvSGE {
+		return nil, fmt.Errorf("%w: at most %d receive SGEs", ErrInvalid, hostmem.MaxRecvSGE)
 	}
-	count := uint32(d.nic.Table(host.SRQC).Count)
+	count := uint32(d.nic.Table(hostmem.SRQC).Count)
 	d.mu.Lock()
 	num := d.nextSRQ
 	switch {
@@ -630,12 +630,12 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 		return nil, fmt.Errorf("%w: SRQ table full", ErrNoResources)
 	}
 	s := &SRQ{pd: pd, num: num, size: ringSize(max(maxWR, 1)), maxSGE: max(maxSGE, 1)}
-	s.base = d.mem.Alloc(int(s.size) * host.RecvWQESize)
-	s.ring, _ = d.mem.Slice(s.base, int(s.size)*host.RecvWQESize)
-	e := host.RingEntry{Valid: true, PD: pd.num, Size: s.size, Base: s.base}
+	s.base = d.mem.Alloc(int(s.size) * hostmem.RecvWQESize)
+	s.ring, _ = d.mem.Slice(s.base, int(s.size)*hostmem.RecvWQESize)
+	e := hostmem.RingEntry{Valid: true, PD: pd.num, Size: s.size, Base: s.base}
 	var b [64]byte
 	e.Encode(b[:])
-	if err := d.hostWrite(host.SRQC, num, b[:]); err != nil {
+	if err := d.hostWrite(hostmem.SRQC, num, b[:]); err != nil {
 		return nil, err
 	}
 	d.srqsInUse.Add(1)
@@ -657,8 +657,8 @@ func (s *SRQ) Destroy() error {
 		return fmt.Errorf("%w: SRQ %d is the receive queue of %d QPs", ErrBusy, s.num, n)
 	}
 	var b [64]byte
-	(&host.RingEntry{}).Encode(b[:])
-	if err := d.hostWrite(host.SRQC, s.num, b[:]); err != nil {
+	(&hostmem.RingEntry{}).Encode(b[:])
+	if err := d.hostWrite(hostmem.SRQC, s.num, b[:]); err != nil {
 		return err
 	}
 	d.nic.ResetSRQ(s.num)

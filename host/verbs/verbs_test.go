@@ -13,7 +13,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
 )
@@ -213,7 +213,7 @@ func TestUD(t *testing.T) {
 func TestParkOnMiss(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
 	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
-	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, hostmem.PCIe{Latency: 30 * time.Millisecond})
 	qas, qbs := twoQPs(t, a, b, 20)
 	write := func(i int, wrid uint64) {
 		if _, err := qas[i].PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
@@ -226,7 +226,7 @@ func TestParkOnMiss(t *testing.T) {
 		waitWC(t, a.CQ)
 	}
 	nic := b.Dev.NIC()
-	nic.Command(func() { nic.Cache(host.QPC).Invalidate(uint64(qbs[0].Num)) })
+	nic.Command(func() { nic.Cache(hostmem.QPC).Invalidate(uint64(qbs[0].Num)) })
 	write(0, 1) // misses: parked for 30 ms
 	write(1, 2) // hits: goes on
 	first, second := waitWC(t, a.CQ), waitWC(t, a.CQ)
@@ -246,16 +246,16 @@ func TestParkOnMiss(t *testing.T) {
 func TestParkOnMemoryMiss(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		miss      host.ContextType
+		miss      hostmem.ContextType
 		requester bool // the miss is on the sending side
 	}{
-		{"responder/MPT", host.MPT, false}, {"responder/MTT", host.MTT, false},
-		{"requester/MPT", host.MPT, true}, {"requester/MTT", host.MTT, true},
+		{"responder/MPT", hostmem.MPT, false}, {"responder/MTT", hostmem.MTT, false},
+		{"requester/MPT", hostmem.MPT, true}, {"requester/MTT", hostmem.MTT, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
-			slow := host.PCIe{Latency: 30 * time.Millisecond}
-			var pcieA, pcieB host.PCIe
+			slow := hostmem.PCIe{Latency: 30 * time.Millisecond}
+			var pcieA, pcieB hostmem.PCIe
 			if tc.requester {
 				pcieA = slow
 			} else {
@@ -309,10 +309,10 @@ func TestParkOnMemoryMiss(t *testing.T) {
 				waitWC(t, a.CQ)
 			}
 			nic.Command(func() {
-				if tc.miss == host.MPT {
-					nic.Cache(host.MPT).Invalidate(uint64(missing.MR.RKey >> 8))
+				if tc.miss == hostmem.MPT {
+					nic.Cache(hostmem.MPT).Invalidate(uint64(missing.MR.RKey >> 8))
 				} else {
-					nic.Cache(host.MTT).Invalidate(verbs.FirstMTT(missing.MR))
+					nic.Cache(hostmem.MTT).Invalidate(verbs.FirstMTT(missing.MR))
 				}
 			})
 			counter := &nic.Counters().Parked
@@ -447,13 +447,13 @@ func TestResetDropsOldCompletions(t *testing.T) {
 func TestParkOnQueueContextMiss(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		miss host.ContextType
+		miss hostmem.ContextType
 		recv bool // the responder's receive CQ or SRQ misses, else the requester's send CQ
-	}{{"responder/CQC", host.CQC, true}, {"responder/SRQC", host.SRQC, true}, {"requester/CQC", host.CQC, false}, {"requester/QPC", host.QPC, false}} {
+	}{{"responder/CQC", hostmem.CQC, true}, {"responder/SRQC", hostmem.SRQC, true}, {"requester/CQC", hostmem.CQC, false}, {"requester/QPC", hostmem.QPC, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
-			slow := host.PCIe{Latency: 30 * time.Millisecond}
-			var pcieA, pcieB host.PCIe
+			slow := hostmem.PCIe{Latency: 30 * time.Millisecond}
+			var pcieA, pcieB hostmem.PCIe
 			if tc.recv {
 				pcieB = slow
 			} else {
@@ -471,7 +471,7 @@ func TestParkOnQueueContextMiss(t *testing.T) {
 				cqas[i], _ = a.Dev.CreateCQ(64)
 				cqbs[i], _ = b.Dev.CreateCQ(64)
 				attr := verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cqbs[i], RecvCQ: cqbs[i], Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}
-				if i == 0 && tc.miss == host.SRQC {
+				if i == 0 && tc.miss == hostmem.SRQC {
 					attr.SRQ, attr.Cap.MaxRecvWR = srq, 0
 				}
 				qas[i], _ = a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cqas[i], RecvCQ: cqas[i], Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
@@ -484,7 +484,7 @@ func TestParkOnQueueContextMiss(t *testing.T) {
 			}
 			send := func(i int, wrid uint64) {
 				var err error
-				if i == 0 && tc.miss == host.SRQC {
+				if i == 0 && tc.miss == hostmem.SRQC {
 					_, err = srq.PostRecv([]verbs.RecvWR{{WRID: wrid, SGL: verbstest.SGL(b, 0, 64)}})
 				} else {
 					_, err = qbs[i].PostRecv([]verbs.RecvWR{{WRID: wrid, SGL: verbstest.SGL(b, 64*(i+1), 64)}})
@@ -507,9 +507,9 @@ func TestParkOnQueueContextMiss(t *testing.T) {
 				missing, cqs, idx = a, cqas, uint64(cqas[0].Num())
 			}
 			switch tc.miss {
-			case host.SRQC:
+			case hostmem.SRQC:
 				idx = uint64(srq.Num())
-			case host.QPC: // a doorbell on a cold QP
+			case hostmem.QPC: // a doorbell on a cold QP
 				idx = uint64(qas[0].Num)
 			}
 			nic := missing.Dev.NIC()
@@ -517,9 +517,9 @@ func TestParkOnQueueContextMiss(t *testing.T) {
 			// What waits: the packet for an SRQ context, the CQE for a CQ's.
 			held := func() uint64 { return nic.Counters().Parked.Load() }
 			switch tc.miss {
-			case host.CQC:
+			case hostmem.CQC:
 				held = func() uint64 { return nic.Counters().CQEsHeld.Load() }
-			case host.QPC:
+			case hostmem.QPC:
 				held = func() uint64 { return nic.Counters().SendWaits.Load() }
 			}
 			before, waits := held(), nic.Counters().CtxWaits.Load()
@@ -590,7 +590,7 @@ func TestManyOutstandingReads(t *testing.T) {
 func TestParkOnLaterMTTLine(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 4096})
 	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<17)
-	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, host.PCIe{Latency: 30 * time.Millisecond})
+	b := verbstest.NewEndPCIe(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16, hostmem.PCIe{Latency: 30 * time.Millisecond})
 	other, err := b.PD.RegMR(make([]byte, 4096), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +609,7 @@ func TestParkOnLaterMTTLine(t *testing.T) {
 	fill(a.Buf[:1<<16], 5)
 	fill(a.Buf[1<<16:1<<16+64], 6)
 	nic := b.Dev.NIC()
-	nic.Command(func() { nic.Cache(host.MTT).Invalidate(verbs.FirstMTT(b.MR) + 12) }) // the line of page 12, not page 0's
+	nic.Command(func() { nic.Cache(hostmem.MTT).Invalidate(verbs.FirstMTT(b.MR) + 12) }) // the line of page 12, not page 0's
 	before := nic.Counters().Parked.Load()
 	big(1)
 	small(2)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -30,11 +30,11 @@ type End struct {
 // NewEnd opens a device on port with an RC QP, a CQ and a buffer of size
 // bytes registered for local write, remote write and remote read.
 func NewEnd(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int) *End {
-	return NewEndPCIe(t, port, mac, ip, size, host.PCIe{})
+	return NewEndPCIe(t, port, mac, ip, size, hostmem.PCIe{})
 }
 
 // NewEndPCIe is NewEnd with a PCIe model between the NIC and host memory.
-func NewEndPCIe(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int, model host.PCIe) *End {
+func NewEndPCIe(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int, model hostmem.PCIe) *End {
 	t.Helper()
 	return newEnd(t, verbs.DeviceConfig{Port: port, MAC: mac, IP: ip, PCIe: model}, size, 0)
 }

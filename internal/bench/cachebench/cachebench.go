@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ctxcache"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // Kind names a cache design.
@@ -30,15 +30,15 @@ const (
 
 // env is a QPC table, a DMA engine and a cache over them.
 type env struct {
-	mem   *host.Memory
-	table *host.Table
-	dma   *host.DMA
+	mem   *hostmem.Memory
+	table *hostmem.Table
+	dma   *hostmem.DMA
 	cache ctxcache.Cache
 }
 
-func newEnv(kind Kind, entries int, model host.PCIe, cfg ctxcache.Config) (*env, error) {
-	mem := host.NewMemory()
-	e := &env{mem: mem, table: host.NewTable(mem, host.QPC, host.EntrySizes[host.QPC], entries), dma: host.NewDMA(mem, model, 1<<16)}
+func newEnv(kind Kind, entries int, model hostmem.PCIe, cfg ctxcache.Config) (*env, error) {
+	mem := hostmem.NewMemory()
+	e := &env{mem: mem, table: hostmem.NewTable(mem, hostmem.QPC, hostmem.EntrySizes[hostmem.QPC], entries), dma: hostmem.NewDMA(mem, model, 1<<16)}
 	ad := ctxcache.NewAdapter(e.table)
 	var err error
 	if kind == GC {
@@ -97,7 +97,7 @@ func summarize(samples []time.Duration) Latency {
 // each sample is a batch of 32 lookups timed together and divided by 32.
 func HitLatency(kind Kind, pipes int, d time.Duration) (Latency, error) {
 	const hot, batch = 1024, 32
-	e, err := newEnv(kind, 4096, host.PCIe{}, ctxcache.Config{Pipelines: pipes})
+	e, err := newEnv(kind, 4096, hostmem.PCIe{}, ctxcache.Config{Pipelines: pipes})
 	if err != nil {
 		return Latency{}, err
 	}
@@ -207,7 +207,7 @@ func (d *driver) drain() {
 // gives the all-hit reference.
 func HOL(kind Kind, dmaLatency time.Duration, missRatio float64, d time.Duration) (Latency, error) {
 	const hot, entries = 64, 1 << 18
-	e, err := newEnv(kind, entries, host.PCIe{Latency: dmaLatency}, ctxcache.Config{})
+	e, err := newEnv(kind, entries, hostmem.PCIe{Latency: dmaLatency}, ctxcache.Config{})
 	if err != nil {
 		return Latency{}, err
 	}
@@ -300,7 +300,7 @@ func Zipf(n int, s float64) Workload {
 // contexts, and counts host fetches.
 func Redundant(kind Kind, w Workload, count int, dmaLatency time.Duration) (Redundancy, error) {
 	const entries = 1 << 16
-	e, err := newEnv(kind, entries, host.PCIe{Latency: dmaLatency}, ctxcache.Config{})
+	e, err := newEnv(kind, entries, hostmem.PCIe{Latency: dmaLatency}, ctxcache.Config{})
 	if err != nil {
 		return Redundancy{}, err
 	}
@@ -352,7 +352,7 @@ const Window = 8
 // new contexts, and returns completed lookups per second.
 func Throughput(kind Kind, missRatio float64, dmaLatency time.Duration, d time.Duration) (float64, error) {
 	const hot, entries = 1024, 1 << 18
-	e, err := newEnv(kind, entries, host.PCIe{Latency: dmaLatency}, ctxcache.Config{})
+	e, err := newEnv(kind, entries, hostmem.PCIe{Latency: dmaLatency}, ctxcache.Config{})
 	if err != nil {
 		return 0, err
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/porttest"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -100,7 +100,7 @@ func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
 	// Even QPs are cold, odd ones hot: they alternate on the wire.
 	evict := func(e *scaleEnd) {
 		nic := e.dev.NIC()
-		c := nic.Cache(host.QPC)
+		c := nic.Cache(hostmem.QPC)
 		nic.Command(func() {
 			for i := 0; i < n; i += 2 {
 				c.Invalidate(uint64(e.qps[i].Num))
@@ -112,7 +112,7 @@ func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
 	posted := make([]time.Time, n)
 	var lat []time.Duration
 	wc := make([]verbs.WC, 64)
-	qpc := a.dev.NIC().Cache(host.QPC)
+	qpc := a.dev.NIC().Cache(hostmem.QPC)
 	s0, w0 := qpc.Stats(), a.dev.NIC().Counters().CtxWaits.Load()
 	for round := range cfg.Rounds + 10 {
 		if cold {

@@ -13,7 +13,7 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -117,7 +117,7 @@ func openScaleEnd(name string, p datapath.Port, last byte, n int, cfg ScaleConfi
 	p = cfg.Observe.WrapPort(name, p)
 	var err error
 	e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
-		PCIe: host.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline, Poll: cfg.poll,
+		PCIe: hostmem.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline, Poll: cfg.poll,
 		Cache: ctxConfig(cfg)})
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+time.Minute)
 	defer cancel()
-	qpc := a.dev.NIC().Cache(host.QPC)
+	qpc := a.dev.NIC().Cache(hostmem.QPC)
 	s0 := qpc.Stats()
 	wc := make([]verbs.WC, 64)
 	next, inflight, done := 0, 0, 0

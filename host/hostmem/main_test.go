@@ -1,4 +1,4 @@
-package host_test
+package hostmem_test
 
 import (
 	"testing"

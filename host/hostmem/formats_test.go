@@ -1,94 +1,94 @@
-package host_test
+package hostmem_test
 
 import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 // TestFormatsRoundTrip encodes random values of every shared format and
 // decodes them back.
 func TestFormatsRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	sge := func() host.SGE { return host.SGE{Addr: r.Uint64(), Length: r.Uint32(), LKey: r.Uint32()} }
+	sge := func() hostmem.SGE { return hostmem.SGE{Addr: r.Uint64(), Length: r.Uint32(), LKey: r.Uint32()} }
 	for range 1000 {
-		w := host.SendWQE{WRID: r.Uint64(), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()), NumSGE: uint8(r.Uint32()),
+		w := hostmem.SendWQE{WRID: r.Uint64(), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()), NumSGE: uint8(r.Uint32()),
 			Imm: r.Uint32(), RKey: r.Uint32(), DestQPN: r.Uint32(), RemoteAddr: r.Uint64(), Compare: r.Uint64(),
 			SwapAdd: r.Uint64(), QKey: r.Uint32(), AH: r.Uint32()}
 		for i := range w.SGE {
 			w.SGE[i] = sge()
 		}
-		b := make([]byte, host.SendWQESize)
+		b := make([]byte, hostmem.SendWQESize)
 		w.Encode(b)
-		var got host.SendWQE
+		var got hostmem.SendWQE
 		got.Decode(b)
 		if got != w {
 			t.Fatalf("SendWQE %+v -> %+v", w, got)
 		}
-		iw := host.SendWQE{WRID: r.Uint64(), Opcode: 2, InlineLen: 1 + r.Uint32()%host.MaxInline}
+		iw := hostmem.SendWQE{WRID: r.Uint64(), Opcode: 2, InlineLen: 1 + r.Uint32()%hostmem.MaxInline}
 		for i := range iw.Inline[:iw.InlineLen] {
 			iw.Inline[i] = byte(r.Uint32())
 		}
 		iw.Encode(b)
-		var igot host.SendWQE
+		var igot hostmem.SendWQE
 		igot.Decode(b)
 		if igot != iw {
 			t.Fatalf("inline SendWQE %+v -> %+v", iw, igot)
 		}
-		w.HasAV, w.SGE[2], w.SGE[3] = true, host.SGE{}, host.SGE{}
+		w.HasAV, w.SGE[2], w.SGE[3] = true, hostmem.SGE{}, hostmem.SGE{}
 		w.DestMAC[2], w.DestGID[15] = byte(r.Uint32()), byte(r.Uint32())
 		w.Encode(b)
 		got.Decode(b)
 		if got != w {
 			t.Fatalf("UD SendWQE %+v -> %+v", w, got)
 		}
-		rw := host.RecvWQE{WRID: r.Uint64(), NumSGE: uint8(r.Uint32())}
+		rw := hostmem.RecvWQE{WRID: r.Uint64(), NumSGE: uint8(r.Uint32())}
 		for i := range rw.SGE {
 			rw.SGE[i] = sge()
 		}
-		rb := make([]byte, host.RecvWQESize)
+		rb := make([]byte, hostmem.RecvWQESize)
 		rw.Encode(rb)
-		var rgot host.RecvWQE
+		var rgot hostmem.RecvWQE
 		rgot.Decode(rb)
 		if rgot != rw {
 			t.Fatalf("RecvWQE %+v -> %+v", rw, rgot)
 		}
-		c := host.CQE{WRID: r.Uint64(), Status: uint8(r.Uint32()), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()),
+		c := hostmem.CQE{WRID: r.Uint64(), Status: uint8(r.Uint32()), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()),
 			Owner: uint8(r.Uint32()), ByteLen: r.Uint32(), QPN: r.Uint32(), SrcQP: r.Uint32(), Imm: r.Uint32(), WQEIndex: r.Uint32()}
-		cb := make([]byte, host.CQESize)
+		cb := make([]byte, hostmem.CQESize)
 		c.Encode(cb)
-		var cgot host.CQE
+		var cgot hostmem.CQE
 		cgot.Decode(cb)
 		if !reflect.DeepEqual(cgot, c) {
 			t.Fatalf("CQE %+v -> %+v", c, cgot)
 		}
-		m := host.MPTEntry{Valid: r.IntN(2) == 1, Key: uint8(r.Uint32()), Access: uint16(r.Uint32()), PD: r.Uint32(),
+		m := hostmem.MPTEntry{Valid: r.IntN(2) == 1, Key: uint8(r.Uint32()), Access: uint16(r.Uint32()), PD: r.Uint32(),
 			VA: r.Uint64(), Length: r.Uint64(), FirstMTT: r.Uint64(), PageShift: uint8(r.Uint32())}
 		mb := make([]byte, 64)
 		m.Encode(mb)
-		var mgot host.MPTEntry
+		var mgot hostmem.MPTEntry
 		mgot.Decode(mb)
 		if mgot != m {
 			t.Fatalf("MPT %+v -> %+v", m, mgot)
 		}
-		q := host.QPCEntry{Valid: true, Type: 2, State: 3, MTU: 3, Access: uint16(r.Uint32()), Timeout: 14, RetryCnt: 7,
+		q := hostmem.QPCEntry{Valid: true, Type: 2, State: 3, MTU: 3, Access: uint16(r.Uint32()), Timeout: 14, RetryCnt: 7,
 			RNRRetry: 7, MinRNRTimer: 12, MaxRdAtomic: 16, MaxDestRdAtomic: 16, PD: r.Uint32(), SendCQ: r.Uint32(),
 			RecvCQ: r.Uint32(), SRQ: r.Uint32(), DestQPN: r.Uint32(), QKey: r.Uint32(), SQSize: r.Uint32(), RQSize: r.Uint32(),
 			SQPSN: r.Uint32(), RQPSN: r.Uint32(), SrcPort: uint16(r.Uint32()), SQBase: r.Uint64(), RQBase: r.Uint64()}
 		q.DestMAC[3], q.DestGID[15], q.NIC[7] = 9, 8, r.Uint32()
 		qb := make([]byte, 128)
 		q.Encode(qb)
-		var qgot host.QPCEntry
+		var qgot hostmem.QPCEntry
 		qgot.Decode(qb)
 		if qgot != q {
 			t.Fatalf("QPC %+v -> %+v", q, qgot)
 		}
-		re := host.RingEntry{Valid: true, PD: r.Uint32(), Size: r.Uint32(), Base: r.Uint64(), Producer: r.Uint32(), Consumer: r.Uint32(), Limit: r.Uint32()}
+		re := hostmem.RingEntry{Valid: true, PD: r.Uint32(), Size: r.Uint32(), Base: r.Uint64(), Producer: r.Uint32(), Consumer: r.Uint32(), Limit: r.Uint32()}
 		rb2 := make([]byte, 64)
 		re.Encode(rb2)
-		var regot host.RingEntry
+		var regot hostmem.RingEntry
 		regot.Decode(rb2)
 		if regot != re {
 			t.Fatalf("ring entry %+v -> %+v", re, regot)

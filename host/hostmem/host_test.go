@@ -1,4 +1,4 @@
-package host_test
+package hostmem_test
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/host/hostmem"
 )
 
 func TestMemory(t *testing.T) {
-	m := host.NewMemory()
+	m := hostmem.NewMemory()
 	a := m.Alloc(100)
 	buf := []byte("registered buffer")
 	b := m.Map(buf)
@@ -29,14 +29,14 @@ func TestMemory(t *testing.T) {
 		addr uint64
 		n    int
 	}{{0, 1}, {a + 99, 2}, {a + 100, 1}, {b - 1, 2}, {b + 17, 1}, {1 << 60, 1}} {
-		if _, err := m.Slice(c.addr, c.n); !errors.Is(err, host.ErrFault) {
+		if _, err := m.Slice(c.addr, c.n); !errors.Is(err, hostmem.ErrFault) {
 			t.Errorf("Slice(%#x, %d) = %v, want ErrFault", c.addr, c.n, err)
 		}
 	}
 	if err := m.Unmap(b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Slice(b, 1); !errors.Is(err, host.ErrFault) {
+	if _, err := m.Slice(b, 1); !errors.Is(err, hostmem.ErrFault) {
 		t.Error("unmapped region still reachable")
 	}
 }
@@ -56,9 +56,9 @@ func (r *recorder) DMADone(tag uint64, err error) {
 // TestDMA checks copies, faults, counters, and with a PCIe model the
 // latency and the ordering of writes before later reads.
 func TestDMA(t *testing.T) {
-	for _, model := range []host.PCIe{{}, {Latency: 50 * time.Microsecond, BytesPerSec: 1e9, MaxReads: 2}} {
-		m := host.NewMemory()
-		d := host.NewDMA(m, model, 0)
+	for _, model := range []hostmem.PCIe{{}, {Latency: 50 * time.Microsecond, BytesPerSec: 1e9, MaxReads: 2}} {
+		m := hostmem.NewMemory()
+		d := hostmem.NewDMA(m, model, 0)
 		addr := m.Alloc(4096)
 		if err := d.Write(addr+8, []byte("hello")); err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestDMA(t *testing.T) {
 		if el := time.Since(start); el < model.Latency {
 			t.Errorf("%+v: read took %v", model, el)
 		}
-		if err := d.Read(addr+4095, got); !errors.Is(err, host.ErrFault) {
+		if err := d.Read(addr+4095, got); !errors.Is(err, hostmem.ErrFault) {
 			t.Errorf("%+v: read across the end: %v", model, err)
 		}
 		var r recorder
@@ -102,24 +102,24 @@ func TestDMA(t *testing.T) {
 }
 
 func TestTablesAndRegistration(t *testing.T) {
-	m := host.NewMemory()
-	qpc := host.NewTable(m, host.QPC, host.EntrySizes[host.QPC], 16)
+	m := hostmem.NewMemory()
+	qpc := hostmem.NewTable(m, hostmem.QPC, hostmem.EntrySizes[hostmem.QPC], 16)
 	e, err := qpc.Entry(3)
 	if err != nil || len(e) != 128 {
 		t.Fatal(err)
 	}
 	copy(e, "qp three")
 	addr, _ := qpc.Addr(3)
-	d := host.NewDMA(m, host.PCIe{}, 0)
+	d := hostmem.NewDMA(m, hostmem.PCIe{}, 0)
 	got := make([]byte, 8)
 	if err := d.Read(addr, got); err != nil || string(got) != "qp three" {
 		t.Fatalf("DMA read of QPC 3: %q, %v", got, err)
 	}
-	if _, err := qpc.Addr(16); !errors.Is(err, host.ErrIndex) {
+	if _, err := qpc.Addr(16); !errors.Is(err, hostmem.ErrIndex) {
 		t.Errorf("index 16 of 16: %v", err)
 	}
-	mtt := host.NewTable(m, host.MTT, 8, 8)
-	reg, err := host.NewRegistrar(m, mtt, 4096)
+	mtt := hostmem.NewTable(m, hostmem.MTT, 8, 8)
+	reg, err := hostmem.NewRegistrar(m, mtt, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestTablesAndRegistration(t *testing.T) {
 			t.Errorf("page %d at %#x: %v", p, page, err)
 		}
 	}
-	if _, err := reg.Register(make([]byte, 5*4096)); !errors.Is(err, host.ErrMTTFull) {
+	if _, err := reg.Register(make([]byte, 5*4096)); !errors.Is(err, hostmem.ErrMTTFull) {
 		t.Errorf("overfull MTT: %v", err)
 	}
 }
@@ -149,14 +149,14 @@ func TestTablesAndRegistration(t *testing.T) {
 // use is the live regions' pages.
 func TestRegistrarModel(t *testing.T) {
 	const entries = 64
-	m := host.NewMemory()
-	mtt := host.NewTable(m, host.MTT, 8, entries)
-	reg, err := host.NewRegistrar(m, mtt, 4096)
+	m := hostmem.NewMemory()
+	mtt := hostmem.NewTable(m, hostmem.MTT, 8, entries)
+	reg, err := hostmem.NewRegistrar(m, mtt, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type live struct {
-		mr  host.MR
+		mr  hostmem.MR
 		buf []byte
 	}
 	var regions []live // by start
@@ -188,7 +188,7 @@ func TestRegistrarModel(t *testing.T) {
 				t.Fatalf("step %d: %d pages: %v, the model says fits %v", step, pages, err, fits)
 			}
 			if err != nil {
-				if !errors.Is(err, host.ErrMTTFull) {
+				if !errors.Is(err, hostmem.ErrMTTFull) {
 					t.Fatalf("step %d: %v", step, err)
 				}
 				continue

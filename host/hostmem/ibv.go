@@ -1,4 +1,4 @@
-package host
+package hostmem
 
 // The numbers of libibverbs that the NIC and the driver share, as the
 // host-memory formats carry them (WQE opcode and flags, CQE opcode,
