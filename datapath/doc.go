@@ -44,7 +44,7 @@
 // engine acts on what its Sender and Receiver decide.
 //
 // Every context (QPC, CQC, SRQC, MPT, MTT) is read through a ctxcache
-// GCCache, and host memory only through the host.DMA engine. Each unit of
+// GCCache, and host memory only through the hostmem.DMA engine. Each unit of
 // work (a received packet, a doorbell, a timer, a READ to pump, an event
 // from the HPUs, a CQE) looks each context up once (ctx_lookups_* count
 // them) and never waits for a miss: a packet whose QP context, SRQ
@@ -66,7 +66,7 @@
 //
 // Tests of the engine alone live here (harness_test.go): a NIC on host
 // tables without host/verbs, a port the test feeds with frames it
-// encodes, and a host.DrivenClock shared by the NIC and its DMA engine,
+// encodes, and a hostmem.DrivenClock shared by the NIC and its DMA engine,
 // so that a test decides when each context fetch completes.
 //
 // The ports live in sub-packages: xsk (AF_XDP), udpport (kernel UDP
