@@ -5,6 +5,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -18,7 +19,7 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *hostmem.QPCEntr
 		return
 	}
 	r := &e.qps[qpn]
-	if q.Type != hostmem.QPTRC || !r.sndStarted || r.errored {
+	if q.Type != ibv.QPTRC || !r.sndStarted || r.errored {
 		return // nothing was sent that could be answered
 	}
 	defer e.senderStats(r)
@@ -82,7 +83,7 @@ func (e *engine) readData(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pac
 		return reliability.Accepted
 	}
 	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], k*uint32(mtu), p.Payload()) {
-		e.local(qpn, q, r, hostmem.WCLocProtErr)
+		e.local(qpn, q, r, ibv.WCLocProtErr)
 		return reliability.Accepted
 	}
 	r.snd.ReadPlaced(ent, psn, int(k) == in.packets-1, now)
@@ -102,7 +103,7 @@ func (e *engine) atomicData(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.P
 	var orig [8]byte
 	le.PutUint64(orig[:], p.AtomicAckETH().OrigData())
 	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], 0, orig[:]) {
-		e.local(qpn, q, r, hostmem.WCLocProtErr)
+		e.local(qpn, q, r, ibv.WCLocProtErr)
 		return reliability.Accepted
 	}
 	r.snd.AtomicPlaced(ent, now)
@@ -120,7 +121,7 @@ func (e *engine) retire(qpn uint32, q *hostmem.QPCEntry, r *qpRun) {
 		if !in.started || !in.lastPSN.Before(una) {
 			break
 		}
-		e.finish(qpn, q, in, hostmem.WCSuccess)
+		e.finish(qpn, q, in, ibv.WCSuccess)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
 		r.ifN--
 		r.sendIdx--
@@ -137,14 +138,14 @@ func (e *engine) failed(qpn uint32, q *hostmem.QPCEntry, r *qpRun) {
 }
 
 // local fails a QP for a local error (the requester's own memory).
-func (e *engine) local(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status uint8) {
+func (e *engine) local(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status ibv.WCStatus) {
 	r.snd.Fail(status)
 	e.failed(qpn, q, r)
 }
 
 // fail completes the oldest in-flight work request with status, moves the
 // QP to the error state and flushes everything else.
-func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status uint8) {
+func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status ibv.WCStatus) {
 	r.errored = true
 	e.hpuReset(qpn, r)
 	r.snd.Fail(status)
@@ -153,7 +154,7 @@ func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status uint8) {
 		in.signaled = true // errors always complete
 		st := status
 		if !first {
-			st = hostmem.WCWRFlushErr
+			st = ibv.WCWRFlushErr
 		}
 		e.finish(qpn, q, in, st)
 		r.ifHead = (r.ifHead + 1) % len(r.inflight)
@@ -168,7 +169,7 @@ func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status uint8) {
 			continue
 		}
 		in.wqe.Decode(e.wqe[:])
-		e.finish(qpn, q, &in, hostmem.WCWRFlushErr)
+		e.finish(qpn, q, &in, ibv.WCWRFlushErr)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // testPort is a Port the test drives: frames it queues with inject come
@@ -143,8 +144,8 @@ func (h *harness) cqes(base uint64, size uint32) []hostmem.CQE {
 // rcQP makes QP qpn an RC QP in RTS, its peer's QP peerQPN, expecting
 // psn first, its CQ cqn, and a receive queue of rq entries.
 func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32) hostmem.QPCEntry {
-	q := hostmem.QPCEntry{Valid: true, Type: hostmem.QPTRC, State: hostmem.QPSRTS, MTU: 3, // 1024
-		Access: hostmem.AccessRemoteWrite | hostmem.AccessRemoteRead | hostmem.AccessRemoteAtomic, PD: 1, SendCQ: cqn, RecvCQ: cqn,
+	q := hostmem.QPCEntry{Valid: true, Type: ibv.QPTRC, State: ibv.QPSRTS, MTU: 3, // 1024
+		Access: ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic, PD: 1, SendCQ: cqn, RecvCQ: cqn,
 		DestQPN: peerQPN, SQSize: 16, RQSize: rq, SQPSN: uint32(psn), RQPSN: uint32(psn), Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 		MinRNRTimer: 1, MaxRdAtomic: 16, MaxDestRdAtomic: 16, SrcPort: wire.SourcePort(qpn, peerQPN), DestMAC: h.peerMAC,
 		DestGID: h.peerIP.As16()}
@@ -163,7 +164,7 @@ func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32)
 
 // mr registers buf in PD 1 with the access given and returns its R_Key
 // and address.
-func (h *harness) mr(buf []byte, access uint16) (rkey uint32, va uint64) {
+func (h *harness) mr(buf []byte, access ibv.Access) (rkey uint32, va uint64) {
 	h.t.Helper()
 	m, err := h.reg.Register(buf)
 	if err != nil {
@@ -302,7 +303,7 @@ func (h *harness) post(qpn uint32, q *hostmem.QPCEntry, idx uint32, w hostmem.Se
 // inlineWrite is a signaled RDMA WRITE of data, inline, to the peer's
 // remote address and key.
 func inlineWrite(wrid uint64, data string, raddr uint64, rkey uint32) hostmem.SendWQE {
-	w := hostmem.SendWQE{WRID: wrid, Opcode: hostmem.WRRDMAWrite, Flags: hostmem.SendSignaled | hostmem.SendInline, RemoteAddr: raddr, RKey: rkey, InlineLen: uint32(len(data))}
+	w := hostmem.SendWQE{WRID: wrid, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled | ibv.SendInline, RemoteAddr: raddr, RKey: rkey, InlineLen: uint32(len(data))}
 	copy(w.Inline[:], data)
 	return w
 }

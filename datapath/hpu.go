@@ -14,6 +14,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/hpu"
 )
 
@@ -131,7 +132,7 @@ const (
 // acknowledged.
 type hpuCmd struct {
 	qpn    uint32
-	opcode uint8
+	opcode ibv.WROpcode
 	va     uint64
 	rkey   uint32
 	buf    []byte
@@ -331,14 +332,14 @@ func (n *NIC) hpuDefault(c *hpu.Context) hpu.Default {
 type nicNet struct{ n *NIC }
 
 func (t nicNet) Send(msg *hpu.Message, payload []byte) error {
-	return t.n.hpuCommand(msg.QPN, hostmem.WRSend, 0, 0, payload)
+	return t.n.hpuCommand(msg.QPN, ibv.WRSend, 0, 0, payload)
 }
 
 func (t nicNet) Put(msg *hpu.Message, remoteVA uint64, rkey uint32, payload []byte) error {
-	return t.n.hpuCommand(msg.QPN, hostmem.WRRDMAWrite, remoteVA, rkey, payload)
+	return t.n.hpuCommand(msg.QPN, ibv.WRRDMAWrite, remoteVA, rkey, payload)
 }
 
-func (n *NIC) hpuCommand(qpn uint32, op uint8, va uint64, rkey uint32, payload []byte) error {
+func (n *NIC) hpuCommand(qpn uint32, op ibv.WROpcode, va uint64, rkey uint32, payload []byte) error {
 	h := n.hpu.Load()
 	if len(payload) > h.cmdBytes {
 		return ErrCommandSize
@@ -451,7 +452,7 @@ func (e *engine) flushHPU(wait bool) {
 func (e *engine) hpuQueueCmd(qpn uint32, s int32) {
 	r := &e.qps[qpn]
 	var q hostmem.QPCEntry
-	if !e.qpc(qpn, &q) || q.State != hostmem.QPSRTS || r.errored || q.Type == hostmem.QPTUD {
+	if !e.qpc(qpn, &q) || q.State != ibv.QPSRTS || r.errored || q.Type == ibv.QPTUD {
 		e.counters.HPUCommandsRefused.Add(1)
 		e.nic.releaseCmd(s + 1)
 		return
@@ -528,7 +529,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 			// and its key must allow the whole range (else the usual path
 			// refuses it with its NAK).
 			if m > maxMessage || last && m != uint32(len(payload)) || !last && m <= uint32(len(payload)) ||
-				m > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(m), hostmem.AccessRemoteWrite) {
+				m > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(m), ibv.AccessRemoteWrite) {
 				s.on = false
 				return false, false
 			}
@@ -564,7 +565,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 		if first {
 			s.on = false
 		}
-		if q.Type == hostmem.QPTUC { // unreliable: the message is lost
+		if q.Type == ibv.QPTUC { // unreliable: the message is lost
 			e.nic.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, err)
 			s.on, r.ucDrop = false, true
 			return true, false
@@ -578,7 +579,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 	s.left -= min(s.left, uint32(len(payload)))
 	if last {
 		s.on = false
-		if q.Type == hostmem.QPTRC {
+		if q.Type == ibv.QPTRC {
 			s.pend[(s.head+s.n)%hpuPendingMax] = hpuPending{msn: s.msg.MSN, first: s.first, last: psn}
 			s.n++
 		}
@@ -590,7 +591,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 // no message waits for its handlers (a NAK acknowledges what came before
 // it), else nothing.
 func (e *engine) refuse(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN) {
-	if q.Type == hostmem.QPTRC && r.hpu.n == 0 {
+	if q.Type == ibv.QPTRC && r.hpu.n == 0 {
 		e.ack(q, r, psn, wire.RNRNAKSyndrome(q.MinRNRTimer))
 	}
 }
@@ -637,7 +638,7 @@ func (e *engine) hpuDone(qpn, msn uint32, err error) {
 			// acknowledged already (an ACK inside a message completes
 			// nothing).
 			e.ack(&q, r, p.last, wire.NAKSyndrome(syn))
-			e.fail(qpn, &q, r, hostmem.WCWRFlushErr)
+			e.fail(qpn, &q, r, ibv.WCWRFlushErr)
 			e.recvBellsDue()
 			e.flushRecv(qpn, &q, r)
 			return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // ctx copies entry idx of a context type into dst: what the unit of work
@@ -102,12 +103,12 @@ type contexts interface {
 // mptAllows checks, through the MPT, that key grants need on [va,
 // va+length) to protection domain pd, and leaves the entry in m. entry
 // is the reader's buffer for a context entry.
-func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need int, m *hostmem.MPTEntry) bool {
+func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need ibv.Access, m *hostmem.MPTEntry) bool {
 	if !c.ctx(hostmem.MPT, uint64(key>>8), entry[:64]) {
 		return false
 	}
 	m.Decode(entry[:64])
-	return m.Valid && m.Key == uint8(key) && m.PD == pd && int(m.Access)&need == need &&
+	return m.Valid && m.Key == uint8(key) && m.PD == pd && m.Access&need == need &&
 		va >= m.VA && length <= m.Length && va-m.VA <= m.Length-length
 }
 
@@ -116,7 +117,7 @@ func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need
 // access rights and bounds through the MPT and translating pages through
 // the MTT; write means into registered memory. A zero-length access
 // touches no memory and needs no key (IBTA C9-88).
-func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need ibv.Access, write bool) bool {
 	if len(buf) == 0 {
 		return true
 	}
@@ -150,14 +151,14 @@ func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va u
 
 // allowed checks, through the MPT, that key grants need on [va, va+length)
 // to protection domain pd.
-func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need int) bool {
+func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need ibv.Access) bool {
 	var m hostmem.MPTEntry
 	return mptAllows(e, e.entry[:], key, pd, va, length, need, &m)
 }
 
 // memory moves len(buf) bytes between buf and registered memory at va
 // under key (moveMemory), the contexts resolved by the unit of work.
-func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need int, write bool) bool {
+func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need ibv.Access, write bool) bool {
 	return moveMemory(e, e.cfg.DMA, e.entry[:], key, pd, va, buf, need, write)
 }
 
@@ -170,9 +171,9 @@ func (e *engine) scatter(pd uint32, sges []hostmem.SGE, off uint32, payload []by
 // sglCopy moves buf to (write) or from logical offset off of a
 // scatter/gather list.
 func (e *engine) sglCopy(pd uint32, sges []hostmem.SGE, off uint32, buf []byte, write bool) bool {
-	need := 0
+	need := ibv.Access(0)
 	if write {
-		need = hostmem.AccessLocalWrite
+		need = ibv.AccessLocalWrite
 	}
 	for _, s := range sges {
 		if len(buf) == 0 {

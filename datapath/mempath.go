@@ -12,6 +12,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/hpu"
 )
 
@@ -82,7 +83,7 @@ func (m *memPath) place(qpn, key uint32, va uint64, data []byte) error {
 	}
 	var q hostmem.QPCEntry
 	q.Decode(m.entry[:128])
-	if !q.Valid || !moveMemory(m, m.nic.cfg.DMA, m.entry[:], key, q.PD, va, data, hostmem.AccessRemoteWrite, true) {
+	if !q.Valid || !moveMemory(m, m.nic.cfg.DMA, m.entry[:], key, q.PD, va, data, ibv.AccessRemoteWrite, true) {
 		return hpu.ErrOutsideRegion
 	}
 	return nil
@@ -124,9 +125,9 @@ func (r hostRegion) access(p []byte, off uint64, write bool) error {
 	if off > r.length || uint64(len(p)) > r.length-off {
 		return hpu.ErrOutsideRegion
 	}
-	need := 0
+	need := ibv.Access(0)
 	if write {
-		need = hostmem.AccessLocalWrite
+		need = ibv.AccessLocalWrite
 	}
 	return r.n.withPath(func(m *memPath) error {
 		if !moveMemory(m, r.n.cfg.DMA, m.entry[:], r.key, r.pd, r.va+off, p, need, write) {

@@ -14,6 +14,7 @@ import (
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 )
@@ -591,7 +592,7 @@ func (n *NIC) FlushQP(qpn uint32) {
 		}
 		r := &n.qps[qpn]
 		if !r.errored {
-			e.fail(qpn, &q, r, hostmem.WCWRFlushErr)
+			e.fail(qpn, &q, r, ibv.WCWRFlushErr)
 		}
 		e.recvBellsDue()
 		e.flushRecv(qpn, &q, r)

@@ -4,6 +4,7 @@ import (
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // Parking: a packet whose QP context, or whose request's MPT entry or
@@ -307,7 +308,7 @@ func (e *engine) mustWait(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) bool 
 	}
 	f := p.Info.Flags
 	if f&wire.OpRequest == 0 {
-		return q.Type == hostmem.QPTRC && e.landingMiss(qpn, p, q)
+		return q.Type == ibv.QPTRC && e.landingMiss(qpn, p, q)
 	}
 	if e.memoryMiss(qpn, p) {
 		return true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -140,7 +141,7 @@ func pmtu(q *hostmem.QPCEntry) int {
 func (r *qpRun) startReceiver(q *hostmem.QPCEntry) {
 	if !r.rcvStarted {
 		r.rcvStarted = true
-		r.rcv.Init(wire.PSN(q.RQPSN), q.Type == hostmem.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0)
+		r.rcv.Init(wire.PSN(q.RQPSN), q.Type == ibv.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0)
 		r.ucExp = wire.PSN(q.RQPSN) & wire.PSNMask
 	}
 }

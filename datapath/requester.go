@@ -5,6 +5,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -27,26 +28,26 @@ func (e *engine) request(qpn uint32) {
 		return // goes on when the context it waits for comes
 	}
 	var q hostmem.QPCEntry
-	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != hostmem.QPSRTS || q.SQSize == 0 {
+	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != ibv.QPSRTS || q.SQSize == 0 {
 		return
 	}
-	if q.Type == hostmem.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
+	if q.Type == ibv.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := e.openQP(qpn, r, 0); err != nil {
 			r.startSender(&q, e.cfg)
-			e.fail(qpn, &q, r, hostmem.WCLocQPOpErr)
+			e.fail(qpn, &q, r, ibv.WCLocQPOpErr)
 			return
 		}
 	}
 	r.startSender(&q, e.cfg)
 	if r.errored { // a QP in error flushes what is posted to it
-		e.fail(qpn, &q, r, hostmem.WCWRFlushErr)
+		e.fail(qpn, &q, r, ibv.WCWRFlushErr)
 		return
 	}
 	defer e.senderStats(r)
 	mtu := pmtu(&q)
 	now := e.clock()
-	if q.Type == hostmem.QPTRC && !e.resend(qpn, &q, r, mtu, now) {
+	if q.Type == ibv.QPTRC && !e.resend(qpn, &q, r, mtu, now) {
 		return
 	}
 	for !r.errored {
@@ -70,8 +71,8 @@ func (e *engine) request(qpn uint32) {
 			if in.wqe.InlineLen > 0 {
 				in.length = in.wqe.InlineLen
 			}
-			in.signaled = in.wqe.Flags&hostmem.SendSignaled != 0
-			if q.Type == hostmem.QPTUD { // one datagram, completed once sent
+			in.signaled = in.wqe.Flags&ibv.SendSignaled != 0
+			if q.Type == ibv.QPTUD { // one datagram, completed once sent
 				e.finish(qpn, &q, &in, e.sendUD(qpn, &q, r, &in, mtu))
 				continue
 			}
@@ -79,16 +80,16 @@ func (e *engine) request(qpn uint32) {
 			if isAtomic(in.wqe.Opcode) {
 				in.packets, in.length = 1, 8
 			}
-			if !supported(in.wqe.Opcode) || q.Type == hostmem.QPTUC && (in.wqe.Opcode == hostmem.WRRDMARead || isAtomic(in.wqe.Opcode)) {
+			if !supported(in.wqe.Opcode) || q.Type == ibv.QPTUC && (in.wqe.Opcode == ibv.WRRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
 				e.track(r, in)
-				e.fail(qpn, &q, r, hostmem.WCLocQPOpErr)
+				e.fail(qpn, &q, r, ibv.WCLocQPOpErr)
 				return
 			}
 			e.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		if in.wqe.Opcode != hostmem.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
+		if in.wqe.Opcode != ibv.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
 			e.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
 			r.sqWaiting = true
 			e.counters.SendWaits.Add(1)
@@ -96,7 +97,7 @@ func (e *engine) request(qpn uint32) {
 		}
 		k := r.sendPkt
 		ackReq := false
-		if q.Type == hostmem.QPTRC {
+		if q.Type == ibv.QPTRC {
 			// The transmit gate: the packet goes, or the sender says why
 			// not (no replay entry free, the window, pacing, the
 			// READ/atomic limit, an RNR wait, credits).
@@ -119,13 +120,13 @@ func (e *engine) request(qpn uint32) {
 			r.psn = in.lastPSN.Next()
 		}
 		if !e.sendPacket(&q, r, in, k, 0, mtu, ackReq) {
-			e.fail(qpn, &q, r, hostmem.WCLocProtErr)
+			e.fail(qpn, &q, r, ibv.WCLocProtErr)
 			return
 		}
-		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == hostmem.WRRDMARead {
+		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == ibv.WRRDMARead {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
-			if q.Type == hostmem.QPTUC { // unreliable: complete as soon as it is sent
-				e.finish(qpn, &q, in, hostmem.WCSuccess)
+			if q.Type == ibv.QPTUC { // unreliable: complete as soon as it is sent
+				e.finish(qpn, &q, in, ibv.WCSuccess)
 				r.ifHead = (r.ifHead + 1) % len(r.inflight)
 				r.ifN--
 				r.sendIdx--
@@ -154,7 +155,7 @@ func (e *engine) resend(qpn uint32, q *hostmem.QPCEntry, r *qpRun, mtu int, now 
 			until = int(r.snd.ResendUntil(ent).Diff(in.firstPSN))
 		}
 		if !e.sendPacket(q, r, in, k, until, mtu, ent.AckReq) {
-			e.fail(qpn, q, r, hostmem.WCLocProtErr)
+			e.fail(qpn, q, r, ibv.WCLocProtErr)
 			return false
 		}
 		r.snd.Resent(now)
@@ -179,9 +180,9 @@ func (r *qpRun) inflightOf(idx uint32) *inflight {
 }
 
 // kindOf is what retires a packet of a work request of opcode op.
-func kindOf(op uint8) reliability.Kind {
+func kindOf(op ibv.WROpcode) reliability.Kind {
 	switch {
-	case op == hostmem.WRRDMARead:
+	case op == ibv.WRRDMARead:
 		return reliability.Read
 	case isAtomic(op):
 		return reliability.Atomic
@@ -198,7 +199,7 @@ func entryOf(q *hostmem.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
 		e.Span, e.Length, e.Opcode = uint32(in.packets), in.length, wire.RCRDMAReadRequest
 	case reliability.Atomic:
 		e.Opcode = wire.RCFetchAdd
-		if in.wqe.Opcode == hostmem.WRAtomicCmpAndSwp {
+		if in.wqe.Opcode == ibv.WRAtomicCmpAndSwp {
 			e.Opcode = wire.RCCompareSwap
 		}
 	default:
@@ -217,22 +218,22 @@ func entryOf(q *hostmem.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
 // WRITE_WITH_IMM a WRITE_ONLY_WITH_IMMEDIATE, taken in order). The frames
 // are standard RoCEv2; only a peer that enabled selective repeat too
 // places them ahead of order.
-func selectiveWrite(q *hostmem.QPCEntry, op uint8) bool {
-	return q.Type == hostmem.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0 &&
-		(op == hostmem.WRRDMAWrite || op == hostmem.WRRDMAWriteWithImm)
+func selectiveWrite(q *hostmem.QPCEntry, op ibv.WROpcode) bool {
+	return q.Type == ibv.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0 &&
+		(op == ibv.WRRDMAWrite || op == ibv.WRRDMAWriteWithImm)
 }
 
 // packetOp is the opcode of packet k of a message of a work request of
 // opcode op.
-func packetOp(q *hostmem.QPCEntry, op uint8, k, packets int) wire.Opcode {
+func packetOp(q *hostmem.QPCEntry, op ibv.WROpcode, k, packets int) wire.Opcode {
 	if selectiveWrite(q, op) {
-		if op == hostmem.WRRDMAWriteWithImm && k == packets-1 {
+		if op == ibv.WRRDMAWriteWithImm && k == packets-1 {
 			return wire.RCRDMAWriteOnlyWithImmediate
 		}
 		return wire.RCRDMAWriteOnly
 	}
 	o := opsOf(op).at(k, packets)
-	if q.Type == hostmem.QPTUC {
+	if q.Type == ibv.QPTUC {
 		o |= wire.Opcode(wire.TransportUC)
 	}
 	return o
@@ -242,21 +243,21 @@ func packetOp(q *hostmem.QPCEntry, op uint8, k, packets int) wire.Opcode {
 // the responder: a SEND's first, a WRITE_WITH_IMM's last.
 func consumes(in *inflight, k int) bool {
 	switch in.wqe.Opcode {
-	case hostmem.WRSend, hostmem.WRSendWithImm, hostmem.WRSendWithInv:
+	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv:
 		return k == 0
-	case hostmem.WRRDMAWriteWithImm:
+	case ibv.WRRDMAWriteWithImm:
 		return k == in.packets-1
 	}
 	return false
 }
 
-func isAtomic(op uint8) bool {
-	return op == hostmem.WRAtomicCmpAndSwp || op == hostmem.WRAtomicFetchAdd
+func isAtomic(op ibv.WROpcode) bool {
+	return op == ibv.WRAtomicCmpAndSwp || op == ibv.WRAtomicFetchAdd
 }
 
-func supported(op uint8) bool {
+func supported(op ibv.WROpcode) bool {
 	switch op {
-	case hostmem.WRSend, hostmem.WRSendWithImm, hostmem.WRSendWithInv, hostmem.WRRDMAWrite, hostmem.WRRDMAWriteWithImm, hostmem.WRRDMARead, hostmem.WRAtomicCmpAndSwp, hostmem.WRAtomicFetchAdd:
+	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm, ibv.WRRDMARead, ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAdd:
 		return true
 	}
 	return false
@@ -293,15 +294,15 @@ var (
 	opsWriteImm = msgOps{wire.RCRDMAWriteFirst, wire.RCRDMAWriteMiddle, wire.RCRDMAWriteLastWithImmediate, wire.RCRDMAWriteOnlyWithImmediate}
 )
 
-func opsOf(op uint8) msgOps {
+func opsOf(op ibv.WROpcode) msgOps {
 	switch op {
-	case hostmem.WRSendWithImm:
+	case ibv.WRSendWithImm:
 		return opsSendImm
-	case hostmem.WRSendWithInv:
+	case ibv.WRSendWithInv:
 		return opsSendInv
-	case hostmem.WRRDMAWrite:
+	case ibv.WRRDMAWrite:
 		return opsWrite
-	case hostmem.WRRDMAWriteWithImm:
+	case ibv.WRRDMAWriteWithImm:
 		return opsWriteImm
 	}
 	return opsSend
@@ -316,7 +317,7 @@ func opsOf(op uint8) msgOps {
 func (e *engine) sendPacket(q *hostmem.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
-	if w.Opcode == hostmem.WRRDMARead {
+	if w.Opcode == ibv.WRRDMARead {
 		// k > 0 is a partial retry: the rest of the READ from packet k on,
 		// as rxe asks for it.
 		off := min(uint32(k*mtu), in.length)
@@ -332,7 +333,7 @@ func (e *engine) sendPacket(q *hostmem.QPCEntry, r *qpRun, in *inflight, k, unti
 	}
 	if isAtomic(w.Opcode) {
 		op := wire.RCCompareSwap
-		if w.Opcode == hostmem.WRAtomicFetchAdd {
+		if w.Opcode == ibv.WRAtomicFetchAdd {
 			op = wire.RCFetchAdd
 		}
 		e.frameTo(&f, q, op, in.firstPSN)
@@ -373,13 +374,13 @@ func (e *engine) sendPacket(q *hostmem.QPCEntry, r *qpRun, in *inflight, k, unti
 	}
 	// IBV_SEND_SOLICITED: the SE bit on the message's last packet, which
 	// is the one that completes a receive.
-	f.BTH.SE = w.Flags&hostmem.SendSolicited != 0 && k == in.packets-1 && (w.Opcode == hostmem.WRSend || w.Opcode == hostmem.WRSendWithImm || w.Opcode == hostmem.WRSendWithInv || w.Opcode == hostmem.WRRDMAWriteWithImm)
+	f.BTH.SE = w.Flags&ibv.SendSolicited != 0 && k == in.packets-1 && (w.Opcode == ibv.WRSend || w.Opcode == ibv.WRSendWithImm || w.Opcode == ibv.WRSendWithInv || w.Opcode == ibv.WRRDMAWriteWithImm)
 	if info.Has(wire.HdrIETH) {
 		f.InvalidateRKey = w.Imm
 	}
 	// RC asks for an ACK where its sender says: at a message's end and
 	// often enough to keep replay entries coming free.
-	f.BTH.AckReq = q.Type != hostmem.QPTUC && ackReq
+	f.BTH.AckReq = q.Type != ibv.QPTUC && ackReq
 	e.commit(buf, &f)
 	if info.Flags&wire.OpSend != 0 {
 		e.counters.RdmaSends.Add(1)
@@ -396,28 +397,28 @@ func (e *engine) track(r *qpRun, in inflight) {
 }
 
 // finish completes a send work request (if signaled, or on error).
-func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status uint8) {
+func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status ibv.WCStatus) {
 	if in.cmd != 0 { // a handler's packet: no completion, its buffer back
 		e.nic.releaseCmd(in.cmd)
 		in.cmd = 0
-		if status != hostmem.WCSuccess && status != hostmem.WCWRFlushErr {
+		if status != ibv.WCSuccess && status != ibv.WCWRFlushErr {
 			e.counters.HPUCommandsRefused.Add(1)
 		}
 		return
 	}
-	if !in.signaled && status == hostmem.WCSuccess {
+	if !in.signaled && status == ibv.WCSuccess {
 		return
 	}
-	op := uint8(hostmem.WCSend)
+	op := ibv.WCSend
 	switch in.wqe.Opcode {
-	case hostmem.WRRDMAWrite, hostmem.WRRDMAWriteWithImm:
-		op = hostmem.WCRDMAWrite
-	case hostmem.WRRDMARead:
-		op = hostmem.WCRDMARead
-	case hostmem.WRAtomicCmpAndSwp:
-		op = hostmem.WCCompSwap
-	case hostmem.WRAtomicFetchAdd:
-		op = hostmem.WCFetchAdd
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm:
+		op = ibv.WCRDMAWrite
+	case ibv.WRRDMARead:
+		op = ibv.WCRDMARead
+	case ibv.WRAtomicCmpAndSwp:
+		op = ibv.WCCompSwap
+	case ibv.WRAtomicFetchAdd:
+		op = ibv.WCFetchAdd
 	}
 	c := hostmem.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
 	e.complete(q.SendCQ, &c)
@@ -425,21 +426,21 @@ func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status ui
 
 // sendUD sends a UD work request as one datagram to the address vector it
 // carries, and returns its completion status.
-func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight, mtu int) uint8 {
+func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight, mtu int) ibv.WCStatus {
 	w := &in.wqe
 	op := wire.UDSendOnly
 	switch {
-	case w.Opcode == hostmem.WRSendWithImm:
+	case w.Opcode == ibv.WRSendWithImm:
 		op = wire.UDSendOnlyWithImmediate
-	case w.Opcode != hostmem.WRSend || !w.HasAV:
-		return hostmem.WCLocQPOpErr
+	case w.Opcode != ibv.WRSend || !w.HasAV:
+		return ibv.WCLocQPOpErr
 	}
 	if int(in.length) > mtu {
-		return hostmem.WCLocLenErr
+		return ibv.WCLocLenErr
 	}
 	payload := e.payload[:in.length]
 	if !e.gather(q.PD, w, 0, payload) {
-		return hostmem.WCLocProtErr
+		return ibv.WCLocProtErr
 	}
 	var f wire.FrameFields
 	dst := gidAddr(w.DestGID)
@@ -451,12 +452,12 @@ func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight,
 		f.IP6 = wire.IPv6Fields{HopLimit: 64, Src: e.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
-	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&hostmem.SendSolicited != 0}
+	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&ibv.SendSolicited != 0}
 	f.DETH = wire.DETHFields{QKey: w.QKey, SrcQP: qpn}
 	f.Imm = w.Imm
 	f.Payload = payload
 	e.send(&f)
 	r.psn = r.psn.Next()
 	e.counters.RdmaSends.Add(1)
-	return hostmem.WCSuccess
+	return ibv.WCSuccess
 }

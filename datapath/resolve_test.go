@@ -7,6 +7,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // warm sends one WRITE on each QP and lets every fetch complete, so that
@@ -35,7 +36,7 @@ func TestResolveMissParksOnlyItsQP(t *testing.T) {
 	h.rcQP(cold, coldPeer, 0, 0, 0)
 	h.rcQP(hot, hotPeer, 0, 0, 0)
 	buf := make([]byte, 4096)
-	rkey, va := h.mr(buf, hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
+	rkey, va := h.mr(buf, ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
 	warm(h, rkey, va, cold, hot)
 
 	h.nic.Cache(hostmem.QPC).Invalidate(cold) // evicted between its WRITEs
@@ -79,7 +80,7 @@ func TestResolveRequesterMissWaitsAlone(t *testing.T) {
 	const cold, hot, coldPeer, hotPeer = 17, 18, 100, 101
 	qc := h.rcQP(cold, coldPeer, 0, 0, 0)
 	qh := h.rcQP(hot, hotPeer, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 4096), hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
+	rkey, va := h.mr(make([]byte, 4096), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
 	warm(h, rkey, va, cold, hot)
 
 	h.nic.Cache(hostmem.QPC).Invalidate(cold)
@@ -111,7 +112,7 @@ func TestResolveRequesterMissWaitsAlone(t *testing.T) {
 	}
 	var wrids []uint64
 	for _, c := range h.cqes(ring, 64) {
-		if c.Status != hostmem.WCSuccess || c.Opcode != hostmem.WCRDMAWrite {
+		if c.Status != ibv.WCSuccess || c.Opcode != ibv.WCRDMAWrite {
 			t.Errorf("CQE %+v, want a successful WRITE", c)
 		}
 		wrids = append(wrids, c.WRID)
@@ -146,7 +147,7 @@ func TestResolveSendIntoColdReceiveBuffer(t *testing.T) {
 	}
 	var wrids []uint64
 	for _, c := range rt.cqes(rt.ring, 64) {
-		if c.Status != hostmem.WCSuccess || c.ByteLen != 3 {
+		if c.Status != ibv.WCSuccess || c.ByteLen != 3 {
 			t.Errorf("CQE %+v", c)
 		}
 		wrids = append(wrids, c.WRID)
@@ -168,9 +169,9 @@ func TestResolveReadResponseIntoColdBuffer(t *testing.T) {
 	rt := newRespTest(t)
 	warm(rt.harness, rt.rkey, rt.va, respQP)
 	local := make([]byte, 32)
-	lkey, lva := rt.mr(local, hostmem.AccessLocalWrite)
+	lkey, lva := rt.mr(local, ibv.AccessLocalWrite)
 	rt.nic.Cache(hostmem.MPT).Invalidate(uint64(lkey >> 8))
-	w := hostmem.SendWQE{WRID: 9, Opcode: hostmem.WRRDMARead, Flags: hostmem.SendSignaled, RemoteAddr: 0x4000, RKey: 0x1234, NumSGE: 1,
+	w := hostmem.SendWQE{WRID: 9, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled, RemoteAddr: 0x4000, RKey: 0x1234, NumSGE: 1,
 		SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: lva, Length: 6, LKey: lkey}}}
 	rt.post(respQP, &rt.q, 0, w)
 	rt.turns()
@@ -188,7 +189,7 @@ func TestResolveReadResponseIntoColdBuffer(t *testing.T) {
 	}
 	rt.settle()
 	cqes := rt.cqes(rt.ring, 64)
-	if len(cqes) != 1 || cqes[0].WRID != 9 || cqes[0].Status != hostmem.WCSuccess || cqes[0].Opcode != hostmem.WCRDMARead {
+	if len(cqes) != 1 || cqes[0].WRID != 9 || cqes[0].Status != ibv.WCSuccess || cqes[0].Opcode != ibv.WCRDMARead {
 		t.Fatalf("CQEs %+v, want the READ's success", cqes)
 	}
 	if !bytes.Equal(local[:6], []byte("answer")) {

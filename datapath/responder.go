@@ -6,6 +6,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -51,14 +52,14 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait 
 	if !e.checkQP(qpn, q, r, p) {
 		return false
 	}
-	if p.ECN() == wire.ECNCE && q.Type != hostmem.QPTUD {
+	if p.ECN() == wire.ECNCE && q.Type != ibv.QPTUD {
 		e.notifyCongestion(q, r, e.clock())
 	}
 	psn := p.BTH().PSN()
 	switch q.Type {
-	case hostmem.QPTUD:
+	case ibv.QPTUD:
 		return e.respondUD(q, r, p)
-	case hostmem.QPTUC:
+	case ibv.QPTUC:
 		return e.respondUC(q, r, p, psn)
 	}
 	if !e.checkPSN(q, r, p, psn) {
@@ -75,7 +76,7 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait 
 // error state, of the packet's transport; it starts the QP's receiver on
 // its first request.
 func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) bool {
-	if !q.Valid || (q.State != hostmem.QPSRTR && q.State != hostmem.QPSRTS) {
+	if !q.Valid || (q.State != ibv.QPSRTR && q.State != ibv.QPSRTS) {
 		e.counters.RcvdUnknownQP.Add(1)
 		return false
 	}
@@ -86,9 +87,9 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 	}
 	want := wire.TransportRC
 	switch q.Type {
-	case hostmem.QPTUD:
+	case ibv.QPTUD:
 		want = wire.TransportUD
-	case hostmem.QPTUC:
+	case ibv.QPTUC:
 		want = wire.TransportUC
 	}
 	if p.Info.Transport != want {
@@ -242,7 +243,7 @@ func (e *engine) checkKey(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 	f := p.Info.Flags
 	var key uint32
 	var va, length uint64
-	var need int
+	var need ibv.Access
 	switch {
 	case f&wire.OpAtomic != 0:
 		h := p.AtomicETH()
@@ -251,13 +252,13 @@ func (e *engine) checkKey(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 			e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
 			return false
 		}
-		key, va, length, need = h.RKey(), h.VA(), 8, hostmem.AccessRemoteAtomic
+		key, va, length, need = h.RKey(), h.VA(), 8, ibv.AccessRemoteAtomic
 	case p.Opcode == wire.RCRDMAReadRequest:
 		h := p.RETH()
-		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), hostmem.AccessRemoteRead
+		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), ibv.AccessRemoteRead
 	case f&wire.OpWrite != 0 && p.RETH() != nil:
 		h := p.RETH()
-		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), hostmem.AccessRemoteWrite
+		key, va, length, need = h.RKey(), h.VA(), uint64(h.DMALen()), ibv.AccessRemoteWrite
 	}
 	if length == 0 || e.allowed(key, q.PD, va, length, need) {
 		return true
@@ -351,7 +352,7 @@ func (e *engine) placeAhead(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn w
 	}
 	h, payload := p.RETH(), p.Payload()
 	if h.DMALen() != uint32(len(payload)) || len(payload) > pmtu(q) ||
-		!e.memory(h.RKey(), q.PD, h.VA(), payload, hostmem.AccessRemoteWrite, true) {
+		!e.memory(h.RKey(), q.PD, h.VA(), payload, ibv.AccessRemoteWrite, true) {
 		return false
 	}
 	e.nic.writePlaced()
@@ -383,7 +384,7 @@ func (e *engine) notifyCongestion(q *hostmem.QPCEntry, r *qpRun, now time.Time) 
 // sender cuts its window (a reaction point, DCQCN's).
 func (e *engine) congestion(qpn uint32, q *hostmem.QPCEntry) {
 	r := &e.qps[qpn]
-	if !q.Valid || q.Type != hostmem.QPTRC || !r.sndStarted {
+	if !q.Valid || q.Type != ibv.QPTRC || !r.sndStarted {
 		return
 	}
 	e.counters.RPCNPHandled.Add(1)
@@ -489,7 +490,7 @@ func (e *engine) acknowledge(q *hostmem.QPCEntry, r *qpRun) {
 // requester that honours them stops before an RNR NAK. A QP with an SRQ
 // has no count of its own and says so (CreditsInvalid), as IBTA asks.
 func (e *engine) credits(q *hostmem.QPCEntry, r *qpRun) uint8 {
-	if q.SRQ != 0 || q.Type != hostmem.QPTRC {
+	if q.SRQ != 0 || q.Type != ibv.QPTRC {
 		return wire.CreditsInvalid
 	}
 	if b := e.nic.binding(r.hpu.qpn); b != nil && b.match.takesSends() {
@@ -507,7 +508,7 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	h := p.RETH()
 	total := int(h.DMALen())
 	packets := max(1, (total+pmtu(q)-1)/pmtu(q))
-	if !fresh && total > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(total), hostmem.AccessRemoteRead) {
+	if !fresh && total > 0 && !e.allowed(h.RKey(), q.PD, h.VA(), uint64(total), ibv.AccessRemoteRead) {
 		e.counters.RcvdRKeyErr.Add(1) // a duplicate's key (a new READ's passed checkKey)
 		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
@@ -597,7 +598,7 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 		if len(buf) > 0 && e.regionMiss(rd.key, rd.va+uint64(i*mtu), uint64(len(buf)), qpn+1) {
 			break
 		}
-		if !e.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, hostmem.AccessRemoteRead, false) {
+		if !e.memory(rd.key, q.PD, rd.va+uint64(i*mtu), buf, ibv.AccessRemoteRead, false) {
 			e.ack(q, r, rd.psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			rd.next = rd.packets // abandoned
 			break
@@ -626,7 +627,7 @@ func (e *engine) atomic(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 	var word [8]byte
 	e.nic.atomicMu.Lock()
 	defer e.nic.atomicMu.Unlock()
-	if !e.memory(key, q.PD, va, word[:], hostmem.AccessRemoteAtomic, false) {
+	if !e.memory(key, q.PD, va, word[:], ibv.AccessRemoteAtomic, false) {
 		e.counters.RcvdRKeyErr.Add(1)
 		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
@@ -641,7 +642,7 @@ func (e *engine) atomic(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		next = orig + h.SwapAdd()
 	}
 	le.PutUint64(word[:], next)
-	if next != orig && !e.memory(key, q.PD, va, word[:], hostmem.AccessRemoteAtomic, true) {
+	if next != orig && !e.memory(key, q.PD, va, word[:], ibv.AccessRemoteAtomic, true) {
 		e.ack(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 		return
 	}
@@ -679,24 +680,24 @@ func (e *engine) execute(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 			// Longer than the receive buffer: an invalid request NAK, and
 			// the receive completes with a local length error (IBTA, rxe).
 			e.counters.RcvdLengthErr.Add(1)
-			e.recvError(q, r, p, psn, hostmem.WCLocLenErr, wire.NAKInvalidRequest)
+			e.recvError(q, r, p, psn, ibv.WCLocLenErr, wire.NAKInvalidRequest)
 			return false
 		}
 		if !e.scatter(q.PD, sges, r.recvOff, payload) {
-			e.recvError(q, r, p, psn, hostmem.WCLocProtErr, wire.NAKRemoteOperationalErr)
+			e.recvError(q, r, p, psn, ibv.WCLocProtErr, wire.NAKRemoteOperationalErr)
 			return false
 		}
 		r.recvOff += uint32(len(payload))
 		if last {
-			c := hostmem.CQE{WRID: r.recv.WRID, Opcode: hostmem.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+			c := hostmem.CQE{WRID: r.recv.WRID, Opcode: ibv.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 			if h := p.ImmDt(); h != nil {
-				c.Flags, c.Imm = hostmem.WCWithImm, h.Imm()
+				c.Flags, c.Imm = ibv.WCWithImm, h.Imm()
 			}
 			if h := p.IETH(); h != nil {
-				c.Flags, c.Imm = hostmem.WCWithInv, h.RKey()
+				c.Flags, c.Imm = ibv.WCWithInv, h.RKey()
 			}
 			if p.BTH().SE() {
-				c.Flags |= hostmem.WCSolicited
+				c.Flags |= ibv.WCSolicited
 			}
 			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
@@ -706,7 +707,7 @@ func (e *engine) execute(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 		if h := p.RETH(); h != nil {
 			r.writeVA, r.writeKey, r.writeLeft, r.writeLen = h.VA(), h.RKey(), h.DMALen(), h.DMALen()
 		}
-		if !e.memory(r.writeKey, q.PD, r.writeVA, payload, hostmem.AccessRemoteWrite, true) {
+		if !e.memory(r.writeKey, q.PD, r.writeVA, payload, ibv.AccessRemoteWrite, true) {
 			e.counters.RcvdRKeyErr.Add(1)
 			e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKRemoteAccessError))
 			return false
@@ -720,10 +721,10 @@ func (e *engine) execute(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 			// byte_len is the WRITE's length, as rxe and libibverbs give it
 			// (under selective repeat, where every packet is a message of
 			// its own on the wire, the last packet's).
-			c := hostmem.CQE{WRID: r.recv.WRID, Opcode: hostmem.WCRecvRDMAWithImm, Flags: hostmem.WCWithImm, Imm: imm.Imm(), ByteLen: r.writeLen,
+			c := hostmem.CQE{WRID: r.recv.WRID, Opcode: ibv.WCRecvRDMAWithImm, Flags: ibv.WCWithImm, Imm: imm.Imm(), ByteLen: r.writeLen,
 				QPN: qpnOf(p), WQEIndex: r.recvIndex}
 			if p.BTH().SE() {
-				c.Flags |= hostmem.WCSolicited
+				c.Flags |= ibv.WCSolicited
 			}
 			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
@@ -756,16 +757,16 @@ func fitsMTU(n int, first, last bool, mtu int) bool {
 // QP goes to the error state, flushing its other work (IBTA's responder
 // class B/C errors, as rxe handles them). UC drops the rest of the
 // message and keeps the WQE for the next one.
-func (e *engine) recvError(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status uint8, nak uint8) {
-	if q.Type == hostmem.QPTUC {
+func (e *engine) recvError(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, status ibv.WCStatus, nak uint8) {
+	if q.Type == ibv.QPTUC {
 		r.ucDrop = true
 		return
 	}
 	e.ack(q, r, psn, wire.NAKSyndrome(nak))
-	c := hostmem.CQE{WRID: r.recv.WRID, Status: status, Opcode: hostmem.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
+	c := hostmem.CQE{WRID: r.recv.WRID, Status: status, Opcode: ibv.WCRecv, ByteLen: r.recvOff, QPN: qpnOf(p), WQEIndex: r.recvIndex}
 	e.complete(q.RecvCQ, &c)
 	r.recvActive = false
-	e.fail(qpnOf(p), q, r, hostmem.WCWRFlushErr)
+	e.fail(qpnOf(p), q, r, ibv.WCWRFlushErr)
 	e.recvBellsDue() // the receives posted so far, flushed with the rest
 	e.flushRecv(qpnOf(p), q, r)
 }
@@ -786,14 +787,14 @@ func (e *engine) flushRecv(qpn uint32, q *hostmem.QPCEntry, r *qpRun) {
 		}
 		var w hostmem.RecvWQE
 		w.Decode(b[:])
-		c := hostmem.CQE{WRID: w.WRID, Status: hostmem.WCWRFlushErr, Opcode: hostmem.WCRecv, QPN: qpn, WQEIndex: index}
+		c := hostmem.CQE{WRID: w.WRID, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv, QPN: qpn, WQEIndex: index}
 		e.complete(q.RecvCQ, &c)
 	}
 }
 
 // reply sends an ACK, NAK or RNR NAK on an RC QP; UC has none.
 func (e *engine) reply(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
-	if q.Type == hostmem.QPTUC {
+	if q.Type == ibv.QPTUC {
 		r.ucDrop = true // the rest of the message is dropped
 		return
 	}
@@ -854,16 +855,16 @@ func (e *engine) respondUD(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) (wait 
 		copy(grh[20:], p.Frame[p.IPOff:p.IPOff+wire.IPv4MinLen])
 	}
 	sges := r.recv.SGE[:min(int(r.recv.NumSGE), hostmem.MaxRecvSGE)]
-	c := hostmem.CQE{WRID: r.recv.WRID, Opcode: hostmem.WCRecv, Flags: hostmem.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
+	c := hostmem.CQE{WRID: r.recv.WRID, Opcode: ibv.WCRecv, Flags: ibv.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
 	if !e.scatter(q.PD, sges, 0, grh[:]) || !e.scatter(q.PD, sges, 40, p.Payload()) {
-		c.Status = hostmem.WCLocLenErr
+		c.Status = ibv.WCLocLenErr
 	}
 	if h := p.ImmDt(); h != nil {
-		c.Flags |= hostmem.WCWithImm
+		c.Flags |= ibv.WCWithImm
 		c.Imm = h.Imm()
 	}
 	if p.BTH().SE() {
-		c.Flags |= hostmem.WCSolicited
+		c.Flags |= ibv.WCSolicited
 	}
 	e.complete(q.RecvCQ, &c)
 	e.counters.RdmaRecvs.Add(1)

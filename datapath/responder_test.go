@@ -7,6 +7,7 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // respTest is a responder under test: an RC QP expecting PSN 0 with a
@@ -30,10 +31,10 @@ func newRespTest(t *testing.T) *respTest {
 	h := newHarness(t)
 	rt := &respTest{harness: h, ring: h.cq(0, 64)}
 	rt.q = h.rcQP(respQP, respPeer, 0, 0, 8)
-	rt.rkey, rt.va = h.mr(make([]byte, 8192), hostmem.AccessRemoteWrite|hostmem.AccessRemoteRead|hostmem.AccessRemoteAtomic|hostmem.AccessLocalWrite)
-	rt.roKey, rt.roVA = h.mr(make([]byte, 4096), hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
+	rt.rkey, rt.va = h.mr(make([]byte, 8192), ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic|ibv.AccessLocalWrite)
+	rt.roKey, rt.roVA = h.mr(make([]byte, 4096), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
 	rt.recvBuf = make([]byte, 64)
-	rt.recvKey, rt.recvVA = h.mr(rt.recvBuf, hostmem.AccessLocalWrite)
+	rt.recvKey, rt.recvVA = h.mr(rt.recvBuf, ibv.AccessLocalWrite)
 	return rt
 }
 
@@ -90,12 +91,12 @@ func TestResponderChecks(t *testing.T) {
 		}, next: 2},
 		{name: "QP not ready", send: func(rt *respTest) {
 			q := rt.q
-			q.State = hostmem.QPSInit
+			q.State = ibv.QPSInit
 			var b [128]byte
 			q.Encode(b[:])
 			rt.hostWrite(hostmem.QPC, respQP, b[:])
 			rt.write(respQP, 1, rt.rkey, rt.va, []byte("x"))
-			q.State = hostmem.QPSRTS
+			q.State = ibv.QPSRTS
 			q.Encode(b[:])
 			rt.turns()
 			rt.hostWrite(hostmem.QPC, respQP, b[:])
@@ -150,7 +151,7 @@ func TestResponderChecks(t *testing.T) {
 		}, want: []reply{{qpn: respPeer, op: wire.RCAcknowledge, psn: 1}}, counter: "rdma_recvs", next: 2,
 			check: func(t *testing.T, rt *respTest) {
 				cqes := rt.cqes(rt.ring, 64)
-				if len(cqes) != 1 || cqes[0].Status != hostmem.WCSuccess || cqes[0].Opcode != hostmem.WCRecv || cqes[0].ByteLen != 5 || cqes[0].WRID != 1 {
+				if len(cqes) != 1 || cqes[0].Status != ibv.WCSuccess || cqes[0].Opcode != ibv.WCRecv || cqes[0].ByteLen != 5 || cqes[0].WRID != 1 {
 					t.Errorf("CQEs %+v, want one successful receive of 5 bytes", cqes)
 				}
 				if !bytes.Equal(rt.recvBuf[:5], []byte("hello")) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // A WRITE whose ACK never comes is sent again when the local ACK timeout
@@ -43,7 +44,7 @@ func TestTimerWheelLocalACKTimeout(t *testing.T) {
 		}
 	}
 	cqes := h.cqes(ring, 16)
-	if len(cqes) != 1 || cqes[0].Status != hostmem.WCRetryExcErr {
+	if len(cqes) != 1 || cqes[0].Status != ibv.WCRetryExcErr {
 		t.Fatalf("CQEs %+v, want the WRITE failed with retry exceeded", cqes)
 	}
 	if resent < 2 {
@@ -64,7 +65,7 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	h := newHarness(t)
 	h.cq(0, 16)
 	q := h.rcQP(17, 100, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 64), hostmem.AccessRemoteWrite|hostmem.AccessLocalWrite)
+	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
 	warm(h, rkey, va, 17)
 	e := h.nic.engines[0]
 	free := e.parkPool.Available()

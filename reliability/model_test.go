@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -331,7 +332,7 @@ func (m *model) tick() {
 	timeouts := m.s.Stats().Timeouts
 	switch m.s.Tick(m.now) {
 	case reliability.Failed:
-		if failed, st := m.s.Failed(); !failed || st != reliability.StatusRetryExcErr || m.timeouts != int(m.params.RetryCnt) {
+		if failed, st := m.s.Failed(); !failed || st != ibv.WCRetryExcErr || m.timeouts != int(m.params.RetryCnt) {
 			m.t.Fatalf("failed with status %d after %d timeouts in a row (retry_cnt %d)", st, m.timeouts+1, m.params.RetryCnt)
 		}
 		m.restart()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // Kind is what an entry's packet asks of the responder, which decides
@@ -100,17 +101,6 @@ func AckTimeout(t uint8) time.Duration {
 	return max(time.Duration(4096<<t)*time.Nanosecond, MinTimeout)
 }
 
-// WC statuses the sender completes work requests with, as verbs numbers
-// them (enum ibv_wc_status).
-const (
-	StatusSuccess        = 0
-	StatusRemInvReqErr   = 9
-	StatusRemAccessErr   = 10
-	StatusRemOpErr       = 11
-	StatusRetryExcErr    = 12
-	StatusRNRRetryExcErr = 13
-)
-
 // Verdict is what the sender makes of an ACK, a NAK or a response.
 type Verdict uint8
 
@@ -179,7 +169,7 @@ type Sender struct {
 	backoff  uint
 	gapAsked bool // a READ response gap has been asked for again
 	failed   bool
-	status   uint8
+	status   ibv.WCStatus
 	failUna  wire.PSN // Una when it failed: the work before it completed
 
 	stalled    bool
@@ -354,7 +344,7 @@ func (s *Sender) Outstanding() int { return s.n }
 func (s *Sender) Free() int        { return len(s.ring) - s.n }
 
 // Failed reports whether the sender is in error, and the status.
-func (s *Sender) Failed() (bool, uint8) { return s.failed, s.status }
+func (s *Sender) Failed() (bool, ibv.WCStatus) { return s.failed, s.status }
 
 // Waiting reports whether an RNR NAK holds the sender until its timer.
 func (s *Sender) Waiting() bool { return s.rnrWait }
@@ -670,11 +660,11 @@ func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
 	}
 	switch code {
 	case wire.NAKRemoteAccessError:
-		s.fail(StatusRemAccessErr)
+		s.fail(ibv.WCRemAccessErr)
 	case wire.NAKInvalidRequest:
-		s.fail(StatusRemInvReqErr)
+		s.fail(ibv.WCRemInvReqErr)
 	default:
-		s.fail(StatusRemOpErr)
+		s.fail(ibv.WCRemOpErr)
 	}
 	return Failed
 }
@@ -689,7 +679,7 @@ func (s *Sender) OnRNR(psn wire.PSN, code uint8, now time.Time) Verdict {
 	}
 	s.retire(psn.Sub(1), now)
 	if s.rnrTries++; s.params.RNRRetry != 7 && s.rnrTries > int(s.params.RNRRetry) {
-		s.fail(StatusRNRRetryExcErr)
+		s.fail(ibv.WCRNRRetryExcErr)
 		return Failed
 	}
 	s.goBack(psn)
@@ -983,7 +973,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 	s.probing = false
 	s.stats.Timeouts++
 	if s.retries++; s.retries > int(s.params.RetryCnt) {
-		s.fail(StatusRetryExcErr)
+		s.fail(ibv.WCRetryExcErr)
 		return Failed
 	}
 	s.backoff = min(s.backoff+1, maxBackoff)
@@ -1008,7 +998,7 @@ func (s *Sender) probe() {
 
 // fail puts the sender in error: every entry is dropped (the caller
 // completes its work requests in error).
-func (s *Sender) fail(status uint8) {
+func (s *Sender) fail(status ibv.WCStatus) {
 	s.failUna = s.Una()
 	s.failed, s.status = true, status
 	s.drop()
@@ -1027,7 +1017,7 @@ func (s *Sender) drop() {
 
 // Fail puts the sender in error from outside (a local error): its
 // entries are freed.
-func (s *Sender) Fail(status uint8) {
+func (s *Sender) Fail(status ibv.WCStatus) {
 	if !s.failed {
 		s.fail(status)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/reliability"
 )
 
@@ -81,7 +82,7 @@ func TestSenderAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		steps  []step
-		status uint8
+		status ibv.WCStatus
 	}{
 		{"cumulative ACK", []step{{ack(102), reliability.Accepted, 103}, {ack(104), reliability.Accepted, 105}}, 0},
 		{"duplicate ACK", []step{{ack(102), reliability.Accepted, 103}, {ack(102), reliability.Accepted, 103}, {ack(99), reliability.Ignored, 103}}, 0},
@@ -89,10 +90,10 @@ func TestSenderAnswers(t *testing.T) {
 		{"sequence NAK goes back", []step{{nak(102, wire.NAKPSNSequenceError), reliability.Accepted, 102}}, 0},
 		{"stale NAK ignored", []step{{ack(102), reliability.Accepted, 103}, {nak(101, wire.NAKRemoteAccessError), reliability.Ignored, 103}}, 0},
 		{"future NAK ignored", []step{{nak(106, wire.NAKRemoteAccessError), reliability.Ignored, 100}}, 0},
-		{"remote access error", []step{{nak(103, wire.NAKRemoteAccessError), reliability.Failed, 103}}, reliability.StatusRemAccessErr},
-		{"invalid request", []step{{nak(100, wire.NAKInvalidRequest), reliability.Failed, 100}}, reliability.StatusRemInvReqErr},
-		{"remote operational error", []step{{nak(100, wire.NAKRemoteOperationalErr), reliability.Failed, 100}}, reliability.StatusRemOpErr},
-		{"RNR retries exhausted", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Failed, 101}}, reliability.StatusRNRRetryExcErr},
+		{"remote access error", []step{{nak(103, wire.NAKRemoteAccessError), reliability.Failed, 103}}, ibv.WCRemAccessErr},
+		{"invalid request", []step{{nak(100, wire.NAKInvalidRequest), reliability.Failed, 100}}, ibv.WCRemInvReqErr},
+		{"remote operational error", []step{{nak(100, wire.NAKRemoteOperationalErr), reliability.Failed, 100}}, ibv.WCRemOpErr},
+		{"RNR retries exhausted", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Failed, 101}}, ibv.WCRNRRetryExcErr},
 		{"RNR then progress resets the count", []step{{rnr(101), reliability.Accepted, 101}, {rnr(101), reliability.Accepted, 101}, {ack(101), reliability.Accepted, 102}, {rnr(102), reliability.Accepted, 102}, {rnr(102), reliability.Accepted, 102}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,7 +201,7 @@ func TestTimeouts(t *testing.T) {
 			t.Fatal("never failed")
 		}
 	}
-	if _, st := s.Failed(); st != reliability.StatusRetryExcErr || pool.Stats().InUse != 0 || s.Stats().Timeouts != 2*retry+1 {
+	if _, st := s.Failed(); st != ibv.WCRetryExcErr || pool.Stats().InUse != 0 || s.Stats().Timeouts != 2*retry+1 {
 		t.Errorf("status %d, in use %d, timeouts %d", st, pool.Stats().InUse, s.Stats().Timeouts)
 	}
 	if reliability.AckTimeout(1) != reliability.MinTimeout || reliability.AckTimeout(0) != 100*time.Millisecond {

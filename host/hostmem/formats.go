@@ -1,6 +1,10 @@
 package hostmem
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/softrnic/softrnic/host/ibv"
+)
 
 // The formats the driver and the NIC share in host memory: work queue
 // entries, completion queue entries and context table entries. All are
@@ -46,8 +50,8 @@ func (s *SGE) decode(b []byte) {
 // and GID instead of the third and fourth SGE.
 type SendWQE struct {
 	WRID       uint64
-	Opcode     uint8 // verbs.WROpcode
-	Flags      uint8 // verbs.SendFlags
+	Opcode     ibv.WROpcode
+	Flags      ibv.SendFlags
 	NumSGE     uint8
 	Imm        uint32 // immediate data, or the R_Key to invalidate
 	RKey       uint32
@@ -69,7 +73,7 @@ type SendWQE struct {
 func (w *SendWQE) Encode(b []byte) {
 	_ = b[SendWQESize-1]
 	le.PutUint64(b[0:], w.WRID)
-	b[8], b[9], b[10], b[11] = w.Opcode, w.Flags, w.NumSGE, 0
+	b[8], b[9], b[10], b[11] = byte(w.Opcode), byte(w.Flags), w.NumSGE, 0
 	if w.HasAV {
 		b[11] = 1
 	}
@@ -99,7 +103,7 @@ func (w *SendWQE) Encode(b []byte) {
 func (w *SendWQE) Decode(b []byte) {
 	_ = b[SendWQESize-1]
 	*w = SendWQE{
-		WRID: le.Uint64(b[0:]), Opcode: b[8], Flags: b[9], NumSGE: b[10], Imm: le.Uint32(b[12:]),
+		WRID: le.Uint64(b[0:]), Opcode: ibv.WROpcode(b[8]), Flags: ibv.SendFlags(b[9]), NumSGE: b[10], Imm: le.Uint32(b[12:]),
 		RKey: le.Uint32(b[16:]), DestQPN: le.Uint32(b[20:]), RemoteAddr: le.Uint64(b[24:]),
 		Compare: le.Uint64(b[32:]), SwapAdd: le.Uint64(b[40:]), QKey: le.Uint32(b[48:]), AH: le.Uint32(b[52:]),
 	}
@@ -151,9 +155,9 @@ func (w *RecvWQE) Decode(b []byte) {
 // the ring, so the driver tells new entries from old without a shared index.
 type CQE struct {
 	WRID    uint64
-	Status  uint8 // verbs.WCStatus
-	Opcode  uint8 // verbs.WCOpcode (IBV_WC_RECV is 128: fits)
-	Flags   uint8 // verbs.WCFlags
+	Status  ibv.WCStatus
+	Opcode  ibv.WCOpcode // IBV_WC_RECV is 128: fits a byte
+	Flags   ibv.WCFlags
 	Owner   uint8
 	ByteLen uint32
 	QPN     uint32
@@ -169,7 +173,7 @@ type CQE struct {
 func (c *CQE) Encode(b []byte) {
 	_ = b[CQESize-1]
 	le.PutUint64(b[0:], c.WRID)
-	b[8], b[9], b[10] = c.Status, c.Opcode, c.Flags
+	b[8], b[9], b[10] = byte(c.Status), byte(c.Opcode), byte(c.Flags)
 	le.PutUint32(b[12:], c.ByteLen)
 	le.PutUint32(b[16:], c.QPN)
 	le.PutUint32(b[20:], c.SrcQP)
@@ -182,7 +186,7 @@ func (c *CQE) Encode(b []byte) {
 func (c *CQE) Decode(b []byte) {
 	_ = b[CQESize-1]
 	*c = CQE{
-		WRID: le.Uint64(b[0:]), Status: b[8], Opcode: b[9], Flags: b[10], Owner: b[11],
+		WRID: le.Uint64(b[0:]), Status: ibv.WCStatus(b[8]), Opcode: ibv.WCOpcode(b[9]), Flags: ibv.WCFlags(b[10]), Owner: b[11],
 		ByteLen: le.Uint32(b[12:]), QPN: le.Uint32(b[16:]), SrcQP: le.Uint32(b[20:]), Imm: le.Uint32(b[24:]),
 		WQEIndex: le.Uint32(b[28:]),
 	}
@@ -192,8 +196,8 @@ func (c *CQE) Decode(b []byte) {
 // Keys are index<<8 | Key.
 type MPTEntry struct {
 	Valid     bool
-	Key       uint8  // the key's low byte
-	Access    uint16 // verbs.Access
+	Key       uint8 // the key's low byte
+	Access    ibv.Access
 	PD        uint32
 	VA        uint64 // the region's first address, as the keys' users see it
 	Length    uint64
@@ -209,7 +213,7 @@ func (m *MPTEntry) Encode(b []byte) {
 		b[0] = 1
 	}
 	b[1], b[7] = m.Key, m.PageShift
-	le.PutUint16(b[2:], m.Access)
+	le.PutUint16(b[2:], uint16(m.Access))
 	le.PutUint32(b[8:], m.PD)
 	le.PutUint64(b[16:], m.VA)
 	le.PutUint64(b[24:], m.Length)
@@ -220,7 +224,7 @@ func (m *MPTEntry) Encode(b []byte) {
 func (m *MPTEntry) Decode(b []byte) {
 	_ = b[63]
 	*m = MPTEntry{
-		Valid: b[0] == 1, Key: b[1], Access: le.Uint16(b[2:]), PageShift: b[7], PD: le.Uint32(b[8:]),
+		Valid: b[0] == 1, Key: b[1], Access: ibv.Access(le.Uint16(b[2:])), PageShift: b[7], PD: le.Uint32(b[8:]),
 		VA: le.Uint64(b[16:]), Length: le.Uint64(b[24:]), FirstMTT: le.Uint64(b[32:]),
 	}
 }
@@ -234,8 +238,10 @@ func (m *MPTEntry) Decode(b []byte) {
 //	96 NIC state: SQ consumer, RQ consumer, next PSN, expected PSN, MSN, …
 type QPCEntry struct {
 	Valid                        bool
-	Type, State, MTU             uint8 // verbs.QPType, verbs.QPState, ibv_mtu enum
-	Access                       uint16
+	Type                         ibv.QPType
+	State                        ibv.QPState
+	MTU                          uint8 // enum ibv_mtu
+	Access                       ibv.Access
 	Timeout, RetryCnt, RNRRetry  uint8
 	MinRNRTimer                  uint8
 	MaxRdAtomic, MaxDestRdAtomic uint8
@@ -267,8 +273,8 @@ func (q *QPCEntry) Encode(b []byte) {
 	} else {
 		b[0] = 0
 	}
-	b[1], b[2], b[3] = q.Type, q.State, q.MTU
-	le.PutUint16(b[4:], q.Access)
+	b[1], b[2], b[3] = byte(q.Type), byte(q.State), q.MTU
+	le.PutUint16(b[4:], uint16(q.Access))
 	b[6], b[7], b[8], b[9], b[10], b[11] = q.Timeout, q.RetryCnt, q.RNRRetry, q.MinRNRTimer, q.MaxRdAtomic, q.MaxDestRdAtomic
 	for i, v := range []uint32{q.PD, q.SendCQ, q.RecvCQ, q.SRQ, q.DestQPN, q.QKey, q.SQSize, q.RQSize, q.SQPSN, q.RQPSN} {
 		le.PutUint32(b[12+4*i:], v)
@@ -288,7 +294,7 @@ func (q *QPCEntry) Encode(b []byte) {
 func (q *QPCEntry) Decode(b []byte) {
 	_ = b[127]
 	*q = QPCEntry{
-		Valid: b[0] == 1, Type: b[1], State: b[2], MTU: b[3], Access: le.Uint16(b[4:]),
+		Valid: b[0] == 1, Type: ibv.QPType(b[1]), State: ibv.QPState(b[2]), MTU: b[3], Access: ibv.Access(le.Uint16(b[4:])),
 		Timeout: b[6], RetryCnt: b[7], RNRRetry: b[8], MinRNRTimer: b[9], MaxRdAtomic: b[10], MaxDestRdAtomic: b[11],
 		SrcPort: le.Uint16(b[52:]), SQBase: le.Uint64(b[64:]), RQBase: le.Uint64(b[72:]),
 	}

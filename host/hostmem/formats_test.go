@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // TestFormatsRoundTrip encodes random values of every shared format and
@@ -14,7 +15,7 @@ func TestFormatsRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	sge := func() hostmem.SGE { return hostmem.SGE{Addr: r.Uint64(), Length: r.Uint32(), LKey: r.Uint32()} }
 	for range 1000 {
-		w := hostmem.SendWQE{WRID: r.Uint64(), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()), NumSGE: uint8(r.Uint32()),
+		w := hostmem.SendWQE{WRID: r.Uint64(), Opcode: ibv.WROpcode(r.Uint32()), Flags: ibv.SendFlags(r.Uint32()), NumSGE: uint8(r.Uint32()),
 			Imm: r.Uint32(), RKey: r.Uint32(), DestQPN: r.Uint32(), RemoteAddr: r.Uint64(), Compare: r.Uint64(),
 			SwapAdd: r.Uint64(), QKey: r.Uint32(), AH: r.Uint32()}
 		for i := range w.SGE {
@@ -55,7 +56,7 @@ func TestFormatsRoundTrip(t *testing.T) {
 		if rgot != rw {
 			t.Fatalf("RecvWQE %+v -> %+v", rw, rgot)
 		}
-		c := hostmem.CQE{WRID: r.Uint64(), Status: uint8(r.Uint32()), Opcode: uint8(r.Uint32()), Flags: uint8(r.Uint32()),
+		c := hostmem.CQE{WRID: r.Uint64(), Status: ibv.WCStatus(r.Uint32()), Opcode: ibv.WCOpcode(r.Uint32()), Flags: ibv.WCFlags(r.Uint32()),
 			Owner: uint8(r.Uint32()), ByteLen: r.Uint32(), QPN: r.Uint32(), SrcQP: r.Uint32(), Imm: r.Uint32(), WQEIndex: r.Uint32()}
 		cb := make([]byte, hostmem.CQESize)
 		c.Encode(cb)
@@ -64,7 +65,7 @@ func TestFormatsRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(cgot, c) {
 			t.Fatalf("CQE %+v -> %+v", c, cgot)
 		}
-		m := hostmem.MPTEntry{Valid: r.IntN(2) == 1, Key: uint8(r.Uint32()), Access: uint16(r.Uint32()), PD: r.Uint32(),
+		m := hostmem.MPTEntry{Valid: r.IntN(2) == 1, Key: uint8(r.Uint32()), Access: ibv.Access(r.Uint32()), PD: r.Uint32(),
 			VA: r.Uint64(), Length: r.Uint64(), FirstMTT: r.Uint64(), PageShift: uint8(r.Uint32())}
 		mb := make([]byte, 64)
 		m.Encode(mb)
@@ -73,7 +74,7 @@ func TestFormatsRoundTrip(t *testing.T) {
 		if mgot != m {
 			t.Fatalf("MPT %+v -> %+v", m, mgot)
 		}
-		q := hostmem.QPCEntry{Valid: true, Type: 2, State: 3, MTU: 3, Access: uint16(r.Uint32()), Timeout: 14, RetryCnt: 7,
+		q := hostmem.QPCEntry{Valid: true, Type: 2, State: 3, MTU: 3, Access: ibv.Access(r.Uint32()), Timeout: 14, RetryCnt: 7,
 			RNRRetry: 7, MinRNRTimer: 12, MaxRdAtomic: 16, MaxDestRdAtomic: 16, PD: r.Uint32(), SendCQ: r.Uint32(),
 			RecvCQ: r.Uint32(), SRQ: r.Uint32(), DestQPN: r.Uint32(), QKey: r.Uint32(), SQSize: r.Uint32(), RQSize: r.Uint32(),
 			SQPSN: r.Uint32(), RQPSN: r.Uint32(), SrcPort: uint16(r.Uint32()), SQBase: r.Uint64(), RQBase: r.Uint64()}

@@ -14,6 +14,7 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 )
@@ -293,7 +294,7 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 	if !at {
 		iova = reg.IOVA
 	}
-	e := hostmem.MPTEntry{Valid: true, Key: key, Access: uint16(access), PD: pd.num, VA: iova, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
+	e := hostmem.MPTEntry{Valid: true, Key: key, Access: access, PD: pd.num, VA: iova, Length: uint64(len(buf)), FirstMTT: reg.FirstMTT, PageShift: shift}
 	var b [64]byte
 	e.Encode(b[:])
 	if err := d.hostWrite(hostmem.MPT, idx, b[:]); err != nil {
@@ -469,7 +470,7 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 func (cq *CQ) lastSolicited() bool {
 	var c hostmem.CQE
 	c.Decode(cq.ring[((cq.written.Load()-1)%uint64(cq.size))*hostmem.CQESize:])
-	return c.Status != hostmem.WCSuccess || c.Flags&hostmem.WCSolicited != 0
+	return c.Status != ibv.WCSuccess || c.Flags&ibv.WCSolicited != 0
 }
 
 // Num is the CQ's number: its index in the NIC's CQ context table.

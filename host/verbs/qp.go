@@ -218,7 +218,7 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*hostmem.SendWQESize)
 	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*hostmem.RecvWQESize)
 	defer func() { d.qps.Store(num, qp) }()
-	qp.ctx = hostmem.QPCEntry{Valid: true, Type: uint8(attr.Type), State: uint8(QPSReset), PD: pd.num,
+	qp.ctx = hostmem.QPCEntry{Valid: true, Type: attr.Type, State: QPSReset, PD: pd.num,
 		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
 	if attr.Type == QPTUD {
 		// A UD QP has no path MTU: its datagrams may be as large as the
@@ -336,7 +336,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	}
 	c := &qp.ctx
 	if mask&AttrAccessFlags != 0 {
-		c.Access = uint16(attr.AccessFlags)
+		c.Access = attr.AccessFlags
 	}
 	if mask&AttrQKey != 0 {
 		c.QKey = attr.QKey
@@ -398,7 +398,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 			return fmt.Errorf("%w: %v", ErrNoResources, err)
 		}
 	}
-	c.State = uint8(next)
+	c.State = next
 	if err := qp.write(); err != nil {
 		return err
 	}
@@ -486,7 +486,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
 			return i, fmt.Errorf("%w: send queue of QP %d holds %d work requests not yet completed", ErrQueueFull, qp.Num, qp.sqSize)
 		}
-		w := hostmem.SendWQE{WRID: wr.WRID, Opcode: uint8(wr.Opcode), Flags: uint8(wr.Flags), NumSGE: uint8(len(wr.SGL)),
+		w := hostmem.SendWQE{WRID: wr.WRID, Opcode: wr.Opcode, Flags: wr.Flags, NumSGE: uint8(len(wr.SGL)),
 			Imm: wr.Imm, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Compare: wr.CompareAdd, SwapAdd: wr.Swap}
 		if wr.Opcode == WRAtomicFetchAdd {
 			w.Compare, w.SwapAdd = 0, wr.CompareAdd
@@ -534,7 +534,7 @@ func (qp *QP) inline(w *hostmem.SendWQE, wr *SendWR) error {
 	if bounce {
 		slot := int(qp.sqProducer%qp.sqSize) * qp.maxInline
 		dst = qp.bounce.Buf[slot : slot+total]
-		w.Flags &^= uint8(SendInline)
+		w.Flags &^= SendInline
 		w.NumSGE, w.InlineLen = 1, 0
 		w.SGE = [hostmem.MaxSendSGE]hostmem.SGE{{Addr: qp.bounce.Addr + uint64(slot), Length: uint32(total), LKey: qp.bounce.LKey}}
 		if total == 0 {

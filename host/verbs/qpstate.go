@@ -3,7 +3,6 @@ package verbs
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Control-path errors, usable with errors.Is.
@@ -81,28 +80,6 @@ var transitions = func() (t [7][7]*transition) {
 	t[QPSSQE][QPSRTS] = &transition{opt: [3]AttrMask{0, AttrCurState | AttrAccessFlags, AttrCurState | AttrQKey}}
 	return t
 }()
-
-var attrNames = []string{
-	"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS", "PKEY_INDEX", "PORT", "QKEY", "AV",
-	"PATH_MTU", "TIMEOUT", "RETRY_CNT", "RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC", "ALT_PATH",
-	"MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC", "PATH_MIG_STATE", "CAP", "DEST_QPN",
-}
-
-func (m AttrMask) String() string {
-	var names []string
-	for i, n := range attrNames {
-		if m&(1<<i) != 0 {
-			names = append(names, n)
-		}
-	}
-	if m&AttrSelectiveRepeat != 0 {
-		names = append(names, "SELECTIVE_REPEAT")
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, "|")
-}
 
 // CheckModify reports whether a QP of type t in state cur may move to next
 // with the attributes in mask. Without AttrState the QP stays in cur and
