@@ -38,8 +38,11 @@ func TestLossAndShallow(t *testing.T) {
 	}
 	t.Logf("shallow: %+v", s)
 	// With an ECN switch: packets are marked, the responder answers with
-	// CNPs, the senders cut their windows, and everything completes.
-	e, err := relbench.Shallow(relbench.ShallowConfig{WriteQPs: 2, Messages: 40, Reads: 20, RTT: 500 * time.Microsecond, QueueBytes: 32 << 10, MarkBytes: 2 << 10})
+	// CNPs, the senders cut their windows, and everything completes. The
+	// link is slow (50 Mbit/s) so that its queue builds even when the
+	// machine is loaded (the race detector, other packages' tests) and
+	// the senders are slow.
+	e, err := relbench.Shallow(relbench.ShallowConfig{WriteQPs: 2, Messages: 20, Reads: 10, LinkGbits: 0.05, RTT: 500 * time.Microsecond, QueueBytes: 32 << 10, MarkBytes: 2 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
