@@ -692,6 +692,34 @@ func (r *qpRun) ackCap(psn wire.PSN, s wire.Syndrome) (wire.PSN, uint32, bool) {
 	return limit.Sub(1), msn - uint32(r.hpu.n), true
 }
 
+// The seam on the responder: what the responder's checks ask of the
+// handler stage, besides handing it a message (engine.handlers).
+
+// handlersWriteLeft is the bytes still to come of a WRITE an execution
+// context's handlers take, if one is under way.
+func (r *qpRun) handlersWriteLeft() (uint32, bool) {
+	return r.hpu.left, r.hpu.on && r.hpu.write
+}
+
+// handlersPending reports whether messages wait for their handlers
+// (nothing may acknowledge them before: no READ or atomic response).
+func (r *qpRun) handlersPending() bool { return r.hpu.n > 0 }
+
+// handlersTakeSends reports whether the QP's handlers take its SENDs
+// (without receive WQEs: its ACKs carry no credits).
+func (e *engine) handlersTakeSends(r *qpRun) bool {
+	b := e.nic.binding(r.hpu.qpn)
+	return b != nil && b.match.takesSends()
+}
+
+// handlersBreak ends the message its handlers have under way: it broke
+// off (a refused packet, a UC loss).
+func (e *engine) handlersBreak(qpn uint32, r *qpRun) {
+	if r.hpu.on {
+		e.hpuAbort(qpn, r)
+	}
+}
+
 // hpuAbort ends the message of a QP under way with its handlers, whose
 // last packet will not come.
 func (e *engine) hpuAbort(qpn uint32, r *qpRun) {

@@ -210,8 +210,8 @@ func (e *engine) checkLength(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn 
 		ok = p.RETH().DMALen() <= maxMessage
 	case f&wire.OpWrite != 0:
 		left := r.writeLeft
-		if r.hpu.on && r.hpu.write {
-			left = r.hpu.left // a message its handlers take
+		if l, ok := r.handlersWriteLeft(); ok {
+			left = l
 		}
 		if h := p.RETH(); h != nil {
 			// An ONLY packet carries the whole message; a FIRST one
@@ -224,7 +224,7 @@ func (e *engine) checkLength(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn 
 		ok = ok && size <= left && (!last || size == left)
 		if !ok {
 			r.writeLeft = 0
-			e.hpuAbort(qpnOf(p), r) // a message its handlers took fails
+			e.handlersBreak(qpnOf(p), r)
 		}
 	}
 	if !ok {
@@ -295,7 +295,7 @@ func (e *engine) handlers(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 func (e *engine) checkResources(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, first, last bool) (ok, wait bool) {
 	f := p.Info.Flags
 	switch {
-	case r.hpu.n > 0 && (p.Opcode == wire.RCRDMAReadRequest || f&wire.OpAtomic != 0):
+	case r.handlersPending() && (p.Opcode == wire.RCRDMAReadRequest || f&wire.OpAtomic != 0):
 		e.counters.HPURefused.Add(1)
 		return false, false
 	case f&wire.OpSend != 0 && first && r.recvActive:
@@ -347,7 +347,7 @@ func (e *engine) acknowledgeRequest(q *hostmem.QPCEntry, r *qpRun, p *wire.Packe
 // be refused with a NAK when it comes in order), waits for its
 // retransmission.
 func (e *engine) placeAhead(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
-	if p.Opcode != wire.RCRDMAWriteOnly || e.nic.binding(qpnOf(p)) != nil {
+	if p.Opcode != wire.RCRDMAWriteOnly || e.nic.binding(qpnOf(p)) != nil { // a QP with handlers takes its messages in order
 		return false // a QP with handlers takes its messages in order
 	}
 	h, payload := p.RETH(), p.Payload()
@@ -493,7 +493,7 @@ func (e *engine) credits(q *hostmem.QPCEntry, r *qpRun) uint8 {
 	if q.SRQ != 0 || q.Type != ibv.QPTRC {
 		return wire.CreditsInvalid
 	}
-	if b := e.nic.binding(r.hpu.qpn); b != nil && b.match.takesSends() {
+	if e.handlersTakeSends(r) {
 		return wire.CreditsInvalid // handlers take SENDs without receive WQEs
 	}
 	return wire.CreditCode(r.rqProducer - r.rqConsumer)
@@ -811,9 +811,7 @@ func (e *engine) respondUC(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 			if psn != r.ucExp {
 				e.counters.OutOfSeqRequest.Add(1)
 			}
-			if r.hpu.on {
-				e.hpuAbort(qpnOf(p), r)
-			}
+			e.handlersBreak(qpnOf(p), r)
 			r.ucDrop = true
 			r.ucExp = psn.Next()
 			return false
