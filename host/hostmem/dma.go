@@ -103,11 +103,28 @@ func (d *DMA) Read(addr uint64, dst []byte) error {
 		return err
 	}
 	for !w.done {
-		if d.Poll() == 0 && !d.Pass() {
+		if d.Poll() == 0 && !d.Pass() && d.nextDue() > spinWait {
 			runtime.Gosched()
 		}
 	}
 	return w.err
+}
+
+// spinWait is the longest wait for a modelled transfer that a
+// synchronous caller spins through rather than yielding: a host read
+// stalls its caller as a PCIe read stalls a core, and a yield costs more
+// than a microsecond's transfer (two thread switches for an engine's
+// goroutine, which is locked to its thread).
+const spinWait = 20 * time.Microsecond
+
+// nextDue is how long until the first queued transfer completes.
+func (d *DMA) nextDue() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == 0 {
+		return 0
+	}
+	return d.queue[d.head].at.Sub(d.model.Clock.Now())
 }
 
 // Pass lets time pass for a caller that waits for a transfer (a blocking
