@@ -58,6 +58,7 @@ type engine struct {
 	wqe                   [hostmem.SendWQESize]byte
 	payload               []byte                            // staging for one packet's payload
 	timerWheel            wheel                             // QPs with a retransmission timer running (timers.go)
+	rxBacklog             int                               // turns in a row that left received frames in the port
 	parkPool              *Pool                             // parked packets' copies
 	parkPID               [hostmem.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
 	ready                 []uint32                          // parked QPs whose context has come
@@ -265,7 +266,17 @@ func (e *engine) turn() (bool, error) {
 	}
 	e.flushTX()
 	e.port.Flush()
-	if e.timerWheel.n > 0 {
+	// The timers run once what the port has received is taken: an ACK
+	// that sits in the receive ring while the engine was starved of CPU
+	// must retire its packets before their timer sends them again. A
+	// backlog that lasts (a flood) holds them back for rxBacklogTurns
+	// turns at most.
+	if len(frames) > 0 && k == len(frames) || e.inbox != nil && len(e.inbox) > 0 {
+		e.rxBacklog++
+	} else {
+		e.rxBacklog = 0
+	}
+	if e.timerWheel.n > 0 && (e.rxBacklog == 0 || e.rxBacklog >= rxBacklogTurns) {
 		if now := e.clock(); e.timerWheel.tickOf(now) > e.timerWheel.now {
 			e.tick(now)
 			e.flushTX()
@@ -273,6 +284,10 @@ func (e *engine) turn() (bool, error) {
 	}
 	return busy || k > 0, nil
 }
+
+// rxBacklogTurns is how many turns in a row with received frames left in
+// the port the timers wait for (turn).
+const rxBacklogTurns = 64
 
 // idleFor reports whether, idle for turns turns, the engine is still
 // within its poll budget: it notes when the idle time began at turn 64

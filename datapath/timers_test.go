@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"
 )
@@ -88,5 +89,38 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	h.after(time.Second) // nothing left to fire, nothing to place
 	for _, p := range h.sent() {
 		t.Errorf("a reset QP sent %v PSN %d", p.Opcode, p.BTH().PSN())
+	}
+}
+
+// A timer does not fire on a QP while its ACK waits in the port's
+// receive ring behind other frames (an engine starved of CPU): the turn
+// takes what the port received before it runs the timers.
+func TestTimerWaitsForReceivedFrames(t *testing.T) {
+	h := newHarness(t)
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	h.rcQP(18, 101, 0, 0, 0)
+	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
+	warm(h, rkey, va, 17, 18)
+	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
+	h.turns()
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	// The ACK arrives behind a batch and more of another QP's WRITEs,
+	// after the WRITE's timer has expired.
+	for i := range len(h.nic.engines[0].frames) + 8 {
+		h.write(18, wire.PSN(i+1), rkey, va, []byte("y"))
+	}
+	h.ack(17, 0, 1)
+	h.clock.Advance(time.Second)
+	h.turns()
+	for _, p := range h.sent() {
+		if p.BTH().DestQP() == 100 {
+			t.Errorf("QP 17 sent %v PSN %d again: its timer fired before its ACK, already received, was taken", p.Opcode, p.BTH().PSN())
+		}
+	}
+	if n := h.nic.counters.LocalACKTimeouts.Load(); n != 0 {
+		t.Errorf("local_ack_timeout %d", n)
 	}
 }
