@@ -183,8 +183,14 @@ func (h *harness) mr(buf []byte, access ibv.Access) (rkey uint32, va uint64) {
 // harness fills in the addressing.
 func (h *harness) request(f wire.FrameFields) {
 	h.t.Helper()
+	h.requestFrom(h.peerIP, f)
+}
+
+// requestFrom is request from another source address.
+func (h *harness) requestFrom(src netip.Addr, f wire.FrameFields) {
+	h.t.Helper()
 	f.Ethernet = wire.EthernetFields{Dst: h.mac, Src: h.peerMAC}
-	f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: h.peerIP, Dst: h.ip}
+	f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: src, Dst: h.ip}
 	f.UDP = wire.UDPFields{SrcPort: 0xc000, DstPort: wire.RoCEv2Port}
 	f.BTH.PKey = wire.DefaultPKey
 	buf := make([]byte, 9018)

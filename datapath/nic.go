@@ -140,6 +140,7 @@ type Counters struct {
 	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
 	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
 	RcvdBadPKey                atomic.Uint64 // packets whose P_Key does not match their QP's, dropped
+	RcvdBadAddr                atomic.Uint64 // packets for a connected (RC, UC) QP from another address than its peer's, or to another than the NIC's, dropped
 	RcvdLengthErr              atomic.Uint64 // requests whose payload does not fit the path MTU, the message or the receive buffer (invalid request NAK)
 	RcvdOpSeqErr               atomic.Uint64 // requests whose opcode does not fit the message under way (a MIDDLE without a FIRST...): invalid request NAK
 	RcvdRKeyErr                atomic.Uint64 // requests whose R_Key, PD, access rights or bounds refuse the access: remote access error NAK
@@ -190,7 +191,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},
 		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
-		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey},
+		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey}, {"rcvd_bad_addr", &c.RcvdBadAddr},
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"rcvd_op_seq_err", &c.RcvdOpSeqErr}, {"rcvd_rkey_err", &c.RcvdRKeyErr},
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},

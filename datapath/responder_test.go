@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -73,7 +74,8 @@ func TestResponderChecks(t *testing.T) {
 		recv    bool                        // post a receive WQE of 8 bytes first
 		send    func(rt *respTest)          // the requests, after a WRITE_ONLY at PSN 0 was executed
 		want    []reply                     // the NIC's answers to them
-		counter string                      // the counter that moves by one ("" for none)
+		counter string                      // the counter that moves ("" for none)
+		moves   uint64                      // by how much (0: by one)
 		next    wire.PSN                    // the PSN the QP expects afterwards
 		check   func(*testing.T, *respTest) // what else holds
 	}{
@@ -105,6 +107,19 @@ func TestResponderChecks(t *testing.T) {
 			rt.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.UCRDMAWriteOnly, DestQP: respQP, PSN: 1},
 				RETH: wire.RETHFields{VA: rt.va, RKey: rt.rkey, DMALen: 1}, Payload: []byte("x")})
 		}, counter: "rcvd_malformed", next: 1},
+		{name: "address not the peer's", send: func(rt *respTest) {
+			rt.requestFrom(netip.MustParseAddr("10.9.0.66"), wire.FrameFields{BTH: bth(wire.RCRDMAWriteOnly, 1),
+				RETH: wire.RETHFields{VA: rt.va + 100, RKey: rt.rkey, DMALen: 6}, Payload: []byte("forged")})
+			rt.requestFrom(netip.MustParseAddr("10.9.0.66"), wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.CNP, DestQP: respQP, BECN: true}})
+		}, counter: "rcvd_bad_addr", moves: 2, next: 1,
+			check: func(t *testing.T, rt *respTest) {
+				if got := rt.read(rt.va+100, 6); bytes.Equal(got, []byte("forged")) {
+					t.Error("a forged WRITE was placed")
+				}
+				if n := rt.nic.counters.RPCNPHandled.Load(); n != 0 {
+					t.Errorf("a forged CNP was handled (rp_cnp_handled %d)", n)
+				}
+			}},
 		{name: "PSN duplicate", send: func(rt *respTest) {
 			rt.write(respQP, 0, rt.rkey, rt.va, []byte("again"))
 		}, want: []reply{{qpn: respPeer, op: wire.RCAcknowledge, psn: 0}}, counter: "duplicate_request", next: 1,
@@ -175,8 +190,11 @@ func TestResponderChecks(t *testing.T) {
 				t.Errorf("answers %+v, want %+v", got, tc.want)
 			}
 			after := rt.counters()
-			if tc.counter != "" && after[tc.counter] != before[tc.counter]+1 {
-				t.Errorf("%s moved by %d, want 1", tc.counter, after[tc.counter]-before[tc.counter])
+			if tc.moves == 0 {
+				tc.moves = 1
+			}
+			if tc.counter != "" && after[tc.counter] != before[tc.counter]+tc.moves {
+				t.Errorf("%s moved by %d, want %d", tc.counter, after[tc.counter]-before[tc.counter], tc.moves)
 			}
 			for name, v := range after {
 				switch name {

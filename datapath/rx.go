@@ -6,8 +6,11 @@ package datapath
 // dispatched to the responder, the completer or congestion handling.
 
 import (
+	"net/netip"
+
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
 )
 
 // receive parses a frame and hands it to the responder (requests) or the
@@ -63,6 +66,12 @@ func (e *engine) receive(fr *Frame) {
 // or the completer. It reports whether the packet must wait, parked, for
 // a context the responder found missing (a receive WQE's memory).
 func (e *engine) dispatch(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait bool) {
+	if q.Valid && q.Type != ibv.QPTUD && !e.fromPeer(p, q) {
+		// A connected QP takes packets (requests, responses, CNPs) only
+		// from its peer's address to its own, as rxe checks them.
+		e.counters.RcvdBadAddr.Add(1)
+		return false
+	}
 	if p.Info.Transport == wire.TransportCNP {
 		e.congestion(qpn, q)
 		return false
@@ -72,6 +81,20 @@ func (e *engine) dispatch(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait
 	}
 	e.completeResponse(qpn, p, q)
 	return false
+}
+
+// fromPeer reports whether a packet came from a connected QP's peer
+// (its destination GID's address) to this NIC's address.
+func (e *engine) fromPeer(p *wire.Packet, q *hostmem.QPCEntry) bool {
+	var src, dst netip.Addr
+	if p.IPv6 {
+		h := p.IPv6Header()
+		src, dst = h.Src(), h.Dst()
+	} else {
+		h := p.IPv4Header()
+		src, dst = h.Src(), h.Dst()
+	}
+	return src == gidAddr(q.DestGID) && dst == e.cfg.IP.Unmap()
 }
 
 // handoffBuffers is how many frames an engine can hold that arrived on
