@@ -3,6 +3,7 @@ package hostmem
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -32,10 +33,12 @@ var ErrFault = errors.New("host: DMA outside mapped memory")
 // pageSize aligns IOVAs.
 const pageSize = 4096
 
-// NewMemory returns an empty address space. IOVAs start at one page, so that
-// address 0 is never valid.
+// NewMemory returns an empty address space. IOVAs start at a random page
+// between the first and the 2^20th, so that address 0 is never valid and
+// a region's address is not the same run after run (a peer must learn it,
+// as it learns the key).
 func NewMemory() *Memory {
-	m := &Memory{next: pageSize}
+	m := &Memory{next: pageSize * (1 + uint64(rand.IntN(1<<20)))}
 	m.regions.Store(&[]region{})
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -85,7 +86,7 @@ type Device struct {
 	cqs                    []atomic.Pointer[CQ] // by number, for completion notices
 	freeQPs, freeCQs       []uint32             // numbers destroyed objects gave back, oldest first
 	freeMRs, freeSRQs      []uint32             // MPT indexes and SRQ numbers given back
-	mrGen                  []uint8              // per MPT index: times used, for its key
+	mrKeys                 []uint8              // per MPT index: the key byte it had last
 	qpsInUse, cqsInUse     atomic.Int32
 	srqsInUse              atomic.Int32
 	mrs                    atomic.Int32
@@ -263,13 +264,18 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 	case len(d.freeMRs) > 0: // every index used once: the longest free
 		idx, d.freeMRs = d.freeMRs[0], d.freeMRs[1:]
 	}
-	var gen uint8 // times the index was used before: its key differs each time
+	// The key's low byte is random, as rxe's is, and differs from the one
+	// the index had before: a key is not to be guessed from the last one
+	// or from the run before, and a peer's key for a deregistered region
+	// matches no later one.
+	var key uint8
 	if idx < mpt {
-		if d.mrGen == nil {
-			d.mrGen = make([]uint8, mpt)
+		if d.mrKeys == nil {
+			d.mrKeys = make([]uint8, mpt)
 		}
-		gen = d.mrGen[idx]
-		d.mrGen[idx]++
+		for key = uint8(rand.Uint32()); key == d.mrKeys[idx]; key = uint8(rand.Uint32()) {
+		}
+		d.mrKeys[idx] = key
 	}
 	d.mu.Unlock()
 	if idx >= mpt {
@@ -284,9 +290,6 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 		d.freeMR(idx)
 		return nil, fmt.Errorf("%w: %v", ErrNoResources, err)
 	}
-	// The key's low byte differs each time an index is used again, so a
-	// peer's key for a deregistered region matches no later one.
-	key := uint8(idx*37+0x5a) + gen*0x3b
 	shift := uint8(0)
 	for 1<<shift < d.cfg.PageSize {
 		shift++
