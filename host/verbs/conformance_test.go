@@ -3,6 +3,7 @@ package verbs_test
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -512,4 +513,47 @@ func TestWriteImmRNR(t *testing.T) {
 		t.Error("the region does not hold the message")
 	}
 	h.check(t)
+}
+
+// TestKeysAndAddressesDiffer: two devices (two runs) registering the same
+// regions in the same order give them other R_Keys and other addresses,
+// and an index used again gets another key: only a peer told the key and
+// the address can reach a region.
+func TestKeysAndAddressesDiffer(t *testing.T) {
+	keys := func() (keys []uint32, addrs []uint64) {
+		pa, _ := porttest.NewPair(porttest.Config{})
+		d, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: macA, IP: ipA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		pd, _ := d.AllocPD()
+		for range 4 {
+			mr, err := pd.RegMR(make([]byte, 4096), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys, addrs = append(keys, mr.RKey), append(addrs, mr.Addr)
+			last := mr.RKey
+			if err := mr.Dereg(); err != nil {
+				t.Fatal(err)
+			}
+			mr, err = pd.RegMR(make([]byte, 4096), verbs.AccessRemoteWrite|verbs.AccessLocalWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mr.RKey>>8 == last>>8 && mr.RKey == last {
+				t.Errorf("MPT index %d used again with the same key %#x", last>>8, last)
+			}
+		}
+		return keys, addrs
+	}
+	k1, a1 := keys()
+	k2, a2 := keys()
+	if slices.Equal(k1, k2) {
+		t.Errorf("two runs gave the same R_Keys %#x", k1)
+	}
+	if slices.Equal(a1, a2) {
+		t.Errorf("two runs gave the same addresses %#x", a1)
+	}
 }
