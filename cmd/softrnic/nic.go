@@ -22,6 +22,7 @@ type nicOptions struct {
 	pcap        string // record frames in this pcapng file
 	metricsAddr string // serve Prometheus metrics here
 	pprof       bool
+	qps         int // QPs the command creates, if more than the device's default 256
 }
 
 // addNICFlags defines into o the flags of a command that runs one NIC on
@@ -97,7 +98,7 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		}
 		undo = append(undo, stop)
 	}
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll, MaxQPs: max(256, o.qps+16)}); err != nil {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })

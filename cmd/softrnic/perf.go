@@ -177,7 +177,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		poll = datapath.PollSpin
 	}
 	e, closeNIC, err := openNIC(nicOptions{dev: *dev, gidIndex: *gidIndex, portKind: *portKind, poll: poll,
-		pcap: *pf.pcap, metricsAddr: *pf.metricsAddr, pprof: *pf.pprof})
+		pcap: *pf.pcap, metricsAddr: *pf.metricsAddr, pprof: *pf.pprof, qps: cfg.QPs})
 	if err != nil {
 		return err
 	}

@@ -98,8 +98,9 @@ const SelectiveRepeatFlag = 1 << 31
 // MaxSize is the largest message perftest sends (with -a, the last size).
 const MaxSize = 8 << 20
 
-// maxQPs bounds -q.
-const maxQPs = 64
+// maxQPs bounds -q: what a device can be opened with (the device itself
+// refuses QPs beyond its MaxQPs).
+const maxQPs = 16384
 
 // maxOutReads is what softrnic's responder keeps answers for, per QP.
 const maxOutReads = 16

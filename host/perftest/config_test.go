@@ -48,3 +48,18 @@ func TestConfigSize(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigQPs: -q takes what a device can have (perftest takes more
+// than 64), and refuses what none can.
+func TestConfigQPs(t *testing.T) {
+	for _, tc := range []struct {
+		qps  int
+		ok   bool
+		want int
+	}{{0, true, 1}, {1, true, 1}, {64, true, 64}, {65, true, 65}, {256, true, 256}, {1000, true, 1000}, {-1, false, 0}, {maxQPs + 1, false, 0}} {
+		c, err := Config{Test: WriteBW, QPs: tc.qps}.WithDefaults()
+		if (err == nil) != tc.ok || tc.ok && c.QPs != tc.want {
+			t.Errorf("-q %d: %d QPs, %v; want ok %v, %d QPs", tc.qps, c.QPs, err, tc.ok, tc.want)
+		}
+	}
+}
