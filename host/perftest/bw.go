@@ -116,6 +116,13 @@ type qpStream struct {
 	target            int // messages to send: Iters, or in duration mode those posted when time is up
 }
 
+// peakMeasured reports whether a bandwidth run's peak is computed: not
+// for a timed run (-D) nor one of more than peakMessages messages, as
+// perftest computes none for those (and says so).
+func (s *session) peakMeasured() bool {
+	return s.cfg.Duration == 0 && s.cfg.Iters*s.cfg.QPs <= peakMessages
+}
+
 // peakMessages bounds the runs whose peak is computed (the search is
 // quadratic in the messages).
 const peakMessages = 20000

@@ -67,6 +67,10 @@ func addressLines(which string, k *Keys, reads bool) string {
 func (s *session) printHeader() {
 	c := &s.cfg
 	w := s.out
+	if c.Test.BW() && !s.peakMeasured() {
+		// As perftest says it: its BW peak column reads 0.00 then.
+		fmt.Fprintln(w, " WARNING: BW peak won't be measured in this run.")
+	}
 	fmt.Fprint(w, resultLine)
 	fmt.Fprintf(w, "%*s\n", 20+len(s.title()), s.title())
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", s.devName)
