@@ -496,6 +496,12 @@ func (e *engine) credits(q *hostmem.QPCEntry, r *qpRun) uint8 {
 	if e.handlersTakeSends(r) {
 		return wire.CreditsInvalid // handlers take SENDs without receive WQEs
 	}
+	if r.rqProducer == 0 {
+		// Nothing was ever posted to its receive queue (a QP that only
+		// takes WRITEs and READs): it keeps no count a requester should
+		// hold its SENDs on, and says so, as rxe always does.
+		return wire.CreditsInvalid
+	}
 	return wire.CreditCode(r.rqProducer - r.rqConsumer)
 }
 

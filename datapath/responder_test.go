@@ -227,3 +227,38 @@ func TestResponderChecks(t *testing.T) {
 		})
 	}
 }
+
+// ACKs carry end-to-end credits where the responder counts them (a
+// receive queue in use: the WQEs posted and not yet taken) and the
+// invalid code 0x1f otherwise, as rxe sends, never "no credits" for a QP
+// that only takes WRITEs.
+func TestACKCredits(t *testing.T) {
+	rt := newRespTest(t)
+	credits := func() uint8 {
+		t.Helper()
+		rt.settle()
+		for _, f := range rt.port.tx {
+			var p wire.Packet
+			if err := wire.Parse(f, &p); err == nil && p.Opcode == wire.RCAcknowledge {
+				rt.port.tx = rt.port.tx[:0]
+				return p.AETH().Syndrome().Value()
+			}
+		}
+		t.Fatal("no ACK")
+		return 0
+	}
+	rt.write(respQP, 0, rt.rkey, rt.va, []byte("w"))
+	if c := credits(); c != wire.CreditsInvalid {
+		t.Errorf("a QP without receives posted: credit code %#x, want %#x", c, wire.CreditsInvalid)
+	}
+	rt.recv(1, 8)
+	rt.recv(2, 8)
+	rt.write(respQP, 1, rt.rkey, rt.va, []byte("w"))
+	if c, want := credits(), wire.CreditCode(2); c != want {
+		t.Errorf("two receives posted: credit code %#x, want %#x", c, want)
+	}
+	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 2), Payload: []byte("s")})
+	if c, want := credits(), wire.CreditCode(1); c != want {
+		t.Errorf("one receive left: credit code %#x, want %#x", c, want)
+	}
+}
