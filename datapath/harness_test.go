@@ -153,13 +153,19 @@ func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32)
 	if rq > 0 {
 		q.RQBase = h.mem.Alloc(int(rq) * hostmem.RecvWQESize)
 	}
-	var b [128]byte
-	q.Encode(b[:])
-	h.hostWrite(hostmem.QPC, uint64(qpn), b[:])
+	h.rcQPAt(qpn, q)
 	if err := h.nic.owner(qpn).openQP(qpn, &h.nic.qps[qpn], 64); err != nil {
 		h.t.Fatal(err)
 	}
 	return q
+}
+
+// rcQPAt writes a QP's context as given and starts it afresh.
+func (h *harness) rcQPAt(qpn uint32, q hostmem.QPCEntry) {
+	var b [128]byte
+	q.Encode(b[:])
+	h.hostWrite(hostmem.QPC, uint64(qpn), b[:])
+	h.nic.qps[qpn].rcvStarted = false
 }
 
 // mr registers buf in PD 1 with the access given and returns its R_Key

@@ -686,7 +686,9 @@ func (r *qpRun) ackCap(psn wire.PSN, s wire.Syndrome) (wire.PSN, uint32, bool) {
 	if psn.Before(limit) {
 		return psn, msn - uint32(r.hpu.n), true
 	}
-	if !s.IsACK() {
+	if !s.IsACK() || limit == r.rcvFirst {
+		// A NAK would acknowledge the waiting message; an ACK before the
+		// QP's first request would acknowledge a PSN never sent.
 		return psn, msn, false
 	}
 	return limit.Sub(1), msn - uint32(r.hpu.n), true

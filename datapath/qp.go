@@ -61,6 +61,7 @@ type qpSend struct {
 // answers, and the messages its execution context's handlers take.
 type qpRecv struct {
 	rcvStarted             bool                 // the receiver's PSN taken from the context (at RTR)
+	rcvFirst               wire.PSN             // the first PSN it expected
 	rcv                    reliability.Receiver // RC: expected PSN, duplicates, MSN
 	lastCNP                time.Time            // when it last sent a CNP
 	ucExp                  wire.PSN             // UC: the expected PSN
@@ -142,6 +143,7 @@ func (r *qpRun) startReceiver(q *hostmem.QPCEntry) {
 	if !r.rcvStarted {
 		r.rcvStarted = true
 		r.rcv.Init(wire.PSN(q.RQPSN), q.Type == ibv.QPTRC && q.Flags&hostmem.QPFlagSelectiveRepeat != 0)
+		r.rcvFirst = wire.PSN(q.RQPSN) & wire.PSNMask
 		r.ucExp = wire.PSN(q.RQPSN) & wire.PSNMask
 	}
 }

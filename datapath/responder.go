@@ -470,7 +470,9 @@ func (e *engine) takeRecvWQE(q *hostmem.QPCEntry, r *qpRun) bool {
 func (e *engine) ack(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrome) {
 	psn, msn, ok := r.ackCap(psn, s)
 	if !ok {
-		e.counters.SeqNAKSuppressed.Add(1)
+		if !s.IsACK() {
+			e.counters.SeqNAKSuppressed.Add(1)
+		}
 		return
 	}
 	var f wire.FrameFields
