@@ -34,7 +34,25 @@ type Config struct {
 // received.
 type Counters struct {
 	Received, Sent, Resent, Dropped, Reject atomic.Uint64
+	// HandshakesDropped counts passive handshakes ended to make room for
+	// a newer REQ: a listener holds at most MaxPendingPerListener
+	// unanswered ones, at most MaxPendingPerPeer from one address, the
+	// oldest dropped first.
+	HandshakesDropped atomic.Uint64
 }
+
+// Bounds on what unanswered passive handshakes hold, so that a flood of
+// REQs from hosts that never answer (each taking a QP until its RTU)
+// costs a bounded table for a bounded time, never the device: at most
+// MaxPendingPerListener handshakes under way per listener and
+// MaxPendingPerPeer per listener and peer address (a newer REQ drops the
+// oldest), and a REQ's remote CM response timeout honoured up to
+// MaxHonoredTimeout (4.096 us x 2^18: about 1.07 s between REPs).
+const (
+	MaxPendingPerListener = 64
+	MaxPendingPerPeer     = 8
+	MaxHonoredTimeout     = 18
+)
 
 // Agent is a device's communication manager: it owns QP1, answers and
 // sends CM messages, and hands out connected RC QPs (Dial, Listener).

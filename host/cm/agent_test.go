@@ -544,3 +544,76 @@ func TestConnectionsReleased(t *testing.T) {
 		}
 	}
 }
+
+// TestREQFlood: a flood of forged REQs from a host that never answers,
+// each asking for the longest CM response timeout, takes a bounded table
+// of the listener for a bounded time: the handshakes beyond the bounds
+// are dropped, oldest first, their QPs released, and a real client is
+// accepted.
+func TestREQFlood(t *testing.T) {
+	a, b := pair(t, porttest.Config{Buffers: 4096}, 14)
+	l, err := b.a.Listen(":7174", b.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	qp, err := a.qc.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: a.qc.SendCQ, RecvCQ: a.qc.RecvCQ,
+		Cap: verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ReadyUD(qp, 0x11111111); err != nil {
+		t.Fatal(err)
+	}
+	const flood = 300 // more than the device's QPs
+	ah := &verbs.AH{DestMAC: macB, DestGID: ipB}
+	for i := range flood {
+		req := &REQ{LocalCommID: uint32(0x1000 + i), LocalQPN: uint32(0x100 + i), ServiceID: ServiceID(PortSpaceTCP, 7174),
+			RemoteCMResponseTimeout: 31, MaxCMRetries: 15, TransportType: TransportRC, StartingPSN: 1, Private: make([]byte, REQPrivate)}
+		if err := (IPHeader{SrcPort: uint16(40000 + i), Src: ipA, Dst: ipB}).Put(req.Private); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Encode(req, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(a.buf, m)
+		if _, err := qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: uint32(len(m)), LKey: a.mr.LKey}}, AH: ah, RemoteQPN: GSIQPN, RemoteQKey: GSIQKey}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("forged REQ %d: %+v", i, wc)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.a.Counters.HandshakesDropped.Load() < flood-MaxPendingPerPeer && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := b.a.Counters.HandshakesDropped.Load(); got < flood-MaxPendingPerPeer {
+		t.Fatalf("%d of %d forged handshakes dropped, want all but %d", got, flood, MaxPendingPerPeer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var server *Conn
+	var serr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		server, serr = l.Accept(ctx)
+	}()
+	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174).String(), a.qc)
+	if err != nil {
+		t.Fatal("a real client after the flood: Dial:", err)
+	}
+	wg.Wait()
+	if serr != nil {
+		t.Fatal("Accept:", serr)
+	}
+	if client.QP.State() != verbs.QPSRTS || server.QP.State() != verbs.QPSRTS {
+		t.Fatalf("QPs %v and %v", client.QP.State(), server.QP.State())
+	}
+	client.Close()
+	server.Close()
+}

@@ -525,6 +525,59 @@ type Listener struct {
 	requests chan *Request // ListenRequests, ListenUD: handed to the owner
 	done     chan struct{}
 	once     sync.Once
+
+	mu      sync.Mutex
+	pending []*pendingHandshake // passive handshakes under way, oldest first
+}
+
+// pendingHandshake is a passive handshake under way on a listener.
+type pendingHandshake struct {
+	peer   netip.Addr
+	cancel context.CancelFunc
+}
+
+// admit makes room for a new passive handshake from peer (dropping the
+// oldest of the peer's, or of the listener's, beyond the bounds) and
+// returns its context and the function that ends its place.
+func (l *Listener) admit(peer netip.Addr) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &pendingHandshake{peer: peer, cancel: cancel}
+	l.mu.Lock()
+	fromPeer := 0
+	for _, p := range l.pending {
+		if p.peer == peer {
+			fromPeer++
+		}
+	}
+	drop := func(i int) {
+		l.pending[i].cancel()
+		l.pending = append(l.pending[:i], l.pending[i+1:]...)
+		l.a.Counters.HandshakesDropped.Add(1)
+	}
+	if fromPeer >= MaxPendingPerPeer {
+		for i, p := range l.pending {
+			if p.peer == peer {
+				drop(i)
+				break
+			}
+		}
+	}
+	if len(l.pending) >= MaxPendingPerListener {
+		drop(0)
+	}
+	l.pending = append(l.pending, h)
+	l.mu.Unlock()
+	return ctx, func() {
+		cancel()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i, p := range l.pending {
+			if p == h {
+				l.pending = append(l.pending[:i], l.pending[i+1:]...)
+				return
+			}
+		}
+	}
 }
 
 // Listen starts taking connection requests to addr, ":port" or
@@ -653,17 +706,20 @@ func (a *Agent) receiveREQ(peer netip.Addr, tid uint64, req *REQ) {
 		l.offer(a.requestOf(peer, port, c, req, tid))
 		return
 	}
+	ctx, end := l.admit(peer)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		a.accept(l, c, req)
+		a.accept(ctx, end, l, c, req)
 	}()
 }
 
 // accept is the passive side of one handshake for a listener that
-// accepts every request: the handshake, then the connection to Accept.
-func (a *Agent) accept(l *Listener, c *conn, req *REQ) {
-	conn, err := a.handshake(context.Background(), l.qc, c, req)
+// accepts every request: the handshake (its place among the listener's
+// pending ones ended by end), then the connection to Accept.
+func (a *Agent) accept(ctx context.Context, end func(), l *Listener, c *conn, req *REQ) {
+	conn, err := a.handshake(ctx, l.qc, c, req)
+	end()
 	if err != nil {
 		return
 	}
@@ -728,7 +784,7 @@ func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (
 			c.end()
 			return nil, err
 		}
-		deadline := time.NewTimer(timeout(req.RemoteCMResponseTimeout))
+		deadline := time.NewTimer(timeout(min(req.RemoteCMResponseTimeout, MaxHonoredTimeout)))
 	wait:
 		for {
 			select {
