@@ -65,6 +65,13 @@ func (w *Writer) write(intf int, data []byte, now time.Time) {
 	w.Frames.Add(1)
 }
 
+// Rewriter is a port that changes frames as it sends them (the udp port:
+// the kernel's IP header, the source port of its socket). A capture has
+// it rewrite them first, so that the file shows what went on the wire.
+type Rewriter interface {
+	Rewrite(frames []datapath.Frame)
+}
+
 // Port is a port whose frames are recorded.
 type Port struct {
 	datapath.Port
@@ -108,6 +115,9 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 // Send implements datapath.Port: each frame is recorded once, before the
 // port takes it.
 func (p *Port) Send(frames []datapath.Frame) (int, error) {
+	if w, ok := p.Port.(Rewriter); ok {
+		w.Rewrite(frames) // recorded as they will leave
+	}
 	if skip := min(p.ahead, len(frames)); skip < len(frames) {
 		now := time.Now()
 		for i := range frames[skip:] {

@@ -86,8 +86,8 @@ func recvmmsg(fd int, b *batch, n int) (int, error) {
 }
 
 // sendmmsg sends up to n messages without blocking.
-func sendmmsg(fd int, b *batch, n int) (int, error) {
-	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+func sendmmsg(fd int, b *batch, from, n int) (int, error) {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[from])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.ENOBUFS {
 		return 0, nil
 	}

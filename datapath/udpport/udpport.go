@@ -6,9 +6,17 @@
 //
 // The kernel owns the real IP header, so the port makes what it sends match
 // what the kernel will put on the wire (source address, IPv4 ID 0 as Linux
-// uses for unconnected DF datagrams, UDP source port 4791) and fixes the
-// ICRC when it had to change a field; on receive it cannot know the
-// sender's IPv4 ID, so frames carry NoICRC and the engine skips the ICRC.
+// uses for unconnected DF datagrams, the UDP source port of the socket it
+// goes from) and fixes the ICRC when it had to change a field; on receive
+// it cannot know the sender's IPv4 ID, so frames carry NoICRC and the
+// engine skips the ICRC.
+//
+// Frames are received on port 4791 and sent from one of srcSockets
+// sockets, each bound to a source port of its own, chosen by the frame's
+// UDP source port (the QP's flow, as rxe and the xsk port give each QP
+// pair its own): a QP's packets keep one source port, so that ECMP in a
+// real network keeps them on one path, and different QPs spread over
+// paths. Every datagram leaves ECN-capable (ECT(0)), as the frames say.
 package udpport
 
 import (
@@ -33,19 +41,24 @@ type Config struct {
 
 // Port is a datapath.Port over a UDP socket.
 type Port struct {
-	fd     int
-	cfg    Config
-	hdrLen int // Ethernet, IP and UDP header bytes written before a datagram
-	pool   *datapath.Pool
-	rx, tx batch
-	rxBufs []uint32
-	pollfd [2]unix.PollFd // the socket and the wake eventfd
-	wakefd int
-	stats  datapath.PortStats
-	closed bool
+	fd      int                // port 4791: receives, and sends nothing
+	src     [srcSockets]int    // the sockets frames are sent from
+	srcPort [srcSockets]uint16 // their source ports
+	cfg     Config
+	hdrLen  int // Ethernet, IP and UDP header bytes written before a datagram
+	pool    *datapath.Pool
+	rx, tx  batch
+	rxBufs  []uint32
+	pollfd  [2]unix.PollFd // the socket and the wake eventfd
+	wakefd  int
+	stats   datapath.PortStats
+	closed  bool
 }
 
 var _ datapath.Port = (*Port)(nil)
+
+// srcSockets is how many source ports a port sends from.
+const srcSockets = 8
 
 // Open binds a UDP socket to cfg.Local port 4791 in the calling thread's
 // network namespace.
@@ -72,8 +85,11 @@ func Open(cfg Config) (*Port, error) {
 		return nil, fmt.Errorf("udpport: socket: %w", err)
 	}
 	p := &Port{fd: fd, cfg: cfg, hdrLen: hdrLen, wakefd: -1}
+	for i := range p.src {
+		p.src[i] = -1
+	}
 	if err := p.setup(family); err != nil {
-		unix.Close(fd)
+		p.closeSockets()
 		return nil, err
 	}
 	p.pool = datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen)
@@ -89,28 +105,73 @@ func Open(cfg Config) (*Port, error) {
 }
 
 func (p *Port) setup(family int) error {
+	if err := p.bind(p.fd, family, wire.RoCEv2Port); err != nil {
+		return err
+	}
+	for i := range p.src {
+		fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.IPPROTO_UDP)
+		if err != nil {
+			return fmt.Errorf("udpport: socket: %w", err)
+		}
+		p.src[i] = fd
+		if err := p.bind(fd, family, 0); err != nil {
+			return err
+		}
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			return fmt.Errorf("udpport: getsockname: %w", err)
+		}
+		switch a := sa.(type) {
+		case *unix.SockaddrInet4:
+			p.srcPort[i] = uint16(a.Port)
+		case *unix.SockaddrInet6:
+			p.srcPort[i] = uint16(a.Port)
+		}
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) // it receives nothing RoCEv2 peers send
+	}
+	return nil
+}
+
+// bind sets a socket up (DF, ECT(0), buffers) and binds it to the local
+// address and port (0: an ephemeral one).
+func (p *Port) bind(fd, family, port int) error {
 	// DF on every datagram: RoCEv2 is never fragmented, and Linux then sends
-	// unconnected datagrams with IPv4 ID 0, which the ICRC covers.
+	// unconnected datagrams with IPv4 ID 0, which the ICRC covers. ECT(0):
+	// the frames say so, and an ECN switch marks rather than drops them.
 	if family == unix.AF_INET {
-		if err := unix.SetsockoptInt(p.fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
 			return fmt.Errorf("udpport: DF: %w", err)
 		}
-	} else if err := unix.SetsockoptInt(p.fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
-		return fmt.Errorf("udpport: DF: %w", err)
+		unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS, wire.ECT0) // best effort
+	} else {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
+			return fmt.Errorf("udpport: DF: %w", err)
+		}
+		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, wire.ECT0)
 	}
 	for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
-		unix.SetsockoptInt(p.fd, unix.SOL_SOCKET, opt, 4<<20) // best effort
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 4<<20) // best effort
 	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET {
-		sa = &unix.SockaddrInet4{Port: wire.RoCEv2Port, Addr: p.cfg.Local.As4()}
+		sa = &unix.SockaddrInet4{Port: port, Addr: p.cfg.Local.As4()}
 	} else {
-		sa = &unix.SockaddrInet6{Port: wire.RoCEv2Port, Addr: p.cfg.Local.As16()}
+		sa = &unix.SockaddrInet6{Port: port, Addr: p.cfg.Local.As16()}
 	}
-	if err := unix.Bind(p.fd, sa); err != nil {
-		return fmt.Errorf("udpport: bind %v port %d: %w", p.cfg.Local, wire.RoCEv2Port, err)
+	if err := unix.Bind(fd, sa); err != nil {
+		return fmt.Errorf("udpport: bind %v port %d: %w", p.cfg.Local, port, err)
 	}
 	return nil
+}
+
+// closeSockets closes every socket the port opened.
+func (p *Port) closeSockets() error {
+	for _, fd := range p.src {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	return unix.Close(p.fd)
 }
 
 // Flush implements datapath.Port: Send writes at once, nothing waits.
@@ -212,6 +273,10 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 	}
 	k := min(len(frames), p.cfg.Batch)
 	var err error
+	var sock [64]uint8 // each frame's source socket
+	if k > len(sock) {
+		k = len(sock)
+	}
 	for i := range k {
 		var pkt wire.Packet
 		if perr := wire.ParseNoICRC(frames[i].Data, &pkt); perr != nil || pkt.IPv6 != p.cfg.Local.Is6() {
@@ -222,15 +287,24 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 			k = i
 			break
 		}
+		sock[i] = uint8(p.sockFor(pkt.UDP().SrcPort()))
 		p.tx.set(i, pkt.Frame[pkt.BTHOff:])
-		p.tx.setAddr(i, netip.AddrPortFrom(p.normalize(&pkt), wire.RoCEv2Port))
+		p.tx.setAddr(i, netip.AddrPortFrom(p.normalize(&pkt, p.srcPort[sock[i]]), wire.RoCEv2Port))
 	}
+	// Runs of frames from one socket, in order: a QP's frames keep theirs.
 	sent := 0
-	if k > 0 {
-		var serr error
-		sent, serr = sendmmsg(p.fd, &p.tx, k)
+	for sent < k {
+		run := sent + 1
+		for run < k && sock[run] == sock[sent] {
+			run++
+		}
+		n, serr := sendmmsg(p.src[sock[sent]], &p.tx, sent, run-sent)
+		sent += n
 		if serr != nil && err == nil {
 			err = fmt.Errorf("udpport: sendmmsg: %w", serr)
+		}
+		if n < run-(sent-n) || serr != nil {
+			break // the socket's buffer is full: the rest waits
 		}
 	}
 	for i := range frames[:sent] {
@@ -241,17 +315,42 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 	return sent, err
 }
 
+// sockFor is the socket a frame with UDP source port port goes from: the
+// one bound to it (a frame rewritten already), or one chosen by the port
+// (the QP's flow).
+func (p *Port) sockFor(port uint16) int {
+	for i, sp := range p.srcPort {
+		if sp == port {
+			return i
+		}
+	}
+	return int(port % srcSockets)
+}
+
+// Rewrite implements capture.Rewriter: each frame's headers become what
+// Send will put on the wire (normalize), so that a capture records that.
+// Send does it again, finding nothing to change.
+func (p *Port) Rewrite(frames []datapath.Frame) {
+	for i := range frames {
+		var pkt wire.Packet
+		if wire.ParseNoICRC(frames[i].Data, &pkt) == nil && pkt.IPv6 == p.cfg.Local.Is6() {
+			p.normalize(&pkt, p.srcPort[p.sockFor(pkt.UDP().SrcPort())])
+		}
+	}
+}
+
 // normalize makes the packet's IP and UDP headers what the kernel will send
-// (source address, IPv4 ID 0, source port 4791), fixing the ICRC if a field
-// changed, and returns the destination address.
-func (p *Port) normalize(pkt *wire.Packet) netip.Addr {
+// (source address, IPv4 ID 0, ECT(0), source port srcPort), fixing the
+// ICRC if a field changed, and returns the destination address.
+func (p *Port) normalize(pkt *wire.Packet, srcPort uint16) netip.Addr {
 	changed := false
 	var dst netip.Addr
 	if ip := pkt.IPv4Header(); ip != nil {
 		dst = ip.Dst()
-		if ip.ID() != 0 || ip.Src() != p.cfg.Local {
+		if ip.ID() != 0 || ip.Src() != p.cfg.Local || ip.TOS() != wire.ECT0 {
 			ip.SetID(0)
 			ip.SetSrc(p.cfg.Local)
+			ip.SetTOS(wire.ECT0)
 			ip.SetChecksum(ip.ComputeChecksum())
 			changed = true
 		}
@@ -263,8 +362,8 @@ func (p *Port) normalize(pkt *wire.Packet) netip.Addr {
 			changed = true
 		}
 	}
-	if u := pkt.UDP(); u.SrcPort() != wire.RoCEv2Port {
-		u.SetSrcPort(wire.RoCEv2Port)
+	if u := pkt.UDP(); u.SrcPort() != srcPort {
+		u.SetSrcPort(srcPort)
 		changed = true
 	}
 	if changed {
@@ -309,5 +408,5 @@ func (p *Port) Close() error {
 	}
 	p.closed = true
 	unix.Close(p.wakefd)
-	return unix.Close(p.fd)
+	return p.closeSockets()
 }

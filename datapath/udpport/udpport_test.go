@@ -169,3 +169,57 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per batch", allocs)
 	}
 }
+
+// TestSourcePorts: a flow (the UDP source port a QP's frames carry)
+// leaves from one source port of its own, not 4791, so that ECMP keeps a
+// QP on one path and spreads QPs; frames rewritten for a capture
+// (Rewrite) carry the source port they leave with.
+func TestSourcePorts(t *testing.T) {
+	a, b := openIn(t, nil, "127.0.0.1"), openIn(t, nil, "127.0.0.2")
+	src, dst := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	flows := []uint16{0xc011, 0xc012}
+	var frames [][]byte
+	for i := range 6 {
+		f := frame(src, dst, 64, uint32(i))
+		var p wire.Packet
+		wire.ParseNoICRC(f, &p)
+		p.UDP().SetSrcPort(flows[i%2])
+		frames = append(frames, f)
+	}
+	rewritten := make([][]byte, len(frames))
+	for i, f := range frames {
+		g := append([]byte(nil), f...)
+		a.Rewrite([]datapath.Frame{{Data: g}})
+		rewritten[i] = g
+	}
+	porttest.SendAll(t, a, frames)
+	got := porttest.ReceiveN(t, b, len(frames))
+	if len(got) != len(frames) {
+		t.Fatalf("%d of %d frames", len(got), len(frames))
+	}
+	ports := map[int]uint16{}
+	for i, r := range got {
+		var p, w wire.Packet
+		if err := wire.ParseNoICRC(r.Data, &p); err != nil {
+			t.Fatal(err)
+		}
+		wire.ParseNoICRC(rewritten[i], &w)
+		sp := p.UDP().SrcPort()
+		if sp == wire.RoCEv2Port {
+			t.Errorf("frame %d left from port 4791", i)
+		}
+		if prev, ok := ports[i%2]; ok && prev != sp {
+			t.Errorf("flow %d left from ports %d and %d", i%2, prev, sp)
+		}
+		ports[i%2] = sp
+		if w.UDP().SrcPort() != sp {
+			t.Errorf("frame %d: rewritten for the capture with source port %d, left with %d", i, w.UDP().SrcPort(), sp)
+		}
+		if w.ECN() != wire.ECT0 {
+			t.Errorf("frame %d: rewritten with ECN %d, leaves ECT(0)", i, w.ECN())
+		}
+	}
+	if ports[0] == ports[1] {
+		t.Errorf("two flows left from one source port %d", ports[0])
+	}
+}
