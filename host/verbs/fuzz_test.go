@@ -275,22 +275,29 @@ func FuzzResponder(f *testing.F) {
 func FuzzRequester(f *testing.F) {
 	h := newHostile(f)
 	const readLen = 1500 // two packets at an IB MTU of 1024
-	read := func(t testing.TB, wrid uint64) wire.PSN {
+	// readWithin posts a READ and returns its request's PSN when it comes
+	// within d (earlier requests may come first: retries).
+	readWithin := func(t testing.TB, wrid uint64, d time.Duration) (wire.PSN, bool) {
 		if _, err := h.b.QP.PostSend([]verbs.SendWR{{WRID: wrid, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: readLen, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}}); err != nil {
 			t.Fatal(err)
 		}
-		// Earlier requests may still come (retries): wait for this one.
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-			got, _ := h.exchange(t, nil, 1)
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+			got, _ := h.exchange(t, nil, 0)
 			for _, p := range got {
 				if p.BTH().Opcode() == wire.RCRDMAReadRequest && p.RETH().DMALen() == readLen {
-					return p.BTH().PSN()
+					return p.BTH().PSN(), true
 				}
 			}
 		}
-		t.Fatal("the READ request never came")
-		return 0
+		return 0, false
+	}
+	read := func(t testing.TB, wrid uint64) wire.PSN {
+		psn, ok := readWithin(t, wrid, 5*time.Second)
+		if !ok {
+			t.Fatal("the READ request never came")
+		}
+		return psn
 	}
 	// The crafted peer is heard: a right answer completes the READ.
 	data := make([]byte, readLen)
@@ -323,7 +330,17 @@ func FuzzRequester(f *testing.F) {
 		}
 		if len(outstanding) == 0 { // keep one READ outstanding, and learn its PSN
 			next++
-			reqPSN = read(t, next)
+			psn, ok := readWithin(t, next, 20*time.Millisecond)
+			if !ok {
+				// The last input left the requester waiting (an RNR NAK's
+				// timer, up to 655 ms, a backed-off timeout): a new QP
+				// state rather than a wait, so that the fuzzer keeps its
+				// rate.
+				h.ready(t)
+				next++
+				psn = read(t, next)
+			}
+			reqPSN = psn
 			outstanding[next] = true
 		}
 		fr := wire.FrameFields{
