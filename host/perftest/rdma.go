@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/softrnic/softrnic/datapath"
 	"math/rand/v2"
 	"time"
 
@@ -68,8 +69,15 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	if !cfg.Test.BW() && !cfg.Test.read() && !cfg.Test.atomic() {
 		inline = maxInline
 	}
+	// Each QP's share of the NIC's replay buffer: the default allocation,
+	// or, with more QPs than it holds at that, an equal part of what is
+	// free (at least 16 entries), so that -q takes what the device has.
+	replay := datapath.DefaultReplayAllocation
+	if st := dev.NIC().Replay().Stats(); int64(cfg.QPs*replay) > st.Capacity-st.Reserved {
+		replay = max(16, int(st.Capacity-st.Reserved)/cfg.QPs)
+	}
 	for range cfg.QPs {
-		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: d.scq, RecvCQ: d.rcq,
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: d.scq, RecvCQ: d.rcq, ReplayEntries: replay,
 			Cap: verbs.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline}})
 		if err != nil {
 			return nil, err
