@@ -86,6 +86,14 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	aqc := a.qc
+	aqc.Private = reqPriv
+	return dialAccept(t, a, l, aqc)
+}
+
+// dialAccept dials l (on b's port 7174) from a and accepts there.
+func dialAccept(t *testing.T, a *side, l *Listener, qc QPConfig) (*Conn, *Conn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var server *Conn
@@ -96,9 +104,7 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 		defer wg.Done()
 		server, serr = l.Accept(ctx)
 	}()
-	aqc := a.qc
-	aqc.Private = reqPriv
-	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174).String(), aqc)
+	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174).String(), qc)
 	if err != nil {
 		t.Fatal("Dial:", err)
 	}
@@ -593,24 +599,7 @@ func TestREQFlood(t *testing.T) {
 	if got := b.a.Counters.HandshakesDropped.Load(); got < flood-MaxPendingPerPeer {
 		t.Fatalf("%d of %d forged handshakes dropped, want all but %d", got, flood, MaxPendingPerPeer)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var server *Conn
-	var serr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		server, serr = l.Accept(ctx)
-	}()
-	client, err := a.a.Dial(ctx, netip.AddrPortFrom(ipB, 7174).String(), a.qc)
-	if err != nil {
-		t.Fatal("a real client after the flood: Dial:", err)
-	}
-	wg.Wait()
-	if serr != nil {
-		t.Fatal("Accept:", serr)
-	}
+	client, server := dialAccept(t, a, l, a.qc) // a real client, after the flood
 	if client.QP.State() != verbs.QPSRTS || server.QP.State() != verbs.QPSRTS {
 		t.Fatalf("QPs %v and %v", client.QP.State(), server.QP.State())
 	}
