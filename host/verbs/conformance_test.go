@@ -393,6 +393,10 @@ func TestSeqNAKRateLimit(t *testing.T) {
 // comes.
 func TestStaleNAK(t *testing.T) {
 	h := newHostile(t)
+	// A local ACK timeout of about 270 ms: on a loaded machine the six
+	// answers below take longer than the hostile QPs' usual 10 ms, and
+	// the WRITE must wait for the right ACK, not time out.
+	h.readyWith(t, 16)
 	psn := h.post(t, verbs.SendWR{WRID: 7, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 		SGL: []verbs.SGE{{Addr: h.mr.Addr, Length: 100, LKey: h.mr.LKey}}, RemoteAddr: 0x1000, RKey: 0x1234}, wire.RCRDMAWriteOnly)
 	for _, fr := range []wire.FrameFields{

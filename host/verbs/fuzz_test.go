@@ -59,7 +59,10 @@ func newHostile(f testing.TB) *hostile {
 
 // ready takes b's QP (back) to RTS facing the peer, with receives posted
 // into the region.
-func (h *hostile) ready(t testing.TB) {
+func (h *hostile) ready(t testing.TB) { h.readyWith(t, 8) }
+
+// readyWith is ready with the QP's local ACK timeout exponent.
+func (h *hostile) readyWith(t testing.TB, timeout uint8) {
 	steps := []struct {
 		attr verbs.QPAttr
 		mask verbs.AttrMask
@@ -70,7 +73,7 @@ func (h *hostile) ready(t testing.TB) {
 		{verbs.QPAttr{State: verbs.QPSRTR, AH: verbs.AH{DestMAC: macA, DestGID: ipA}, PathMTU: 3, DestQPN: hostileQPN, RQPSN: hostilePSN,
 			MaxDestRdAtomic: 16, MinRNRTimer: 1},
 			verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
-		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: bPSN, Timeout: 8, RetryCnt: 1, RNRRetry: 1, MaxRdAtomic: 16},
+		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: bPSN, Timeout: timeout, RetryCnt: 1, RNRRetry: 1, MaxRdAtomic: 16},
 			verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic},
 	}
 	for _, s := range steps {
