@@ -324,6 +324,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = hostmem.SystemClock{}
 	}
+	cfg.IP = cfg.IP.Unmap() // as packets' addresses are compared (rx.go) and sent from
 	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
 	n.counters.replay, n.counters.hpu = n.replay, &n.hpu

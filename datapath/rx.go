@@ -94,7 +94,7 @@ func (e *engine) fromPeer(p *wire.Packet, q *hostmem.QPCEntry) bool {
 		h := p.IPv4Header()
 		src, dst = h.Src(), h.Dst()
 	}
-	return src == gidAddr(q.DestGID) && dst == e.cfg.IP.Unmap()
+	return src == gidAddr(q.DestGID) && dst == e.cfg.IP
 }
 
 // handoffBuffers is how many frames an engine can hold that arrived on

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -39,7 +38,6 @@ func serveHandler(addr string, withPprof bool, h http.Handler) (stop func(), err
 	if withPprof {
 		fmt.Fprintf(os.Stderr, "softrnic: pprof at %s/debug/pprof/ (loopback clients only)\n", u)
 	}
-	slog.Info("serving metrics at "+u+"/metrics", "pprof", withPprof)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -48,6 +48,7 @@ type Port struct {
 	hdrLen  int // Ethernet, IP and UDP header bytes written before a datagram
 	pool    *datapath.Pool
 	rx, tx  batch
+	txSock  []uint8 // per frame of a Send batch: the socket it goes from
 	rxBufs  []uint32
 	pollfd  [2]unix.PollFd // the socket and the wake eventfd
 	wakefd  int
@@ -94,6 +95,7 @@ func Open(cfg Config) (*Port, error) {
 	}
 	p.pool = datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen)
 	p.rx, p.tx = newBatch(cfg.Batch), newBatch(cfg.Batch)
+	p.txSock = make([]uint8, cfg.Batch)
 	p.rxBufs = make([]uint32, cfg.Batch)
 	if p.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		unix.Close(fd)
@@ -273,10 +275,7 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 	}
 	k := min(len(frames), p.cfg.Batch)
 	var err error
-	var sock [64]uint8 // each frame's source socket
-	if k > len(sock) {
-		k = len(sock)
-	}
+	sock := p.txSock // each frame's source socket
 	for i := range k {
 		var pkt wire.Packet
 		if perr := wire.ParseNoICRC(frames[i].Data, &pkt); perr != nil || pkt.IPv6 != p.cfg.Local.Is6() {

@@ -119,8 +119,8 @@ type qpStream struct {
 // peakMeasured reports whether a bandwidth run's peak is computed: not
 // for a timed run (-D) nor one of more than peakMessages messages, as
 // perftest computes none for those (and says so).
-func (s *session) peakMeasured() bool {
-	return s.cfg.Duration == 0 && s.cfg.Iters*s.cfg.QPs <= peakMessages
+func (c *Config) peakMeasured() bool {
+	return c.Duration == 0 && c.Iters*c.QPs <= peakMessages
 }
 
 // peakMessages bounds the runs whose peak is computed (the search is
@@ -144,7 +144,7 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	// The peak, as perftest finds it, needs every message's post and
 	// completion times, numbered over all QPs in the order they happen.
 	var tposted, tdone []time.Time
-	if !timed && n*q <= peakMessages {
+	if cfg.peakMeasured() {
 		d.ensureTimes(n * q)
 		tposted, tdone = d.tposted[:n*q], d.tdone[:n*q]
 	}

@@ -67,7 +67,7 @@ func addressLines(which string, k *Keys, reads bool) string {
 func (s *session) printHeader() {
 	c := &s.cfg
 	w := s.out
-	if c.Test.BW() && !s.peakMeasured() {
+	if c.Test.BW() && !c.peakMeasured() {
 		// As perftest says it: its BW peak column reads 0.00 then.
 		fmt.Fprintln(w, " WARNING: BW peak won't be measured in this run.")
 	}
