@@ -161,6 +161,7 @@ func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status ibv.WCSt
 		r.ifN--
 	}
 	r.sendIdx, r.sendPkt = 0, 0
+	e.dropFetch(r) // the flush reads the WQEs again
 	for r.sqConsumer != r.sqProducer && q.SQSize != 0 {
 		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
 		in := inflight{signaled: true, index: r.sqConsumer}

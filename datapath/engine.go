@@ -65,15 +65,20 @@ type engine struct {
 	sqReady               []uint32                          // QPs whose requester's context has come
 	readers               []uint32                          // QPs answering a READ
 	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
+	dma                   dmaStage                          // reads in flight: WQE fetches, frames waiting for their payload (dmastage.go)
+	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
+	gatherTo              *stagedFrame                      // the staged frame a packet's payload is read into, while it is gathered
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
 	idleSince             time.Time // when the engine's idle polling began
 
-	sleeping atomic.Bool // the engine is (about to be) asleep in Port.Wait
-	done     chan struct{}
-	mu       sync.Mutex // held for a turn: by the engine's goroutine, or an application's (NIC.Progress)
-	frames   []Frame
-	driven   atomic.Int64 // when an application last drove the engine (PollApp), in nanotime
+	sleeping    atomic.Bool // the engine is (about to be) asleep in Port.Wait
+	done        chan struct{}
+	mu          sync.Mutex // held for a turn: by the engine's goroutine, or an application's (NIC.Progress)
+	frames      []Frame
+	driven      atomic.Int64 // when an application last drove the engine (PollApp), in nanotime
+	drivenStart atomic.Int64 // when the application's last NIC.Progress began, in nanotime
+	drivenGap   atomic.Int64 // the period of its last two calls, in ns
 }
 
 func newEngine(n *NIC, id int, p Port) *engine {
@@ -90,6 +95,10 @@ func newEngine(n *NIC, id int, p Port) *engine {
 		e.parkPID[t] = make([]uint32, pids)
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
+	e.dma.init()
+	if n.cfg.Notify != nil {
+		e.noticer = noticer{n.cfg.Notify}
+	}
 	if len(n.cfg.Ports) > 1 {
 		e.inbox = make(chan handoff, handoffBuffers)
 		e.spare = make(chan []byte, handoffBuffers)
@@ -112,12 +121,34 @@ func nanotime() int64 { return int64(time.Since(clockBase)) }
 
 var clockBase = time.Now()
 
-// command runs fn on the engine's goroutine and waits for it.
+// command runs fn in the engine's turn and waits for it. When the
+// application's polling drives the engine (PollApp), the caller's thread
+// runs the turns itself while it waits, as the application would: its
+// engine's goroutine stays out of the way of a polling application.
 func (e *engine) command(fn func()) {
 	done := make(chan struct{})
 	e.cmds <- func() { fn(); close(done) }
 	e.wake()
-	<-done
+	if e.cfg.Poll != PollApp {
+		<-done
+		return
+	}
+	for {
+		select {
+		case <-done:
+			return
+		case <-e.nic.stop:
+			<-done // the engine's goroutine runs what is queued before it stops
+			return
+		default:
+		}
+		if e.mu.TryLock() {
+			e.turn()
+			e.mu.Unlock()
+		} else {
+			runtime.Gosched()
+		}
+	}
 }
 
 // run is the engine's loop; it returns when the NIC is closed.
@@ -144,11 +175,12 @@ func (e *engine) run() {
 		}
 		e.mu.Lock()
 		busy, err := e.turn()
+		pending := e.dma.busy() // read under the lock: NIC.Progress may run the next turn
 		e.mu.Unlock()
 		if err != nil {
 			return
 		}
-		if busy || e.cfg.DMA.Busy() { // transfers in flight (a context fetch, a write): poll on for them
+		if busy || e.cfg.DMA.Busy() || pending { // transfers in flight (a context fetch, a write): poll on for them
 			idle = 0
 			continue
 		}
@@ -181,6 +213,7 @@ func (e *engine) run() {
 // as soon as they come.
 const (
 	appActive     = 10 * time.Microsecond
+	appActiveMax  = time.Millisecond
 	appBackoffMin = 10 * time.Microsecond
 	appBackoffMax = 50 * time.Microsecond
 )
@@ -192,18 +225,19 @@ const (
 // by a frame or a doorbell, when there is no work. It returns false when
 // the engine stops.
 func (e *engine) appIdle(backoff *time.Duration) bool {
-	if time.Duration(nanotime()-e.driven.Load()) < appActive {
+	if time.Duration(nanotime()-e.driven.Load()) < e.appWindow() {
 		return e.appBackoff(backoff)
 	}
 	if !e.mu.TryLock() { // the application runs the engine right now (NIC.Progress)
 		return e.appBackoff(backoff)
 	}
 	busy, err := e.turn()
+	pending := e.dma.busy()
 	e.mu.Unlock()
 	if err != nil {
 		return false
 	}
-	if busy || e.cfg.DMA.Busy() {
+	if busy || e.cfg.DMA.Busy() || pending {
 		*backoff = appBackoffMin
 		return true
 	}
@@ -213,6 +247,15 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 	}
 	e.sleeping.Store(false)
 	return true
+}
+
+// appWindow is how long after the application last drove the engine it
+// still counts as polling: appActive, or twice the period of its last two
+// calls (an application that drives several NICs in turn, or does work
+// between polls, comes back less often while it still polls), at most
+// appActiveMax.
+func (e *engine) appWindow() time.Duration {
+	return max(appActive, min(2*time.Duration(e.drivenGap.Load()), appActiveMax))
 }
 
 // appBackoff keeps the engine's goroutine out of the application's way
@@ -262,6 +305,9 @@ func (e *engine) turn() (bool, error) {
 	}
 	if len(e.laterQPs) > 0 {
 		e.pumpLater()
+		busy = true
+	}
+	if e.dmaDue() {
 		busy = true
 	}
 	e.flushTX()

@@ -117,7 +117,10 @@ func mptAllows(c contexts, entry []byte, key, pd uint32, va, length uint64, need
 // access rights and bounds through the MPT and translating pages through
 // the MTT; write means into registered memory. A zero-length access
 // touches no memory and needs no key (IBTA C9-88).
-func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need ibv.Access, write bool) bool {
+//
+// A read with into set is issued, not waited for: into counts it and is
+// told when it completes (dmastage.go).
+func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va uint64, buf []byte, need ibv.Access, write bool, into *stagedFrame) bool {
 	if len(buf) == 0 {
 		return true
 	}
@@ -136,9 +139,12 @@ func moveMemory(c contexts, dma *hostmem.DMA, entry []byte, key, pd uint32, va u
 		}
 		addr := le.Uint64(entry[:8])
 		var err error
-		if write {
+		switch {
+		case write:
 			err = dma.Write(addr+in, buf[done:done+int(chunk)])
-		} else {
+		case into != nil:
+			err = readInto(dma, addr+in, buf[done:done+int(chunk)], into)
+		default:
 			err = dma.Read(addr+in, buf[done:done+int(chunk)])
 		}
 		if err != nil {
@@ -159,7 +165,11 @@ func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need ibv.Acce
 // memory moves len(buf) bytes between buf and registered memory at va
 // under key (moveMemory), the contexts resolved by the unit of work.
 func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need ibv.Access, write bool) bool {
-	return moveMemory(e, e.cfg.DMA, e.entry[:], key, pd, va, buf, need, write)
+	var into *stagedFrame
+	if !write {
+		into = e.gatherTo
+	}
+	return moveMemory(e, e.cfg.DMA, e.entry[:], key, pd, va, buf, need, write, into)
 }
 
 // scatter writes payload at logical offset off of a scatter/gather list

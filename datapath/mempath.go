@@ -83,7 +83,7 @@ func (m *memPath) place(qpn, key uint32, va uint64, data []byte) error {
 	}
 	var q hostmem.QPCEntry
 	q.Decode(m.entry[:128])
-	if !q.Valid || !moveMemory(m, m.nic.cfg.DMA, m.entry[:], key, q.PD, va, data, ibv.AccessRemoteWrite, true) {
+	if !q.Valid || !moveMemory(m, m.nic.cfg.DMA, m.entry[:], key, q.PD, va, data, ibv.AccessRemoteWrite, true, nil) {
 		return hpu.ErrOutsideRegion
 	}
 	return nil
@@ -130,7 +130,7 @@ func (r hostRegion) access(p []byte, off uint64, write bool) error {
 		need = ibv.AccessLocalWrite
 	}
 	return r.n.withPath(func(m *memPath) error {
-		if !moveMemory(m, r.n.cfg.DMA, m.entry[:], r.key, r.pd, r.va+off, p, need, write) {
+		if !moveMemory(m, r.n.cfg.DMA, m.entry[:], r.key, r.pd, r.va+off, p, need, write, nil) {
 			return errRegionRefused
 		}
 		return nil

@@ -138,6 +138,8 @@ type Counters struct {
 	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
 	RcvdBadResponse            atomic.Uint64 // READ responses whose length or opcode does not fit their place, dropped
 	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
+	DMAWaits                   atomic.Uint64 // host reads the engine waited for: no fetch slot or staged-frame room, or the DMA queue full (dmastage.go)
+	DMAFaults                  atomic.Uint64 // host reads of WQEs or payload that failed in host memory
 	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
 	RcvdBadPKey                atomic.Uint64 // packets whose P_Key does not match their QP's, dropped
 	RcvdBadAddr                atomic.Uint64 // packets for a connected (RC, UC) QP from another address than its peer's, or to another than the NIC's, dropped
@@ -191,6 +193,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},
 		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
+		{"dma_waits", &c.DMAWaits}, {"dma_faults", &c.DMAFaults},
 		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey}, {"rcvd_bad_addr", &c.RcvdBadAddr},
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"rcvd_op_seq_err", &c.RcvdOpSeqErr}, {"rcvd_rkey_err", &c.RcvdRKeyErr},
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
@@ -498,15 +501,17 @@ func (n *NIC) Progress() bool {
 	busy := false
 	for _, e := range n.engines {
 		if n.cfg.Poll == PollApp {
-			e.driven.Store(nanotime()) // a long turn is the application's too
+			now := nanotime()
+			e.drivenGap.Store(now - e.drivenStart.Swap(now)) // from its last call's start: its period
+			e.driven.Store(now)                              // a long turn is the application's too
 		}
 		if e.mu.TryLock() {
 			b, _ := e.turn()
+			if n.cfg.Poll == PollApp {
+				e.driven.Store(nanotime()) // before the lock goes: the engine's goroutine sees it
+			}
 			e.mu.Unlock()
 			busy = busy || b
-		}
-		if n.cfg.Poll == PollApp {
-			e.driven.Store(nanotime())
 		}
 	}
 	return busy

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"github.com/softrnic/softrnic/ctxcache"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,8 @@ type qpSend struct {
 	wheel                  wheelLink // its place on the engine's timing wheel (timers.go)
 	onLater                bool      // on the engine's list of QPs to come back to next pass
 	sqWaiting              bool      // the requester waits for a context (park.go)
+	fetch                  int32     // its WQE fetch slot + 1, or 0 (dmastage.go)
+	dmaFault               bool      // a read of its WQEs or payload failed: the requester fails the QP
 	seen                   reliability.SenderStats
 }
 
@@ -97,6 +100,7 @@ func (e *engine) resetQP(qpn uint32) {
 	e.nic.replay.Release(r.alloc)
 	e.hpuReset(qpn, r)
 	e.unwheel(qpn, r)
+	e.dropFetch(r)
 	for ; r.parkN > 0; r.parkN-- {
 		e.parkPool.Return(r.parked[r.parkHead].handle)
 		r.parkHead = (r.parkHead + 1) % parkDepth
@@ -224,6 +228,36 @@ func (e *engine) flushCQEs(wait bool) {
 	}
 }
 
+// notice tells the host a CQE is in CQ cqn's ring once it is in host
+// memory: at once without a PCIe model; else by a DMA fence issued behind
+// the CQE's write, whose completion (from whoever polls the DMA engine)
+// is the notice. The engine does not wait for the write.
+func (e *engine) notice(cqn uint32) {
+	if e.cfg.Notify == nil {
+		return
+	}
+	if !e.asyncDMA() {
+		e.cfg.Notify(cqn)
+		return
+	}
+	for {
+		err := e.cfg.DMA.Fence(e.noticer, uint64(cqn))
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, hostmem.ErrDMABusy) { // closed: no one to tell
+			return
+		}
+		e.counters.DMAWaits.Add(1)
+		e.pollDMA()
+	}
+}
+
+// noticer calls Notify when a CQE's fence completes.
+type noticer struct{ notify func(cqn uint32) }
+
+func (n noticer) DMADone(tag uint64, _ error) { n.notify(uint32(tag)) }
+
 // writeCQE writes a CQE through its CQ's context. With park, a context
 // that misses leaves the CQE unwritten (false), its ticket recorded;
 // without, the write waits for the context. A CQ with no valid context
@@ -256,10 +290,7 @@ func (e *engine) writeCQE(cqn uint32, c *hostmem.CQE, park bool) bool {
 	var b [hostmem.CQESize]byte
 	c.Encode(b[:])
 	e.cfg.DMA.Write(r.Base+uint64(r.Producer%r.Size)*hostmem.CQESize, b[:])
-	e.cfg.DMA.Quiesce() // the CQE must be in host memory before the notice
-	if e.cfg.Notify != nil {
-		e.cfg.Notify(cqn)
-	}
+	e.notice(cqn)
 	r.Producer++
 	r.Encode(e.entry[:64])
 	w := e.words[:8]

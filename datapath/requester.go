@@ -44,6 +44,11 @@ func (e *engine) request(qpn uint32) {
 		e.fail(qpn, &q, r, ibv.WCWRFlushErr)
 		return
 	}
+	if r.dmaFault { // a read of its WQEs or payload failed in host memory (dmastage.go)
+		r.dmaFault = false
+		e.local(qpn, &q, r, ibv.WCLocProtErr)
+		return
+	}
 	defer e.senderStats(r)
 	mtu := pmtu(&q)
 	now := e.clock()
@@ -57,12 +62,10 @@ func (e *engine) request(qpn uint32) {
 			if r.sqConsumer == r.sqProducer || r.ifN == len(r.inflight) {
 				return
 			}
-			addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
-			if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
-				return
-			}
 			var in inflight
-			in.wqe.Decode(e.wqe[:])
+			if !e.nextWQE(qpn, &q, r, &in.wqe) {
+				return // its WQEs are being fetched: the requester runs again when they come
+			}
 			in.index = r.sqConsumer
 			r.sqConsumer++
 			for _, s := range in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)] {
@@ -119,7 +122,7 @@ func (e *engine) request(qpn uint32) {
 			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
 			r.psn = in.lastPSN.Next()
 		}
-		if !e.sendPacket(&q, r, in, k, 0, mtu, ackReq) {
+		if !e.sendPacket(qpn, &q, r, in, k, 0, mtu, ackReq) {
 			e.fail(qpn, &q, r, ibv.WCLocProtErr)
 			return
 		}
@@ -154,7 +157,7 @@ func (e *engine) resend(qpn uint32, q *hostmem.QPCEntry, r *qpRun, mtu int, now 
 		if ent.Kind == reliability.Read {
 			until = int(r.snd.ResendUntil(ent).Diff(in.firstPSN))
 		}
-		if !e.sendPacket(q, r, in, k, until, mtu, ent.AckReq) {
+		if !e.sendPacket(qpn, q, r, in, k, until, mtu, ent.AckReq) {
 			e.fail(qpn, q, r, ibv.WCLocProtErr)
 			return false
 		}
@@ -314,7 +317,7 @@ func opsOf(op ibv.WROpcode) msgOps {
 // A READ request with k > 0 asks for the rest of the READ from packet k,
 // or with until > k only up to packet until (exclusive): a selective
 // request for missing responses.
-func (e *engine) sendPacket(q *hostmem.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
+func (e *engine) sendPacket(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight, k, until, mtu int, ackReq bool) bool {
 	w := &in.wqe
 	var f wire.FrameFields
 	if w.Opcode == ibv.WRRDMARead {
@@ -357,9 +360,23 @@ func (e *engine) sendPacket(q *hostmem.QPCEntry, r *qpRun, in *inflight, k, unti
 	payload := buf[off : off+plen]
 	if in.cmd != 0 {
 		copy(payload, e.cmdPayload(in.cmd)[k*mtu:])
-	} else if !e.gather(q.PD, w, uint32(k*mtu), payload) {
-		e.releaseTX()
-		return false
+	} else {
+		// Behind a PCIe model the payload's reads are issued and the
+		// frame waits for them, staged (dmastage.go): the engine goes on.
+		staged := plen > 0 && w.InlineLen == 0 && e.asyncDMA() && e.stage(qpn) >= 0
+		if staged {
+			e.gatherTo = &e.dma.staged[e.dma.stagingSlot]
+		}
+		ok := e.gather(q.PD, w, uint32(k*mtu), payload)
+		e.gatherTo = nil
+		if !ok {
+			if staged {
+				e.unstage()
+			} else {
+				e.releaseTX()
+			}
+			return false
+		}
 	}
 	f.Payload = payload
 	info := op.Info()

@@ -23,7 +23,8 @@ func TestTimerWheelLocalACKTimeout(t *testing.T) {
 	h.hostWrite(hostmem.QPC, 17, b[:])
 	h.post(17, &q, 0, inlineWrite(1, "lost", 0x1000, 7))
 	h.turns()            // the doorbell: the QP's context misses
-	h.after(pcieLatency) // and comes
+	h.after(pcieLatency) // and comes; the WQE fetch goes out
+	h.after(pcieLatency) // and its WQE comes
 	if got := len(h.sent()); got != 1 {
 		t.Fatalf("sent %d packets, want the WRITE", got)
 	}
@@ -72,6 +73,7 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	free := e.parkPool.Available()
 	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7)) // on the wheel, waiting for its ACK
 	h.turns()
+	h.after(pcieLatency) // the WQE comes
 	if got := len(h.sent()); got != 1 {
 		t.Fatalf("sent %d packets, want the WRITE", got)
 	}
@@ -104,6 +106,7 @@ func TestTimerWaitsForReceivedFrames(t *testing.T) {
 	warm(h, rkey, va, 17, 18)
 	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
 	h.turns()
+	h.after(pcieLatency) // the WQE comes
 	if got := len(h.sent()); got != 1 {
 		t.Fatalf("sent %d packets, want the WRITE", got)
 	}

@@ -49,13 +49,48 @@ func (e *engine) txBuffer() []byte {
 	for e.port.Alloc(fr) == 0 {
 		e.flushTX()
 		e.port.Flush()
+		if e.dma.stagedN > 0 { // staged frames hold buffers: let them go
+			e.pollDMA()
+			e.sendStaged()
+			e.flushTX()
+		}
 	}
 	return fr[0].Data
 }
 
 // commit encodes f into the buffer txBuffer took and queues it; a buffer
-// it cannot encode goes back to the port.
+// it cannot encode goes back to the port. A frame whose payload is being
+// read, or that comes after such frames, is staged instead: it goes when
+// the reads before it are done (dmastage.go).
 func (e *engine) commit(buf []byte, f *wire.FrameFields) {
+	d := &e.dma
+	if d.stagingSlot < 0 && d.stagedN > 0 {
+		for d.stagedN == stagedMax { // the ring is full: wait for its head
+			cur := e.tx[e.txN]
+			e.tx[e.txN] = Frame{}
+			e.counters.DMAWaits.Add(1)
+			for d.stagedN == stagedMax {
+				e.pollDMA()
+				e.sendStaged()
+			}
+			if e.txN == len(e.tx) {
+				e.flushTX()
+			}
+			e.tx[e.txN] = cur
+		}
+		e.stage(0) // no reads: it waits only for the frames before it
+	}
+	if d.stagingSlot >= 0 {
+		s := &d.staged[d.stagingSlot]
+		s.f, s.built = *f, true
+		d.stagingSlot = -1
+		return
+	}
+	e.commitNow(buf, f)
+}
+
+// commitNow encodes f into buf, the buffer at e.tx[e.txN], and queues it.
+func (e *engine) commitNow(buf []byte, f *wire.FrameFields) {
 	fr := e.tx[e.txN : e.txN+1]
 	k, err := wire.Encode(buf, f)
 	if err != nil {

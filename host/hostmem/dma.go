@@ -58,6 +58,7 @@ type DMA struct {
 type dmaOp struct {
 	at    time.Time // when the transfer completes
 	write bool
+	fence bool // no data: only its completion, in order (Fence)
 	addr  uint64
 	buf   []byte
 	c     Completer
@@ -86,6 +87,11 @@ func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 	}
 	return d
 }
+
+// Modelled reports whether transfers take modelled time (a PCIe model):
+// then a read is answered later, through ReadAsync's completer, and a
+// caller that need not wait should not (Read waits).
+func (d *DMA) Modelled() bool { return !d.model.instant() }
 
 // Stats returns the engine's counters.
 func (d *DMA) Stats() *DMAStats { return &d.stats }
@@ -163,6 +169,18 @@ func (d *DMA) ReadAsync(addr uint64, dst []byte, c Completer, tag uint64) error 
 		return nil
 	}
 	return d.enqueue(dmaOp{addr: addr, buf: dst, c: c, tag: tag})
+}
+
+// Fence calls c.DMADone(tag, nil) once every transfer issued before it
+// has been carried out: at once without a PCIe model. It moves no data:
+// it is how a NIC tells the host that what it wrote is there without
+// waiting for the writes itself.
+func (d *DMA) Fence(c Completer, tag uint64) error {
+	if d.model.instant() {
+		c.DMADone(tag, nil)
+		return nil
+	}
+	return d.enqueue(dmaOp{fence: true, c: c, tag: tag})
 }
 
 // Write posts a write of src to addr: it is applied before any transfer
@@ -255,7 +273,9 @@ func (d *DMA) Poll() int {
 				d.head = (d.head + 1) % len(d.queue)
 				d.n--
 				d.queued.Add(-1)
-				op.err = d.copy(op.write, op.addr, op.buf) // under the lock: in order
+				if !op.fence {
+					op.err = d.copy(op.write, op.addr, op.buf) // under the lock: in order
+				}
 				done[k] = op
 				k++
 			}
