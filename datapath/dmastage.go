@@ -120,13 +120,7 @@ func (e *engine) asyncDMA() bool { return e.cfg.DMA.Modelled() }
 // is the WQE's index; the caller advances it.
 func (e *engine) nextWQE(qpn uint32, q *hostmem.QPCEntry, r *qpRun, w *hostmem.SendWQE) bool {
 	if !e.asyncDMA() {
-		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
-		if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
-			e.counters.DMAFaults.Add(1)
-			return false
-		}
-		w.Decode(e.wqe[:])
-		return true
+		return e.readWQE(q, r, w)
 	}
 	d := &e.dma
 	if r.fetch != 0 {
@@ -148,13 +142,7 @@ func (e *engine) nextWQE(qpn uint32, q *hostmem.QPCEntry, r *qpRun, w *hostmem.S
 	}
 	if len(d.fetchFree) == 0 { // every slot taken: this one WQE is read waiting, counted
 		e.counters.DMAWaits.Add(1)
-		addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
-		if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
-			e.counters.DMAFaults.Add(1)
-			return false
-		}
-		w.Decode(e.wqe[:])
-		return true
+		return e.readWQE(q, r, w)
 	}
 	idx := r.sqConsumer % q.SQSize
 	n := min(int(r.sqProducer-r.sqConsumer), fetchBatch, int(q.SQSize-idx), len(r.inflight)-r.ifN)
@@ -182,6 +170,17 @@ func (e *engine) nextWQE(qpn uint32, q *hostmem.QPCEntry, r *qpRun, w *hostmem.S
 	d.fetchOrder[(d.orderHead+d.orderN)%fetchSlots] = slot
 	d.orderN++
 	return false
+}
+
+// readWQE reads the QP's next send WQE into w and waits for it.
+func (e *engine) readWQE(q *hostmem.QPCEntry, r *qpRun, w *hostmem.SendWQE) bool {
+	addr := q.SQBase + uint64(r.sqConsumer%q.SQSize)*hostmem.SendWQESize
+	if e.cfg.DMA.Read(addr, e.wqe[:]) != nil {
+		e.counters.DMAFaults.Add(1)
+		return false
+	}
+	w.Decode(e.wqe[:])
+	return true
 }
 
 // dropFetch gives back a QP's fetch slot: at once if its read is done and
