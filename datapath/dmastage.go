@@ -93,11 +93,11 @@ type dmaStage struct {
 	orderHead  int
 	orderN     int
 
-	staged      [stagedMax]stagedFrame
-	stagedHead  int
-	stagedN     int
-	stagingSlot int // the slot a packet being built gathers into, or -1
-	free        [1]Frame
+	staged     [stagedMax]stagedFrame
+	stagedHead int
+	stagedN    int
+	staging    *stagedFrame // the ring's last frame while its packet is being built, or nil
+	free       [1]Frame
 }
 
 func (d *dmaStage) init() {
@@ -105,7 +105,6 @@ func (d *dmaStage) init() {
 	for i := fetchSlots - 1; i >= 0; i-- {
 		d.fetchFree = append(d.fetchFree, int32(i))
 	}
-	d.stagingSlot = -1
 }
 
 // busy reports whether reads are in flight or frames wait to go.
@@ -251,13 +250,13 @@ func readInto(dma *hostmem.DMA, addr uint64, buf []byte, s *stagedFrame) error {
 
 // stage moves the transmit buffer txBuffer took into the staged ring: a
 // packet gathers its payload into it and commit completes it. It returns
-// the slot, or -1 when the ring is full (the packet then waits for its
-// reads, as without a PCIe model).
-func (e *engine) stage(qpn uint32) int {
+// the staged frame, or nil when the ring is full (the packet then waits
+// for its reads, as without a PCIe model).
+func (e *engine) stage(qpn uint32) *stagedFrame {
 	d := &e.dma
 	if d.stagedN == stagedMax {
 		e.counters.DMAWaits.Add(1)
-		return -1
+		return nil
 	}
 	i := (d.stagedHead + d.stagedN) % stagedMax
 	s := &d.staged[i]
@@ -266,17 +265,33 @@ func (e *engine) stage(qpn uint32) int {
 	s.failed.Store(false)
 	e.tx[e.txN] = Frame{}
 	d.stagedN++
-	d.stagingSlot = i
-	return i
+	d.staging = s
+	return s
+}
+
+// waitStagedRoom waits, counted, until the staged ring's head has gone,
+// keeping aside the transmit buffer txBuffer took meanwhile (sendStaged
+// fills e.tx).
+func (e *engine) waitStagedRoom() {
+	cur := e.tx[e.txN]
+	e.tx[e.txN] = Frame{}
+	e.counters.DMAWaits.Add(1)
+	for e.dma.stagedN == stagedMax {
+		e.pollDMA()
+		e.sendStaged()
+	}
+	if e.txN == len(e.tx) {
+		e.flushTX()
+	}
+	e.tx[e.txN] = cur
 }
 
 // unstage drops the frame being staged (its packet is not sent) and gives
 // its buffer back to the port.
 func (e *engine) unstage() {
 	d := &e.dma
-	i := d.stagingSlot
-	d.stagingSlot = -1
-	s := &d.staged[i]
+	s := d.staging
+	d.staging = nil
 	for s.left.Load() > 0 { // reads already issued land in the buffer first
 		e.pollDMA()
 	}
@@ -302,9 +317,7 @@ func (e *engine) sendStaged() bool {
 			e.freeOne(s.fr)
 			e.counters.DMAFaults.Add(1)
 			e.qps[s.qpn].dmaFault = true // its requester fails the QP (local protection error)
-			if !e.qps[s.qpn].onLater {
-				e.later(s.qpn, &e.qps[s.qpn])
-			}
+			e.later(s.qpn, &e.qps[s.qpn])
 			s.fr, s.f = Frame{}, wire.FrameFields{}
 			continue
 		}

@@ -26,11 +26,7 @@ func TestDMAStageFetchesAndGathersWithoutWaiting(t *testing.T) {
 		NumSGE: 1, SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: va + 16, Length: 8, LKey: key}}}
 	read := hostmem.SendWQE{WRID: 2, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled, RemoteAddr: 0x2000, RKey: 7,
 		NumSGE: 1, SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: va + 32, Length: 8, LKey: key}}}
-	b, err := h.mem.Slice(q.SQBase, hostmem.SendWQESize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write.Encode(b)
+	h.writeWQE(&q, 0, write)
 	h.post(17, &q, 1, read) // one doorbell for both
 	h.turns()
 	if got := h.sent(); len(got) != 0 {

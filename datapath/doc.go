@@ -35,8 +35,9 @@
 // once each, without waiting), rx.go (parse, hand-off, dispatch), park.go
 // (packets and requesters waiting for contexts), responder.go,
 // requester.go (through the reliability gate), completer.go, qp.go (the
-// CQE stage), timers.go, tx.go (encode and send in batches) and memory.go
-// (MPT and MTT checks, DMA); engine.go is the loop that runs them, nic.go
+// CQE stage), timers.go, tx.go (encode and send in batches), memory.go
+// (MPT and MTT checks, DMA) and dmastage.go (WQE fetches and payload
+// reads the engine does not wait for); engine.go is the loop that runs them, nic.go
 // the NIC and its counters.
 //
 // All of RC's recovery (the PSN window, replay entries, ACK/NAK/RNR

@@ -67,7 +67,6 @@ type engine struct {
 	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
 	dma                   dmaStage                          // reads in flight: WQE fetches, frames waiting for their payload (dmastage.go)
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
-	gatherTo              *stagedFrame                      // the staged frame a packet's payload is read into, while it is gathered
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
 	idleSince             time.Time // when the engine's idle polling began

@@ -304,12 +304,19 @@ func (h *harness) read(va uint64, n int) []byte {
 // doorbell with producer idx+1.
 func (h *harness) post(qpn uint32, q *hostmem.QPCEntry, idx uint32, w hostmem.SendWQE) {
 	h.t.Helper()
+	h.writeWQE(q, idx, w)
+	h.nic.Ring(Doorbell{QPN: qpn, Producer: idx + 1})
+}
+
+// writeWQE writes a send WQE at index idx of a QP's send queue, ringing
+// no doorbell.
+func (h *harness) writeWQE(q *hostmem.QPCEntry, idx uint32, w hostmem.SendWQE) {
+	h.t.Helper()
 	b, err := h.mem.Slice(q.SQBase+uint64(idx%q.SQSize)*hostmem.SendWQESize, hostmem.SendWQESize)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	w.Encode(b)
-	h.nic.Ring(Doorbell{QPN: qpn, Producer: idx + 1})
 }
 
 // inlineWrite is a signaled RDMA WRITE of data, inline, to the peer's

@@ -165,22 +165,19 @@ func (e *engine) allowed(key, pd uint32, va uint64, length uint64, need ibv.Acce
 // memory moves len(buf) bytes between buf and registered memory at va
 // under key (moveMemory), the contexts resolved by the unit of work.
 func (e *engine) memory(key uint32, pd uint32, va uint64, buf []byte, need ibv.Access, write bool) bool {
-	var into *stagedFrame
-	if !write {
-		into = e.gatherTo
-	}
-	return moveMemory(e, e.cfg.DMA, e.entry[:], key, pd, va, buf, need, write, into)
+	return moveMemory(e, e.cfg.DMA, e.entry[:], key, pd, va, buf, need, write, nil)
 }
 
 // scatter writes payload at logical offset off of a scatter/gather list
 // (the regions must grant local write).
 func (e *engine) scatter(pd uint32, sges []hostmem.SGE, off uint32, payload []byte) bool {
-	return e.sglCopy(pd, sges, off, payload, true)
+	return e.sglCopy(pd, sges, off, payload, true, nil)
 }
 
 // sglCopy moves buf to (write) or from logical offset off of a
-// scatter/gather list.
-func (e *engine) sglCopy(pd uint32, sges []hostmem.SGE, off uint32, buf []byte, write bool) bool {
+// scatter/gather list; reads for a staged frame (into) are issued, not
+// waited for.
+func (e *engine) sglCopy(pd uint32, sges []hostmem.SGE, off uint32, buf []byte, write bool, into *stagedFrame) bool {
 	need := ibv.Access(0)
 	if write {
 		need = ibv.AccessLocalWrite
@@ -194,7 +191,7 @@ func (e *engine) sglCopy(pd uint32, sges []hostmem.SGE, off uint32, buf []byte, 
 			continue
 		}
 		take := min(uint32(len(buf)), s.Length-off)
-		if !e.memory(s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write) {
+		if !moveMemory(e, e.cfg.DMA, e.entry[:], s.LKey, pd, s.Addr+uint64(off), buf[:take], need, write, into) {
 			return false
 		}
 		buf, off = buf[take:], 0
@@ -213,10 +210,11 @@ func sglLen(sges []hostmem.SGE) uint64 {
 
 // gather reads len(buf) bytes at logical offset off of a WQE's data: its
 // inline bytes, or its scatter/gather list (local reads need no access
-// right beyond the region's validity).
-func (e *engine) gather(pd uint32, w *hostmem.SendWQE, off uint32, buf []byte) bool {
+// right beyond the region's validity). With into set, the reads land in
+// that staged frame's buffer later (dmastage.go).
+func (e *engine) gather(pd uint32, w *hostmem.SendWQE, off uint32, buf []byte, into *stagedFrame) bool {
 	if w.InlineLen > 0 {
 		return copy(buf, w.Inline[min(off, w.InlineLen):w.InlineLen]) == len(buf)
 	}
-	return e.sglCopy(pd, w.SGE[:min(int(w.NumSGE), hostmem.MaxSendSGE)], off, buf, false)
+	return e.sglCopy(pd, w.SGE[:min(int(w.NumSGE), hostmem.MaxSendSGE)], off, buf, false, into)
 }

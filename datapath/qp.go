@@ -2,11 +2,11 @@ package datapath
 
 import (
 	"errors"
-	"github.com/softrnic/softrnic/ctxcache"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"

@@ -363,14 +363,12 @@ func (e *engine) sendPacket(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *infli
 	} else {
 		// Behind a PCIe model the payload's reads are issued and the
 		// frame waits for them, staged (dmastage.go): the engine goes on.
-		staged := plen > 0 && w.InlineLen == 0 && e.asyncDMA() && e.stage(qpn) >= 0
-		if staged {
-			e.gatherTo = &e.dma.staged[e.dma.stagingSlot]
+		var into *stagedFrame
+		if plen > 0 && w.InlineLen == 0 && e.asyncDMA() {
+			into = e.stage(qpn)
 		}
-		ok := e.gather(q.PD, w, uint32(k*mtu), payload)
-		e.gatherTo = nil
-		if !ok {
-			if staged {
+		if !e.gather(q.PD, w, uint32(k*mtu), payload, into) {
+			if into != nil {
 				e.unstage()
 			} else {
 				e.releaseTX()
@@ -456,7 +454,7 @@ func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight,
 		return ibv.WCLocLenErr
 	}
 	payload := e.payload[:in.length]
-	if !e.gather(q.PD, w, 0, payload) {
+	if !e.gather(q.PD, w, 0, payload, nil) {
 		return ibv.WCLocProtErr
 	}
 	var f wire.FrameFields

@@ -64,26 +64,15 @@ func (e *engine) txBuffer() []byte {
 // the reads before it are done (dmastage.go).
 func (e *engine) commit(buf []byte, f *wire.FrameFields) {
 	d := &e.dma
-	if d.stagingSlot < 0 && d.stagedN > 0 {
-		for d.stagedN == stagedMax { // the ring is full: wait for its head
-			cur := e.tx[e.txN]
-			e.tx[e.txN] = Frame{}
-			e.counters.DMAWaits.Add(1)
-			for d.stagedN == stagedMax {
-				e.pollDMA()
-				e.sendStaged()
-			}
-			if e.txN == len(e.tx) {
-				e.flushTX()
-			}
-			e.tx[e.txN] = cur
-		}
+	if d.staging == nil && d.stagedN == stagedMax {
+		e.waitStagedRoom()
+	}
+	if d.staging == nil && d.stagedN > 0 {
 		e.stage(0) // no reads: it waits only for the frames before it
 	}
-	if d.stagingSlot >= 0 {
-		s := &d.staged[d.stagingSlot]
+	if s := d.staging; s != nil {
 		s.f, s.built = *f, true
-		d.stagingSlot = -1
+		d.staging = nil
 		return
 	}
 	e.commitNow(buf, f)

@@ -92,6 +92,21 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 }
 
 // dialAccept dials l (on b's port 7174) from a and accepts there.
+// forger is a plain UD QP on s's device, from which a test sends crafted
+// MADs to a peer's QP1.
+func forger(t *testing.T, s *side) *verbs.QP {
+	t.Helper()
+	qp, err := s.qc.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: s.qc.SendCQ, RecvCQ: s.qc.RecvCQ,
+		Cap: verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ReadyUD(qp, 0x11111111); err != nil {
+		t.Fatal(err)
+	}
+	return qp
+}
+
 func dialAccept(t *testing.T, a *side, l *Listener, qc QPConfig) (*Conn, *Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -346,14 +361,7 @@ func TestStartingPSN(t *testing.T) {
 func TestCraftedMADs(t *testing.T) {
 	a, b := pair(t, porttest.Config{Buffers: 1024}, 14)
 	// A plain UD QP on a's device sends to b's QP1 with the GSI Q_Key.
-	qp, err := a.qc.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: a.qc.SendCQ, RecvCQ: a.qc.RecvCQ,
-		Cap: verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := verbs.ReadyUD(qp, 0x11111111); err != nil {
-		t.Fatal(err)
-	}
+	qp := forger(t, a)
 	good, _ := Encode(&REP{LocalCommID: 1, RemoteCommID: 0x12345678, LocalQPN: 99}, 1) // no such connection
 	req, _ := Encode(&REQ{LocalCommID: 5, LocalQPN: 17, ServiceID: ServiceID(PortSpaceTCP, 1)}, 2)
 	req[HeaderSize+43] |= 3 << 1 // transport type 3
@@ -563,14 +571,7 @@ func TestREQFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	qp, err := a.qc.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: a.qc.SendCQ, RecvCQ: a.qc.RecvCQ,
-		Cap: verbs.QPCap{MaxSendWR: 32, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := verbs.ReadyUD(qp, 0x11111111); err != nil {
-		t.Fatal(err)
-	}
+	qp := forger(t, a)
 	const flood = 300 // more than the device's QPs
 	ah := &verbs.AH{DestMAC: macB, DestGID: ipB}
 	for i := range flood {

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -76,27 +75,15 @@ func NICHOL(cfg HOLConfig) ([]HOLRow, error) {
 }
 
 func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
-	defer pa.Close()
-	defer pb.Close()
 	n := cfg.QPs
 	sc := ScaleConfig{Size: cfg.Size, Depth: n, PCIe: cfg.PCIe}
 	sc.defaults()
-	a, err := openScaleEnd("hol a", pa, 1, n, sc, baseline)
+	pair, err := openScalePair("hol", n, sc, baseline)
 	if err != nil {
 		return HOLRow{}, err
 	}
-	defer a.close()
-	b, err := openScaleEnd("hol b", pb, 2, n, sc, baseline)
-	if err != nil {
-		return HOLRow{}, err
-	}
-	defer b.close()
-	for i := range n {
-		if err := verbs.ConnectRC(a.qps[i], b.qps[i], a.ah, b.ah, 5, 14); err != nil {
-			return HOLRow{}, fmt.Errorf("QP pair %d of %d: %w", i, n, err)
-		}
-	}
+	defer pair.close()
+	a, b := pair.a, pair.b
 	// Even QPs are cold, odd ones hot: they alternate on the wire.
 	evict := func(e *scaleEnd) {
 		nic := e.dev.NIC()
@@ -129,8 +116,7 @@ func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
 			}
 		}
 		for got := 0; got < n; {
-			a.dev.NIC().Progress()
-			b.dev.NIC().Progress()
+			pair.progress()
 			k := a.cq.PollNoDrive(wc)
 			now := time.Now()
 			for _, c := range wc[:k] {

@@ -155,29 +155,61 @@ func (e *scaleEnd) close() {
 	e.dev.Close()
 }
 
+// scalePair is a run's two NICs over one in-memory port pair, their n
+// QPs connected pairwise, a sending and b receiving.
+type scalePair struct {
+	a, b   *scaleEnd
+	pa, pb *porttest.Port
+}
+
+func openScalePair(name string, n int, cfg ScaleConfig, baseline bool) (*scalePair, error) {
+	p := &scalePair{}
+	p.pa, p.pb = porttest.NewPair(porttest.Config{Buffers: 8192})
+	var err error
+	if p.a, err = openScaleEnd(name+" a", p.pa, 1, n, cfg, baseline); err == nil {
+		if p.b, err = openScaleEnd(name+" b", p.pb, 2, n, cfg, baseline); err != nil {
+			p.a.close()
+		}
+	}
+	for i := 0; err == nil && i < n; i++ {
+		if err = verbs.ConnectRC(p.a.qps[i], p.b.qps[i], p.a.ah, p.b.ah, 5, 14); err != nil {
+			err = fmt.Errorf("QP pair %d of %d: %w", i, n, err)
+			p.a.close()
+			p.b.close()
+		}
+	}
+	if err != nil {
+		p.pa.Close()
+		p.pb.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// progress runs a turn of each NIC's engines.
+func (p *scalePair) progress() {
+	p.a.dev.NIC().Progress()
+	p.b.dev.NIC().Progress()
+}
+
+func (p *scalePair) close() {
+	p.a.close()
+	p.b.close()
+	p.pa.Close()
+	p.pb.Close()
+}
+
 func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
-	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
-	defer pa.Close()
-	defer pb.Close()
 	nic := fmt.Sprintf("scale %d QPs", n)
 	if baseline {
 		nic += " baseline"
 	}
-	a, err := openScaleEnd(nic+" a", pa, 1, n, cfg, baseline)
+	pair, err := openScalePair(nic, n, cfg, baseline)
 	if err != nil {
 		return ScaleRow{}, err
 	}
-	defer a.close()
-	b, err := openScaleEnd(nic+" b", pb, 2, n, cfg, baseline)
-	if err != nil {
-		return ScaleRow{}, err
-	}
-	defer b.close()
-	for i := range n {
-		if err := verbs.ConnectRC(a.qps[i], b.qps[i], a.ah, b.ah, 5, 14); err != nil {
-			return ScaleRow{}, fmt.Errorf("QP pair %d of %d: %w", i, n, err)
-		}
-	}
+	defer pair.close()
+	a, b := pair.a, pair.b
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+time.Minute)
 	defer cancel()
 	runtime.GC() // the setup's garbage is collected before the clock starts, not during the run
@@ -206,8 +238,7 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 		if inflight == 0 {
 			break
 		}
-		a.dev.NIC().Progress()
-		b.dev.NIC().Progress()
+		pair.progress()
 		k := a.cq.PollNoDrive(wc)
 		for _, c := range wc[:k] {
 			if c.Status != verbs.WCSuccess {
