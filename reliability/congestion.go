@@ -60,6 +60,12 @@ type pacer struct {
 // holds reports whether pacing holds a packet at now.
 func (p *pacer) holds(now time.Time) bool { return !p.at.IsZero() && now.Before(p.at) }
 
+// restart lets the next packet go at once: after a timeout nothing the
+// pacer counted is in flight any more (a large READ's pacing debt, its
+// responses, would otherwise hold back the very request that asks for
+// them again, past the timer that counts the retry).
+func (p *pacer) restart() { p.at = time.Time{} }
+
 // spend moves the pacing clock on by k packets (a READ request's by the
 // responses it asks for: they come back at the pace the requests go).
 func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window int) {

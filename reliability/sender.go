@@ -958,6 +958,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		s.arm(now)
 		return Accepted
 	}
+	s.pace.restart()
 	if now.Before(s.deadline) { // the early timer: a lost tail, sent again
 		s.stats.Early++
 		s.earlyBackoff = min(s.earlyBackoff+1, maxBackoff)

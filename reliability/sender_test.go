@@ -570,3 +570,31 @@ func delayRun(t *testing.T, s *reliability.Sender) (cuts uint64, open, after int
 	}
 	return s.Stats().DelayCuts, open, s.Window()
 }
+
+// TestTimeoutRestartsPacing: a large READ's responses are paced as they
+// come (the request spends the pacing clock for all of them); when they
+// stop coming and the timer fires, the READ is asked for again at once,
+// not after the pacing debt of responses that never came.
+func TestTimeoutRestartsPacing(t *testing.T) {
+	s, _ := newSender(t, 64, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 4})
+	now := t0
+	for range 8 { // round trips of 10 ms: pacing on
+		g := s.Send(reliability.Entry{}, now)
+		if g.Hold != reliability.Go {
+			t.Fatalf("data held: %v", g.Hold)
+		}
+		now = now.Add(10 * time.Millisecond)
+		s.OnAck(g.PSN, now)
+	}
+	read := s.Send(reliability.Entry{WQE: 9, Kind: reliability.Read, Span: 1024}, now)
+	if read.Hold != reliability.Go {
+		t.Fatalf("READ held: %v", read.Hold)
+	}
+	at := s.Deadline()
+	if v := s.Tick(at); v != reliability.Accepted {
+		t.Fatalf("timeout: %v", v)
+	}
+	if e, from, ok := s.Resend(at); !ok || e.WQE != 9 || from != read.PSN {
+		t.Fatalf("at the timeout the READ is not asked for again (%v, from %d, want %d)", ok, from, read.PSN)
+	}
+}
