@@ -293,6 +293,19 @@ func (m *model) check() {
 		}
 	}
 	m.completed = done
+	if !failed(m.s) {
+		// What the responder may still send: the responses of the READs
+		// sent and not retired that have not been placed.
+		want := 0
+		for i := done; i < m.sentUpTo; i++ {
+			if g := &m.msgs[i]; g.kind == reliability.Read {
+				want += int(g.span - g.got)
+			}
+		}
+		if got := m.s.ReadInFlight(); got != want {
+			m.t.Fatalf("READ responses in flight %d, want %d", got, want)
+		}
+	}
 	if int64(m.s.Outstanding()) > m.pool.Stats().Reserved || m.pool.Stats().InUse != int64(m.s.Outstanding()) {
 		m.t.Fatalf("pool in use %d, sender outstanding %d", m.pool.Stats().InUse, m.s.Outstanding())
 	}
@@ -456,3 +469,5 @@ func FuzzModel(f *testing.F) {
 		m.drain()
 	})
 }
+
+func failed(s *reliability.Sender) bool { f, _ := s.Failed(); return f }

@@ -182,6 +182,9 @@ type Sender struct {
 	pace pacer
 	rtt  rttStats
 	pkts int // packets in flight: the entries' PSNs not yet answered
+	// rdPkts of them READ responses: what the peer will send this QP
+	// that its port must take in (ReadInFlight).
+	rdPkts int
 
 	// The early retransmission timer the round-trip estimate sets: a
 	// lost tail is sent again after about a round trip, not after the
@@ -280,6 +283,10 @@ func (s *Sender) Window() int { return s.cc.window() }
 
 // InFlight is the packets sent and not yet answered.
 func (s *Sender) InFlight() int { return s.pkts }
+
+// ReadInFlight is the number of READ response packets asked for and not
+// yet placed: what the responder may still send this QP.
+func (s *Sender) ReadInFlight() int { return s.rdPkts }
 
 // RTT is the smoothed round-trip estimate (0 before the first sample).
 func (s *Sender) RTT() time.Duration { return s.rtt.srtt }
@@ -474,6 +481,9 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	if e.Kind != Data {
 		s.rdAtom++
 	}
+	if e.Kind == Read {
+		s.rdPkts += int(e.Span)
+	}
 	s.alloc.pool.use(1)
 	s.next = s.next.Add(e.Span)
 	if s.deadline.IsZero() {
@@ -522,6 +532,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.rdAtom--
 		}
 		s.pkts -= int(e.Span - e.Got)
+		if e.Kind == Read {
+			s.rdPkts -= int(e.Span - e.Got)
+		}
 		acked += int(e.Span) // the window grows by packets, a READ's responses each one
 		if !e.resent {
 			rtt = now.Sub(e.sent)
@@ -778,12 +791,14 @@ func (s *Sender) ReadPlaced(e *Entry, psn wire.PSN, last bool, now time.Time) {
 		if d := int(psn.Diff(s.rdAlign())); d > 0 {
 			s.rdPlaced[d/64] |= 1 << (d % 64) // ahead: counted when the gap fills
 			s.pkts--
+			s.rdPkts--
 			s.arm(now)
 			return
 		}
 	}
 	e.Got++
 	s.pkts--
+	s.rdPkts--
 	s.retries, s.backoff, s.earlyBackoff = 0, 0, 0
 	s.arm(now)
 	if last || e.Got == e.Span {
@@ -1008,7 +1023,7 @@ func (s *Sender) fail(status ibv.WCStatus) {
 // drop frees every entry.
 func (s *Sender) drop() {
 	s.alloc.pool.use(-s.n)
-	s.n, s.head, s.resend, s.rdAtom, s.pkts = 0, 0, -1, 0, 0
+	s.n, s.head, s.resend, s.rdAtom, s.pkts, s.rdPkts = 0, 0, -1, 0, 0, 0
 	clear(s.rdPlaced[:])
 	s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	if s.stalled {
