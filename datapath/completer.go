@@ -78,15 +78,18 @@ func (e *engine) readData(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pac
 	// With selective repeat the answer to a request for a READ's missing
 	// responses ends where that range ends: its LAST may come early.
 	early := last && q.Flags&hostmem.QPFlagSelectiveRepeat != 0
-	if in == nil || len(p.Payload()) != segmentLen(int(in.length), int(k), mtu) || last != (int(k) == in.packets-1) && !early {
+	// k is the response's place in its request (one chunk of the READ,
+	// requester.go's readChunk); i its place in the whole READ.
+	end := k == ent.Span-1
+	if in == nil || !in.started || len(p.Payload()) != segmentLen(int(in.length), responseIndex(in, psn), mtu) || last != end && !early {
 		e.counters.RcvdBadResponse.Add(1)
 		return reliability.Accepted
 	}
-	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], k*uint32(mtu), p.Payload()) {
+	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], uint32(responseIndex(in, psn)*mtu), p.Payload()) {
 		e.local(qpn, q, r, ibv.WCLocProtErr)
 		return reliability.Accepted
 	}
-	r.snd.ReadPlaced(ent, psn, int(k) == in.packets-1, now)
+	r.snd.ReadPlaced(ent, psn, end, now)
 	return reliability.Accepted
 }
 
@@ -185,4 +188,9 @@ func (e *engine) senderStats(r *qpRun) {
 	e.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
 	e.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)
 	r.seen = s
+	e.readsAsked(r)
 }
+
+// responseIndex is the place in its READ of the response of psn: its
+// packet's offset, in path MTUs, in the work request's scatter list.
+func responseIndex(in *inflight, psn wire.PSN) int { return int(psn.Diff(in.firstPSN)) }

@@ -21,9 +21,10 @@ import (
 // testPort is a Port the test drives: frames it queues with inject come
 // out of Recv in order, and every frame the NIC sends is kept, copied.
 type testPort struct {
-	rx    [][]byte
-	tx    [][]byte
-	stats PortStats
+	rx       [][]byte
+	tx       [][]byte
+	stats    PortStats
+	capacity int // what RecvCapacity says (0: the default)
 }
 
 func (p *testPort) Recv(frames []Frame) (int, error) {
@@ -56,6 +57,7 @@ func (p *testPort) Wait(time.Duration) error { return nil }
 func (p *testPort) Wake()                    {}
 func (p *testPort) Flush()                   {}
 func (p *testPort) MaxFrameLen() int         { return 9018 }
+func (p *testPort) RecvCapacity() int        { return p.capacity }
 func (p *testPort) Stats() *PortStats        { return &p.stats }
 func (p *testPort) Close() error             { return nil }
 
@@ -81,7 +83,14 @@ const pcieLatency = 2 * time.Microsecond
 // driven clock.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: hostmem.NewDrivenClock(time.Unix(1_000_000, 0)), mem: hostmem.NewMemory(), port: &testPort{}, nextMR: 1,
+	return newHarnessOn(t, &testPort{})
+}
+
+// newHarnessOn is newHarness on the port given (one that says its
+// receive capacity, say).
+func newHarnessOn(t *testing.T, port *testPort) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: hostmem.NewDrivenClock(time.Unix(1_000_000, 0)), mem: hostmem.NewMemory(), port: port, nextMR: 1,
 		mac: wire.MAC{2, 0, 0, 0, 0, 1}, peerMAC: wire.MAC{2, 0, 0, 0, 0, 2},
 		ip: netip.MustParseAddr("10.9.0.1"), peerIP: netip.MustParseAddr("10.9.0.2")}
 	dma := hostmem.NewDMA(h.mem, hostmem.PCIe{Latency: pcieLatency, Clock: h.clock}, 0)

@@ -160,15 +160,15 @@ func (e *engine) landingMiss(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) bo
 	if size == 0 || !r.sndStarted {
 		return false
 	}
-	ent, k, ok := r.snd.Landing(p.BTH().PSN())
+	ent, _, ok := r.snd.Landing(p.BTH().PSN())
 	if !ok {
 		return false
 	}
 	in := r.inflightOf(ent.WQE)
-	if in == nil {
+	if in == nil || !in.started {
 		return false
 	}
-	off := k * uint32(pmtu(q))
+	off := uint32(responseIndex(in, p.BTH().PSN()) * pmtu(q))
 	sges := in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)]
 	tag := qpn + 1
 	return e.sglMiss(sges, off, size, tag) || e.sglMiss(sges, off+size-1, 1, tag)

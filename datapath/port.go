@@ -91,3 +91,22 @@ func (s *PortStats) CountDrop(err error) {
 		s.RxDropMalformed.Add(1)
 	}
 }
+
+// RecvCapacitor is a port that says how many received frames it holds
+// before it drops what comes (its receive ring, its socket's buffer). An
+// engine keeps the READ responses its QPs ask for within half of it, so
+// that a burst of them is never lost at its own port.
+type RecvCapacitor interface {
+	RecvCapacity() int
+}
+
+// defaultRecvCapacity is taken for a port that does not say.
+const defaultRecvCapacity = 1024
+
+// recvCapacity is what port p holds of received frames.
+func recvCapacity(p Port) int {
+	if c, ok := p.(RecvCapacitor); ok && c.RecvCapacity() > 0 {
+		return c.RecvCapacity()
+	}
+	return defaultRecvCapacity
+}

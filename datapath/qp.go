@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,8 @@ type qpSend struct {
 	sqWaiting              bool      // the requester waits for a context (park.go)
 	fetch                  int32     // its WQE fetch slot + 1, or 0 (dmastage.go)
 	dmaFault               bool      // a read of its WQEs or payload failed: the requester fails the QP
+	readOut                int       // READ responses it awaits, as counted in the engine's readOut
+	readWait               bool      // on the engine's list of QPs waiting for room for READ responses
 	seen                   reliability.SenderStats
 }
 
@@ -101,6 +104,10 @@ func (e *engine) resetQP(qpn uint32) {
 	e.hpuReset(qpn, r)
 	e.unwheel(qpn, r)
 	e.dropFetch(r)
+	e.readOut -= r.readOut
+	if r.readWait {
+		e.readWaiters = slices.DeleteFunc(e.readWaiters, func(n uint32) bool { return n == qpn })
+	}
 	for ; r.parkN > 0; r.parkN-- {
 		e.parkPool.Return(r.parked[r.parkHead].handle)
 		r.parkHead = (r.parkHead + 1) % parkDepth
@@ -130,6 +137,7 @@ type inflight struct {
 	lastPSN  wire.PSN
 	packets  int
 	length   uint32
+	chunk    int // a READ: response packets asked for per request (readChunk)
 	signaled bool
 	started  bool // its first packet has been admitted: firstPSN and lastPSN hold
 }

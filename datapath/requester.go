@@ -83,6 +83,7 @@ func (e *engine) request(qpn uint32) {
 			if isAtomic(in.wqe.Opcode) {
 				in.packets, in.length = 1, 8
 			}
+			in.chunk = e.readChunk()
 			if !supported(in.wqe.Opcode) || q.Type == ibv.QPTUC && (in.wqe.Opcode == ibv.WRRDMARead || isAtomic(in.wqe.Opcode)) {
 				in.signaled = true
 				e.track(r, in)
@@ -100,6 +101,9 @@ func (e *engine) request(qpn uint32) {
 		}
 		k := r.sendPkt
 		ackReq := false
+		if in.wqe.Opcode == ibv.WRRDMARead && !e.readRoom(qpn, r, readSpan(in, k)) {
+			return // its responses would not fit in the port: it goes when others' have come
+		}
 		if q.Type == ibv.QPTRC {
 			// The transmit gate: the packet goes, or the sender says why
 			// not (no replay entry free, the window, pacing, the
@@ -117,16 +121,22 @@ func (e *engine) request(qpn uint32) {
 				in.lastPSN = g.PSN.Add(uint32(in.packets - 1))
 			}
 			e.timeQP(qpn, r)
+			e.readsAsked(r)
 		} else if k == 0 { // UC
 			in.firstPSN, in.started = r.psn, true
 			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
 			r.psn = in.lastPSN.Next()
 		}
-		if !e.sendPacket(qpn, &q, r, in, k, 0, mtu, ackReq) {
+		from, until := k, 0
+		if in.wqe.Opcode == ibv.WRRDMARead { // request k asks for one chunk of the READ
+			from = k * in.chunk
+			until = from + readSpan(in, k)
+		}
+		if !e.sendPacket(qpn, &q, r, in, from, until, mtu, ackReq) {
 			e.fail(qpn, &q, r, ibv.WCLocProtErr)
 			return
 		}
-		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == ibv.WRRDMARead {
+		if r.sendPkt++; r.sendPkt == in.packets || in.wqe.Opcode == ibv.WRRDMARead && r.sendPkt == readRequests(in) {
 			r.sendIdx, r.sendPkt = r.sendIdx+1, 0
 			if q.Type == ibv.QPTUC { // unreliable: complete as soon as it is sent
 				e.finish(qpn, &q, in, ibv.WCSuccess)
@@ -198,8 +208,10 @@ func kindOf(op ibv.WROpcode) reliability.Kind {
 func entryOf(q *hostmem.QPCEntry, in *inflight, k, mtu int) reliability.Entry {
 	e := reliability.Entry{WQE: in.seq, Kind: kindOf(in.wqe.Opcode), Span: 1}
 	switch e.Kind {
-	case reliability.Read:
-		e.Span, e.Length, e.Opcode = uint32(in.packets), in.length, wire.RCRDMAReadRequest
+	case reliability.Read: // request k: one chunk of the READ
+		e.Span, e.Opcode = uint32(readSpan(in, k)), wire.RCRDMAReadRequest
+		e.Offset = uint32(min(k*in.chunk*mtu, int(in.length)))
+		e.Length = min(in.length-e.Offset, e.Span*uint32(mtu))
 	case reliability.Atomic:
 		e.Opcode = wire.RCFetchAdd
 		if in.wqe.Opcode == ibv.WRAtomicCmpAndSwp {
@@ -475,4 +487,61 @@ func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight,
 	r.psn = r.psn.Next()
 	e.counters.RdmaSends.Add(1)
 	return ibv.WCSuccess
+}
+
+// maxReadChunk bounds the response packets one READ request asks for.
+const maxReadChunk = 256
+
+// readChunk is how many response packets a READ request of this engine
+// asks for: a READ longer than that goes as several requests, one after
+// another on the wire (each its own READ to the responder, PSNs in
+// sequence), so that what its QP awaits stays within the port's
+// receive capacity (readRoom) however long the READ.
+func (e *engine) readChunk() int { return max(1, min(e.readCap/2, maxReadChunk)) }
+
+// readRequests is the number of READ requests in.packets responses take.
+func readRequests(in *inflight) int { return (in.packets + in.chunk - 1) / in.chunk }
+
+// readSpan is the number of responses READ request k of in asks for.
+func readSpan(in *inflight, k int) int { return min(in.chunk, in.packets-k*in.chunk) }
+
+// readRoom reports whether a READ request for span responses may go: the
+// responses the engine's QPs await, with these, fit in its budget (or
+// nothing is awaited). If not, the QP waits on the engine's list until
+// enough have come (readsAsked), counted in read_waits.
+func (e *engine) readRoom(qpn uint32, r *qpRun, span int) bool {
+	if e.readOut == 0 || e.readOut+span <= e.readCap {
+		return true
+	}
+	if !r.readWait {
+		r.readWait = true
+		e.readWaiters = append(e.readWaiters, qpn)
+		e.counters.ReadWaits.Add(1)
+	}
+	return false
+}
+
+// readsAsked brings the engine's count of awaited READ responses up to
+// date with QP r's sender after anything that may have changed it (a
+// request, a response, a timeout, a failure or a reset) and, once half
+// the budget is free, lets the QPs that waited for room go, in order.
+func (e *engine) readsAsked(r *qpRun) {
+	n := 0
+	if r.sndStarted {
+		n = r.snd.ReadInFlight()
+	}
+	if n == r.readOut {
+		return
+	}
+	e.readOut += n - r.readOut
+	r.readOut = n
+	if len(e.readWaiters) == 0 || e.readOut > e.readCap/2 {
+		return
+	}
+	for i := len(e.readWaiters) - 1; i >= 0; i-- { // sqReady is taken from its end
+		qpn := e.readWaiters[i]
+		e.qps[qpn].readWait = false
+		e.sqReady = append(e.sqReady, qpn)
+	}
+	e.readWaiters = e.readWaiters[:0]
 }

@@ -393,6 +393,10 @@ func (p *Port) Flush() {}
 // MaxFrameLen implements datapath.Port.
 func (p *Port) MaxFrameLen() int { return p.cfg.MaxFrameLen }
 
+// RecvCapacity implements datapath.RecvCapacitor: half the port's
+// buffers (receiving and sending share them).
+func (p *Port) RecvCapacity() int { return p.cfg.Buffers / 2 }
+
 // Stats implements datapath.Port.
 func (p *Port) Stats() *datapath.PortStats { return &p.stats }
 

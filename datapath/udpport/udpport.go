@@ -151,8 +151,12 @@ func (p *Port) bind(fd, family, port int) error {
 		}
 		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, wire.ECT0)
 	}
-	for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 4<<20) // best effort
+	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		// Beyond net.core.[rw]mem_max where allowed (CAP_NET_ADMIN), else
+		// as far as it goes: best effort.
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[0], 4<<20) != nil {
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[1], 4<<20)
+		}
 	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET {
@@ -178,6 +182,18 @@ func (p *Port) closeSockets() error {
 
 // Flush implements datapath.Port: Send writes at once, nothing waits.
 func (p *Port) Flush() {}
+
+// RecvCapacity implements datapath.RecvCapacitor: the frames the
+// receiving socket's buffer holds, each taken as twice the largest frame
+// (what the kernel charges a datagram is its buffer's size, about twice
+// its length), at least 64.
+func (p *Port) RecvCapacity() int {
+	n, err := unix.GetsockoptInt(p.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	if err != nil {
+		return 64
+	}
+	return max(64, n/(2*p.cfg.MaxFrameLen))
+}
 
 // MaxFrameLen implements datapath.Port.
 func (p *Port) MaxFrameLen() int { return p.cfg.MaxFrameLen }

@@ -256,6 +256,11 @@ func (s *Socket) MultiBuffer() bool { return s.sg }
 // MaxFrameLen implements datapath.Port.
 func (s *Socket) MaxFrameLen() int { return s.maxFrame }
 
+// RecvCapacity implements datapath.RecvCapacitor: the frames the kernel
+// can hand over before it drops, the RX ring's entries or the chunks the
+// fill ring lends it, whichever are fewer.
+func (s *Socket) RecvCapacity() int { return int(min(s.cfg.RingSize, s.cfg.RxChunks)) }
+
 // recycle queues a chunk for the fill ring. The fill ring has room for every
 // RX chunk, so it never overflows.
 func (s *Socket) recycle(addr uint64) {

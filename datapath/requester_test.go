@@ -1,0 +1,108 @@
+package datapath
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/host/ibv"
+)
+
+// READs longer than the port can take in at once go as several READ
+// requests, and the engine's QPs together never ask for more responses
+// than half the port's receive capacity: a QP whose next request would
+// not fit waits (read_waits) until responses come, then goes. Every byte
+// lands where it belongs and both READs complete.
+func TestReadsStayWithinReceiveCapacity(t *testing.T) {
+	h := newHarnessOn(t, &testPort{capacity: 16}) // room for 8 responses: requests of 4
+	const mtu, size = 1024, 10 * 1024             // 10 responses per READ
+	ring := h.cq(0, 16)
+	local := make([]byte, 2*size)
+	lkey, lva := h.mr(local, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
+	remote := make([]byte, 2*size) // the peer's memory the READs read
+	for i := range remote {
+		remote[i] = byte(i*7 + i/251)
+	}
+	qs := map[uint32]hostmem.QPCEntry{1: h.rcQP(1, 101, 0, 0, 0), 2: h.rcQP(2, 102, 0, 0, 0)}
+	warm(h, lkey, lva, 1, 2)
+	for qpn, q := range qs {
+		i := uint64(qpn - 1)
+		h.post(qpn, &q, 0, hostmem.SendWQE{WRID: uint64(qpn), Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
+			RemoteAddr: 0x10000 + i*size, RKey: 9, NumSGE: 1,
+			SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: lva + i*size, Length: size, LKey: lkey}}})
+	}
+	type request struct {
+		qpn     uint32
+		psn     wire.PSN
+		va      uint64
+		packets int
+	}
+	var pending []request
+	asked := 0 // responses asked for and not yet sent by the peer
+	for range 200 {
+		h.after(pcieLatency)
+		for _, p := range h.sent() {
+			if p.Opcode != wire.RCRDMAReadRequest {
+				continue
+			}
+			n := int(p.RETH().DMALen()+mtu-1) / mtu
+			if n > 4 {
+				t.Fatalf("a READ request asks for %d responses, more than the port's share of 4", n)
+			}
+			if asked += n; asked > 8 {
+				t.Fatalf("%d responses asked for at once, more than half the port's 16", asked)
+			}
+			pending = append(pending, request{p.BTH().DestQP() - 100, p.BTH().PSN(), p.RETH().VA(), n})
+		}
+		if len(pending) == 0 {
+			if len(h.cqes(ring, 16)) == 2 {
+				break
+			}
+			continue
+		}
+		// The peer answers its oldest request in full.
+		rq := pending[0]
+		pending = pending[1:]
+		asked -= rq.packets
+		for i := range rq.packets {
+			op := wire.RCRDMAReadResponseMiddle
+			switch {
+			case rq.packets == 1:
+				op = wire.RCRDMAReadResponseOnly
+			case i == 0:
+				op = wire.RCRDMAReadResponseFirst
+			case i == rq.packets-1:
+				op = wire.RCRDMAReadResponseLast
+			}
+			off := rq.va - 0x10000 + uint64(i*mtu)
+			f := wire.FrameFields{BTH: wire.BTHFields{Opcode: op, DestQP: rq.qpn, PSN: rq.psn.Add(uint32(i))}, Payload: remote[off : off+mtu]}
+			if op != wire.RCRDMAReadResponseMiddle {
+				f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid)}
+			}
+			h.request(f)
+		}
+	}
+	cqes := h.cqes(ring, 16)
+	if len(cqes) != 2 {
+		t.Fatalf("%d CQEs, want both READs'", len(cqes))
+	}
+	for _, c := range cqes {
+		if c.Status != ibv.WCSuccess || c.ByteLen != size {
+			t.Errorf("READ %d: %v, %d bytes", c.WRID, c.Status, c.ByteLen)
+		}
+	}
+	if !bytes.Equal(local, remote) {
+		t.Error("the READs' data differ from the peer's memory")
+	}
+	c := &h.nic.counters
+	if c.ReadWaits.Load() == 0 {
+		t.Error("no READ request waited for room: the test shows nothing")
+	}
+	if c.RcvdBadResponse.Load() != 0 || c.LocalACKTimeouts.Load() != 0 {
+		t.Errorf("bad responses %d, timeouts %d", c.RcvdBadResponse.Load(), c.LocalACKTimeouts.Load())
+	}
+	if e := h.nic.owner(1); e.readOut != 0 {
+		t.Errorf("the engine still counts %d responses awaited", e.readOut)
+	}
+}
