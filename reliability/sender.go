@@ -536,7 +536,10 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.rdPkts -= int(e.Span - e.Got)
 		}
 		acked += int(e.Span) // the window grows by packets, a READ's responses each one
-		if !e.resent {
+		if !e.resent && e.Kind != Read {
+			// A READ is done when its last response has come: that
+			// time includes its transfer. Its round trip is sampled at
+			// its first response (ReadPlaced).
 			rtt = now.Sub(e.sent)
 		}
 		s.head = (s.head + 1) % len(s.ring)
@@ -799,6 +802,9 @@ func (s *Sender) ReadPlaced(e *Entry, psn wire.PSN, last bool, now time.Time) {
 	e.Got++
 	s.pkts--
 	s.rdPkts--
+	if e.Got == 1 && !e.resent {
+		s.sample(now.Sub(e.sent), now) // the request's round trip, without the READ's transfer
+	}
 	s.retries, s.backoff, s.earlyBackoff = 0, 0, 0
 	s.arm(now)
 	if last || e.Got == e.Span {

@@ -598,3 +598,30 @@ func TestTimeoutRestartsPacing(t *testing.T) {
 		t.Fatalf("at the timeout the READ is not asked for again (%v, from %d, want %d)", ok, from, read.PSN)
 	}
 }
+
+// TestReadRoundTrip: a READ's round trip is the time to its first
+// response; the time its responses take to come, its transfer, is not
+// queueing (an estimate that took it in would slow every READ after a
+// long one: the pacer spaces requests by the round trip).
+func TestReadRoundTrip(t *testing.T) {
+	s, _ := newSender(t, 8, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 4})
+	g := s.Send(reliability.Entry{WQE: 1, Kind: reliability.Read, Span: 256}, t0)
+	if g.Hold != reliability.Go {
+		t.Fatalf("READ held: %v", g.Hold)
+	}
+	now := t0.Add(50 * time.Microsecond)
+	for i := range uint32(256) {
+		e, _, ok := s.ReadSlot(g.PSN.Add(i), now)
+		if !ok {
+			t.Fatalf("response %d not placed", i)
+		}
+		s.ReadPlaced(e, g.PSN.Add(i), i == 255, now)
+		now = now.Add(10 * time.Microsecond) // 2.5 ms for the whole READ
+	}
+	if s.Outstanding() != 0 {
+		t.Fatal("the READ is not retired")
+	}
+	if rtt := s.RTT(); rtt != 50*time.Microsecond {
+		t.Errorf("round trip %v, want the 50us to the first response", rtt)
+	}
+}
