@@ -66,6 +66,7 @@ type engine struct {
 	readers               []uint32                          // QPs answering a READ
 	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
 	readOut, readCap      int                               // READ responses the QPs await, and the most they may (half the port's receive capacity)
+	readWake              time.Time                         // when the first READ response its pace holds may go (pumpReads)
 	readWaiters           []uint32                          // QPs whose next READ request waits for readOut to fall
 	dma                   dmaStage                          // reads in flight: WQE fetches, frames waiting for their payload (dmastage.go)
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
@@ -178,6 +179,7 @@ func (e *engine) run() {
 		e.mu.Lock()
 		busy, err := e.turn()
 		pending := e.dma.busy() // read under the lock: NIC.Progress may run the next turn
+		wait := e.sleepFor()
 		e.mu.Unlock()
 		if err != nil {
 			return
@@ -200,7 +202,7 @@ func (e *engine) run() {
 		e.stats.Sleeps.Add(1)
 		e.sleeping.Store(true)
 		if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
-			e.port.Wait(time.Millisecond)
+			e.port.Wait(wait)
 		}
 		e.sleeping.Store(false)
 	}
@@ -235,6 +237,7 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 	}
 	busy, err := e.turn()
 	pending := e.dma.busy()
+	wait := e.sleepFor()
 	e.mu.Unlock()
 	if err != nil {
 		return false
@@ -245,7 +248,7 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 	}
 	e.sleeping.Store(true)
 	if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.hpuEv) == 0 {
-		e.port.Wait(time.Millisecond)
+		e.port.Wait(wait)
 	}
 	e.sleeping.Store(false)
 	return true
@@ -301,8 +304,7 @@ func (e *engine) turn() (bool, error) {
 	}
 	e.port.Release(frames[:k])
 	e.unparkReady()
-	if len(e.readers) > 0 {
-		e.pumpReads()
+	if len(e.readers) > 0 && e.pumpReads() {
 		busy = true
 	}
 	if len(e.laterQPs) > 0 {
@@ -331,6 +333,23 @@ func (e *engine) turn() (bool, error) {
 		}
 	}
 	return busy || k > 0, nil
+}
+
+// sleepFor is how long an idle engine may sleep on its port: until the
+// timers' next tick at most (a millisecond), no later than when a READ
+// response its pace held may go, and not at all while a READ waits for
+// anything else (a context: its answer comes without a frame to wake
+// the engine).
+func (e *engine) sleepFor() time.Duration {
+	wait := time.Millisecond
+	switch {
+	case len(e.readers) == 0:
+	case e.readWake.IsZero():
+		wait = 0
+	default:
+		wait = min(wait, max(e.readWake.Sub(e.clock()), 0))
+	}
+	return wait
 }
 
 // rxBacklogTurns is how many turns in a row with received frames left in

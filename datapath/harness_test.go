@@ -250,6 +250,7 @@ func (h *harness) turns() {
 
 // after moves the clock on by d and takes the turns that brings.
 func (h *harness) after(d time.Duration) {
+	h.t.Helper()
 	h.clock.Advance(d)
 	h.turns()
 }

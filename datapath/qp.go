@@ -84,8 +84,9 @@ type qpRecv struct {
 	writeLen               uint32                 // the WRITE's length (its RETH's), for a WRITE_WITH_IMM's completion
 	reads                  [maxRdAtomic]readState // READs being answered, in order
 	readHead, readN        int
-	readListed             bool    // on the NIC's list of QPs answering READs
-	hpu                    hpuRecv // messages to its execution context, and its handlers' commands
+	readListed             bool     // on the NIC's list of QPs answering READs
+	readPace               readPace // the spacing of its READ responses (readpace.go)
+	hpu                    hpuRecv  // messages to its execution context, and its handlers' commands
 }
 
 // qpParked holds the packets waiting for the QP's contexts, in order
@@ -123,7 +124,8 @@ type readState struct {
 	total, packets int
 	next           int
 	msn            uint32
-	again          bool // answering a duplicate: every packet is sent again
+	again          bool      // answering a duplicate: every packet is sent again
+	began          time.Time // when its first response went (readpace.go)
 }
 
 // inflight is a fetched work request: sending, or waiting for its ACK or

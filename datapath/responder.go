@@ -403,6 +403,12 @@ func (e *engine) duplicate(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 	case p.Opcode == wire.RCRDMAReadRequest:
 		h := p.RETH()
 		if rr, ok := r.rcv.FindRead(psn, h.VA(), h.RKey(), h.DMALen()); ok {
+			if h.VA()+uint64(h.DMALen()) == rr.VA+uint64(rr.Length) { // the rest of the READ: go-back-N
+				now := e.clock()
+				if delivered, sent, elapsed := r.answering(psn, now); r.readPace.retry(now, delivered, sent, elapsed) {
+					e.counters.ReadPaceCuts.Add(1)
+				}
+			}
 			e.readResponse(q, r, p, psn, rr.MSN, false)
 			return
 		}
@@ -558,13 +564,36 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	}
 }
 
+// answering reports, for a retry of psn, how many responses of the READ
+// answer it restarts had gone before psn, how many in all, and for how
+// long they had been going: 0 when no answer holds psn. The answer may be in progress or
+// already sent in full (a slot of the ring is kept until a new READ
+// takes it): the newest that holds psn counts.
+func (r *qpRun) answering(psn wire.PSN, now time.Time) (delivered, sent int, elapsed time.Duration) {
+	var best *readState
+	for i := range r.reads {
+		rd := &r.reads[i]
+		if d := psn.Diff(rd.psn); d >= 0 && int(d) < rd.packets && !rd.began.IsZero() && (best == nil || rd.began.After(best.began)) {
+			best = rd
+		}
+	}
+	if best == nil {
+		return 0, 0, 0
+	}
+	return int(psn.Diff(best.psn)), best.next, now.Sub(best.began)
+}
+
 // readBurst is how many READ response packets a QP sends per engine pass.
 const readBurst = 16
 
-// pumpReads sends the next packets of every READ being answered. A QP
-// whose context is not cached waits for the ticket's answer; the other
-// QPs' READs go on.
-func (e *engine) pumpReads() {
+// pumpReads sends the next packets of every READ being answered, and
+// reports whether it sent any. A QP whose context is not cached waits
+// for the ticket's answer, and one whose pace holds its next response
+// waits for its time (e.readWake: the earliest, when every QP left
+// waits so); the other QPs' READs go on.
+func (e *engine) pumpReads() bool {
+	sent, paced := 0, true
+	e.readWake = time.Time{}
 	kept := e.readers[:0]
 	for _, qpn := range e.readers {
 		r := &e.qps[qpn]
@@ -583,23 +612,39 @@ func (e *engine) pumpReads() {
 			r.readN, r.readListed = 0, false
 			continue
 		}
-		if e.pumpRead(&q, r, qpn); r.readN > 0 {
+		if sent += e.pumpRead(&q, r, qpn); r.readN > 0 {
 			kept = append(kept, qpn)
+			at, held := r.readPace.holds(e.clock())
+			switch {
+			case !held:
+				paced = false
+			case e.readWake.IsZero() || at.Before(e.readWake):
+				e.readWake = at
+			}
 		} else {
 			r.readListed = false
 		}
 	}
 	e.readers = kept
+	if !paced {
+		e.readWake = time.Time{}
+	}
+	return sent > 0
 }
 
 // pumpRead sends up to a burst of the next packets of the READ a QP
-// answers first. It stops early where the memory's MPT entry or MTT line
+// answers first, and returns how many it sent. It stops early where the memory's MPT entry or MTT line
 // is not cached (the ticket's answer comes before the next pass).
-func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
+func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) int {
 	rd := &r.reads[r.readHead]
+	n := 0
 	mtu := pmtu(q)
 	var f wire.FrameFields
+	now := e.clock()
 	for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
+		if _, held := r.readPace.holds(now); held {
+			break
+		}
 		i := rd.next
 		op := opsRead.at(i, rd.packets)
 		buf := e.payload[:segmentLen(rd.total, i, mtu)]
@@ -611,6 +656,9 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 			rd.next = rd.packets // abandoned
 			break
 		}
+		if rd.began.IsZero() {
+			rd.began = now
+		}
 		e.frameTo(&f, q, op, rd.psn.Add(uint32(i)))
 		f.Payload = buf
 		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
@@ -619,11 +667,15 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 			e.counters.ReadResponsesResent.Add(1)
 		}
 		rd.next++
+		n++
+		r.readPace.sent(now)
 	}
 	if rd.next == rd.packets {
 		r.readHead = (r.readHead + 1) % len(r.reads)
 		r.readN--
+		r.readPace.answered(rd.total)
 	}
+	return n
 }
 
 // atomic executes a compare-and-swap or fetch-and-add on an aligned 8-byte

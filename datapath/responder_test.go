@@ -54,6 +54,7 @@ func (rt *respTest) counters() map[string]uint64 {
 
 // settle lets every fetch and host write complete.
 func (rt *respTest) settle() {
+	rt.t.Helper()
 	for range 8 {
 		rt.after(pcieLatency)
 	}

@@ -1,0 +1,139 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/ibv"
+)
+
+// readPace's rules, event by event: retries double the spacing from the
+// floor (or take the rate a retry shows), READs answered with no retry
+// since shorten it by an eighth down to none, and the spacing holds the
+// next response for that long after each one sent.
+func TestReadPace(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type step struct {
+		do      string // "retry" (an overrun), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that)
+		wantGap time.Duration
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a retry from nothing", []step{{"retry", readGapMin}, {"retry", 2 * readGapMin}, {"retry", 4 * readGapMin}}},
+		{"capped", []step{{"rate", 125 * time.Microsecond}, {"retry", 250 * time.Microsecond}, {"retry", 500 * time.Microsecond}, {"retry", readGapMax}, {"retry", readGapMax}}},
+		{"the rate a retry shows", []step{{"retry", readGapMin}, {"rate", 125 * time.Microsecond}}},
+		{"recovery needs a clean READ", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"answered", 125*time.Microsecond - 125*time.Microsecond/8}}},
+		{"recovery counts bytes", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125*time.Microsecond - 125*time.Microsecond/8}}},
+		{"back to none", []step{{"retry", readGapMin}, {"answered", readGapMin}, {"answered", 0}, {"answered", 0}}},
+		{"a random loss cuts nothing", []step{{"random", 0}, {"rate", 125 * time.Microsecond}, {"random", 125 * time.Microsecond}}},
+		{"a retry spoils the READ under way", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"retry", 250 * time.Microsecond}, {"answered", 250 * time.Microsecond}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p readPace
+			p.clean = true
+			for i, s := range tc.steps {
+				switch s.do {
+				case "retry":
+					p.retry(t0, 0, 1000, 0)
+				case "rate":
+					p.retry(t0, 1000, 2000, 100*time.Millisecond)
+				case "random":
+					p.retry(t0, 10, 16, time.Millisecond)
+				case "answered":
+					p.answered(readProbeBytes)
+				case "half":
+					p.answered(readProbeBytes / 2)
+				}
+				if p.gap != s.wantGap {
+					t.Fatalf("step %d (%s): spacing %v, want %v", i, s.do, p.gap, s.wantGap)
+				}
+			}
+		})
+	}
+
+	// The spacing holds each response after the one before; idle time
+	// buys one response at most.
+	var p readPace
+	if _, held := p.holds(t0); held {
+		t.Fatal("unpaced, a response was held")
+	}
+	p.retry(t0, 1000, 2000, 100*time.Millisecond) // 125 us
+	p.sent(t0)
+	if at, held := p.holds(t0.Add(100 * time.Microsecond)); !held || !at.Equal(t0.Add(125*time.Microsecond)) {
+		t.Errorf("after one response the next is held until %v (%v), want +125us", at.Sub(t0), held)
+	}
+	p.sent(t0)
+	if at, _ := p.holds(t0); !at.Equal(t0.Add(250 * time.Microsecond)) {
+		t.Errorf("two responses sent at once: the next at %v, want +250us", at.Sub(t0))
+	}
+	now := t0.Add(time.Second)
+	if _, held := p.holds(now); held {
+		t.Fatal("a response was held after idle time")
+	}
+	p.sent(now) // late by far: it went at once, and one more may
+	if at, held := p.holds(now); held || !at.Equal(now) {
+		t.Errorf("after a long pause the second response may go at %v (held %v), want at once", at.Sub(now), held)
+	}
+	p.sent(now)
+	if at, held := p.holds(now); !held || !at.Equal(now.Add(125*time.Microsecond)) {
+		t.Errorf("after a long pause the third response may go at %v (held %v), want +125us", at.Sub(now), held)
+	}
+}
+
+// A go-back-N retry of a READ (the rest of it, from the first response
+// the requester lacks) that leaves more responses behind it than any
+// receiver holds in flight (an overrun) paces the QP's responses at the
+// rate that got through before it. A retry after a random loss, and a
+// selective request for a range inside the READ, cut nothing and are
+// answered at once.
+func TestReadRetryPacesResponses(t *testing.T) {
+	rt := newRespTest(t)
+	const packets, mtu = 768, 1024
+	key, va := rt.mr(make([]byte, packets*mtu), ibv.AccessRemoteRead)
+	read := func(psn wire.PSN, from, n int) {
+		rt.request(wire.FrameFields{BTH: bth(wire.RCRDMAReadRequest, psn),
+			RETH: wire.RETHFields{VA: va + uint64(from*mtu), RKey: key, DMALen: uint32(n * mtu)}})
+	}
+	answer := func() int { // the responses that go while the clock runs on by host round trips only
+		n := 0
+		for range 200 {
+			rt.after(pcieLatency)
+			n += len(rt.sent())
+		}
+		return n
+	}
+	cuts := func() uint64 { return rt.nic.counters.ReadPaceCuts.Load() }
+	start := rt.clock.Now()
+	read(0, 0, packets)
+	if n := answer(); n != packets {
+		t.Fatalf("%d responses, want the READ's %d", n, packets)
+	}
+	rt.after(10 * time.Millisecond) // the requester took 200 of them in 10 ms, then lost the rest
+
+	read(10, 10, 2)             // selective: two responses inside the READ
+	read(700, 700, packets-700) // the rest after a random loss near the end: 68 left behind
+	if n := answer(); n != 2+packets-700 || cuts() != 0 {
+		t.Fatalf("a selective request and a retry after a random loss: %d responses at once, %d cuts; want %d and none", n, cuts(), 2+packets-700)
+	}
+
+	read(200, 200, packets-200) // go-back-N after an overrun: 568 left behind
+	gap := rt.clock.Now().Sub(start) * 5 / (4 * 200)
+	rt.turns()
+	got := rt.sent()
+	if len(got) != 1 || got[0].BTH().PSN() != 200 || cuts() != 1 {
+		t.Fatalf("after an overrun's retry %d responses went at once (want the first, PSN 200), %d cuts", len(got), cuts())
+	}
+	// 200 responses came through in the time since the READ began: the
+	// rest go at that rate, with a quarter to spare.
+	n := 0
+	for range 160 {
+		rt.after(25 * time.Microsecond)
+		n += len(rt.sent())
+	}
+	if want := int(4 * time.Millisecond / gap); n < want-1 || n > want+1 {
+		t.Errorf("%d responses in the 4 ms after the retry, want %d (one each %v)", n, want, gap)
+	}
+}
