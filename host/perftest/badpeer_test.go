@@ -107,3 +107,30 @@ func setup(c *Conn, n int) {
 
 // raw is the TCP connection under an exchange, for a peer that misbehaves.
 func (c *Conn) raw() net.Conn { return c.l.(*tcpLink).c }
+
+// TestSlowPeerSetup: a peer whose answer begins late (perftest
+// registering its buffers between two steps, slowly in an emulated
+// guest) is waited for; one that stops in the middle of an answer is an
+// error within the step's time.
+func TestSlowPeerSetup(t *testing.T) {
+	a, b := tcpPair(t)
+	l := &tcpLink{c: a}
+	const wait = 50 * time.Millisecond
+	go func() {
+		time.Sleep(4 * wait) // begins late
+		b.Write([]byte("0123456789"))
+		b.Write([]byte("ab")) // then stops in the middle of the next
+	}()
+	buf := make([]byte, 10)
+	if err := l.recv(buf, wait); err != nil || string(buf) != "0123456789" {
+		t.Fatalf("an answer that began late: %q, %v", buf, err)
+	}
+	start := time.Now()
+	err := l.recv(buf, wait)
+	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") {
+		t.Fatalf("an answer cut short: %v, want no answer within 50ms", err)
+	}
+	if took := time.Since(start); took > 20*wait {
+		t.Errorf("the error took %v", took)
+	}
+}

@@ -24,8 +24,14 @@ const Port = 18515
 const Version = "6.06"
 
 // StepTimeout bounds each step of the exchange that does not wait for the
-// peer's test run.
+// peer's test run, once the peer's answer has begun.
 const StepTimeout = 4 * time.Second
+
+// SetupTimeout bounds the wait for an answer to begin over TCP: between
+// two steps perftest may be setting up (it allocates and registers its
+// buffers, which for 8 MiB messages in an emulated guest takes seconds),
+// and perftest itself waits as long as it takes.
+const SetupTimeout = time.Minute
 
 // ErrPeer is wrapped by the errors of a step whose answer was not what
 // perftest sends.
@@ -142,11 +148,25 @@ func (l *tcpLink) send(b []byte, wait time.Duration) error {
 	return err
 }
 
+// recv reads b whole: its first byte within SetupTimeout (or wait, if
+// longer), the rest within wait.
 func (l *tcpLink) recv(b []byte, wait time.Duration) error {
-	if err := l.c.SetDeadline(time.Now().Add(wait)); err != nil {
+	if len(b) == 0 {
+		return nil
+	}
+	first := max(wait, SetupTimeout)
+	if err := l.c.SetDeadline(time.Now().Add(first)); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(l.c, b)
+	_, err := io.ReadFull(l.c, b[:1])
+	if err == nil {
+		if err = l.c.SetDeadline(time.Now().Add(wait)); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(l.c, b[1:])
+	} else {
+		wait = first
+	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return fmt.Errorf("the peer closed the connection (%w)", err)
 	}
