@@ -5,7 +5,8 @@
 // xdp_roce steers RoCEv2 frames (UDP destination port 4791, over IPv4 or
 // IPv6, optionally behind one 802.1Q tag) to the AF_XDP socket registered
 // for the receive queue in the xsks map, and passes every other frame to the
-// kernel unchanged. It is frags-aware, so it attaches in native mode on
+// kernel unchanged; the first fragment of an IPv4 datagram to 4791 goes to
+// the socket too, whose port counts it and drops it. It is frags-aware, so it attaches in native mode on
 // interfaces with an MTU above one page; the headers it reads are always in
 // the first buffer.
 
@@ -75,7 +76,12 @@ static __always_inline int is_rocev2(void *data, void *end)
 		struct iphdr *ip = l3;
 		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
 			return 0;
-		if (ip->frag_off & bpf_htons(0x3fff)) // a fragment: the kernel reassembles it
+		// RoCEv2 is never fragmented. A first fragment (MF set, offset 0)
+		// still has its UDP header: one to 4791 goes to the socket, whose
+		// port counts it and drops it. A later fragment has no UDP header
+		// to tell it by; the kernel, which never gets the first, drops it
+		// when its reassembly times out.
+		if (ip->frag_off & bpf_htons(0x1fff))
 			return 0;
 		udp = (void *)ip + ip->ihl * 4;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {

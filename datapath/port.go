@@ -72,8 +72,9 @@ type PortStats struct {
 	TxFrames atomic.Uint64 // frames accepted by Send
 	TxBytes  atomic.Uint64
 
-	RxDropNotRoCE   atomic.Uint64 // not IPv4/IPv6 UDP to port 4791, or an IP fragment
-	RxDropRunt      atomic.Uint64 // shorter than its headers or lengths say
+	RxDropNotRoCE   atomic.Uint64 // not IPv4/IPv6 UDP to port 4791
+	RxDropFragment  atomic.Uint64 // an IPv4 fragment of a datagram to 4791 (RoCEv2 is never fragmented)
+	RxDropRunt      atomic.Uint64 // shorter than its headers or lengths say: cut short
 	RxDropMalformed atomic.Uint64 // RoCEv2 with a bad header field (checksum, opcode, pad, lengths…)
 	RxDropTooLong   atomic.Uint64 // longer than MaxFrameLen
 	RxDropKernel    atomic.Uint64 // dropped before the port saw them (ring full, no buffers), as the kernel reports
@@ -83,8 +84,10 @@ type PortStats struct {
 // CountDrop counts a frame that wire.Classify refused under its reason.
 func (s *PortStats) CountDrop(err error) {
 	switch err {
-	case wire.ErrNotIP, wire.ErrNotUDP, wire.ErrNotRoCE, wire.ErrIPVersion, wire.ErrFragmented:
+	case wire.ErrNotIP, wire.ErrNotUDP, wire.ErrNotRoCE, wire.ErrIPVersion:
 		s.RxDropNotRoCE.Add(1)
+	case wire.ErrFragmented:
+		s.RxDropFragment.Add(1)
 	case wire.ErrTruncated, wire.ErrMissingHeader:
 		s.RxDropRunt.Add(1)
 	default:

@@ -124,8 +124,7 @@ type readState struct {
 	total, packets int
 	next           int
 	msn            uint32
-	again          bool      // answering a duplicate: every packet is sent again
-	began          time.Time // when its first response went (readpace.go)
+	again          bool // answering a duplicate: every packet is sent again
 }
 
 // inflight is a fetched work request: sending, or waiting for its ACK or

@@ -1,34 +1,47 @@
 package datapath
 
-import "time"
+import (
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+)
 
 // readPace paces the READ responses of one QP. A responder hears nothing
 // of its READ responses (the requester does not acknowledge them); the
 // one sign that they outrun the path or the requester (a slow peer, a
 // queue that drops, a tap whose reader lags) is the requester asking
 // again for the rest of a READ from the first response it lacks, as
-// go-back-N does. Each such retry doubles the spacing of the QP's
-// responses (from readGapMin, up to readGapMax); each readProbeBytes of
-// READs answered in full with no retry since shortens it by an eighth,
-// down to none. This is AIMD on the spacing, as DCQCN cuts a rate on a
-// CNP and raises it again by its byte counter.
+// go-back-N does.
+//
 // Only an overrun counts: a retry that leaves more than readOverrun of
 // the responses sent behind it unreceived (more than a receiver holds in
 // flight: a queue overflowed). A random loss leaves fewer, and costs the
-// responses resent, not the rate.
-// A retry that comes while the READ it restarts is being answered says
-// more: the responses before the one asked for came through in the time
-// since the READ's first went, so the spacing becomes that rate's (with a
-// quarter to spare) at once, as BBR takes the delivery rate, instead of
-// doubling its way there retry after retry. A selective request (a range
-// that ends before the READ does: a requester with selective repeat
-// asking for what a random loss took) is answered at the pace in force
-// and cuts nothing.
+// responses resent, not the rate; so does a selective request (a range
+// inside a READ: a requester with selective repeat asking for what a
+// random loss took).
+//
+// An overrun's retry says how fast the responses got through: those
+// before the one asked for came in the time since the run of responses
+// began (the sample: responses sent back to back, READ after READ, since
+// the QP last paused for readIdle or was last asked again). The spacing
+// becomes that rate's, with a quarter to spare, at once, as BBR takes the
+// delivery rate; with too few responses through to make a rate it
+// doubles (from readGapMin, up to readGapMax). Each readProbeBytes of
+// READs answered in full with no retry since, or each readProbeEvery of
+// them, shortens it by an eighth, down to none, as DCQCN raises a rate
+// again by its byte counter and its timer.
 type readPace struct {
 	gap   time.Duration // between two response packets; 0: as fast as the engine sends them
 	next  time.Time     // when the next response may go
 	clean bool          // no retry since the READ answered now began
 	bytes int           // bytes answered cleanly since the spacing last changed
+	since time.Time     // when it last changed
+
+	sampling   bool      // a sample runs
+	samplePSN  wire.PSN  // its first response's PSN
+	sampleAt   time.Time // when that went
+	sampleSent int       // responses sent since
+	last       time.Time // when the last response went
 }
 
 const (
@@ -37,13 +50,19 @@ const (
 	readRateSample = 16  // responses through before a retry that make a rate
 	readOverrun    = 512 // responses sent past the one a retry asks for that make it an overrun
 	readProbeBytes = 16 << 20
+	readProbeEvery = time.Second
+	readIdle       = time.Millisecond // a pause that ends a sample
 )
 
-// retry takes a go-back-N retry of a READ answer of which sent responses
-// had gone and delivered came through in elapsed: after an overrun the
-// spacing takes their rate, or doubles. It reports whether it cut.
-func (p *readPace) retry(now time.Time, delivered, sent int, elapsed time.Duration) bool {
-	if sent-delivered <= readOverrun {
+// retry takes a go-back-N retry of a READ from the response psn: after
+// an overrun the spacing takes the sample's rate, or doubles. It reports
+// whether it cut.
+func (p *readPace) retry(now time.Time, psn wire.PSN) bool {
+	delivered := int(psn.Diff(p.samplePSN))
+	overrun := p.sampling && delivered >= 0 && p.sampleSent-delivered > readOverrun
+	elapsed := now.Sub(p.sampleAt)
+	p.sampling = false // the responses asked for again begin the next
+	if !overrun {
 		return false
 	}
 	gap := 2 * p.gap
@@ -51,7 +70,7 @@ func (p *readPace) retry(now time.Time, delivered, sent int, elapsed time.Durati
 		gap = elapsed * 5 / time.Duration(4*delivered)
 	}
 	p.gap = min(max(gap, readGapMin), readGapMax)
-	p.clean, p.bytes = false, 0
+	p.clean, p.bytes, p.since = false, 0, now
 	if p.next.Before(now) {
 		p.next = now
 	}
@@ -59,12 +78,12 @@ func (p *readPace) retry(now time.Time, delivered, sent int, elapsed time.Durati
 }
 
 // answered takes a READ of size bytes whose every response has been
-// sent: with no retry since it began, it counts towards shortening the
-// spacing.
-func (p *readPace) answered(size int) {
+// sent at now: with no retry since it began, it counts towards
+// shortening the spacing.
+func (p *readPace) answered(size int, now time.Time) {
 	if p.clean && p.gap > 0 {
-		if p.bytes += size; p.bytes >= readProbeBytes {
-			p.bytes = 0
+		if p.bytes += size; p.bytes >= readProbeBytes || now.Sub(p.since) >= readProbeEvery {
+			p.bytes, p.since = 0, now
 			if p.gap -= p.gap / 8; p.gap < readGapMin {
 				p.gap = 0
 			}
@@ -79,8 +98,14 @@ func (p *readPace) holds(now time.Time) (time.Time, bool) {
 	return p.next, p.gap > 0 && now.Before(p.next)
 }
 
-// sent moves the pace on by one response sent at now.
-func (p *readPace) sent(now time.Time) {
+// sent moves the pace and the sample on by the response of psn, sent at
+// now.
+func (p *readPace) sent(now time.Time, psn wire.PSN) {
+	if !p.sampling || now.Sub(p.last) > readIdle {
+		p.sampling, p.samplePSN, p.sampleAt, p.sampleSent = true, psn, now, 0
+	}
+	p.sampleSent++
+	p.last = now
 	if p.gap == 0 {
 		return
 	}

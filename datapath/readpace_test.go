@@ -14,8 +14,15 @@ import (
 // next response for that long after each one sent.
 func TestReadPace(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	// burst sends n responses at at, from PSN 0, and returns the time.
+	burst := func(p *readPace, at time.Time, n int) time.Time {
+		for i := range n {
+			p.sent(at, wire.PSN(i))
+		}
+		return at
+	}
 	type step struct {
-		do      string // "retry" (an overrun), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that)
+		do      string // "retry" (an overrun after too few responses for a rate), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "second" (a small one a second after the spacing changed)
 		wantGap time.Duration
 	}
 	for _, tc := range []struct {
@@ -27,6 +34,7 @@ func TestReadPace(t *testing.T) {
 		{"the rate a retry shows", []step{{"retry", readGapMin}, {"rate", 125 * time.Microsecond}}},
 		{"recovery needs a clean READ", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"answered", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"recovery counts bytes", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125*time.Microsecond - 125*time.Microsecond/8}}},
+		{"recovery counts time", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"second", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"back to none", []step{{"retry", readGapMin}, {"answered", readGapMin}, {"answered", 0}, {"answered", 0}}},
 		{"a random loss cuts nothing", []step{{"random", 0}, {"rate", 125 * time.Microsecond}, {"random", 125 * time.Microsecond}}},
 		{"a retry spoils the READ under way", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"retry", 250 * time.Microsecond}, {"answered", 250 * time.Microsecond}}},
@@ -37,15 +45,17 @@ func TestReadPace(t *testing.T) {
 			for i, s := range tc.steps {
 				switch s.do {
 				case "retry":
-					p.retry(t0, 0, 1000, 0)
+					p.retry(burst(&p, t0, 1000), 5)
 				case "rate":
-					p.retry(t0, 1000, 2000, 100*time.Millisecond)
+					p.retry(burst(&p, t0, 2000).Add(100*time.Millisecond), 1000)
 				case "random":
-					p.retry(t0, 10, 16, time.Millisecond)
+					p.retry(burst(&p, t0, 16), 10)
 				case "answered":
-					p.answered(readProbeBytes)
+					p.answered(readProbeBytes, t0)
+				case "second": // a small READ a second on
+					p.answered(1, t0.Add(2*time.Second))
 				case "half":
-					p.answered(readProbeBytes / 2)
+					p.answered(readProbeBytes/2, t0)
 				}
 				if p.gap != s.wantGap {
 					t.Fatalf("step %d (%s): spacing %v, want %v", i, s.do, p.gap, s.wantGap)
@@ -60,12 +70,12 @@ func TestReadPace(t *testing.T) {
 	if _, held := p.holds(t0); held {
 		t.Fatal("unpaced, a response was held")
 	}
-	p.retry(t0, 1000, 2000, 100*time.Millisecond) // 125 us
-	p.sent(t0)
+	p.retry(burst(&p, t0.Add(-100*time.Millisecond), 2000).Add(100*time.Millisecond), 1000) // 125 us
+	p.sent(t0, 1000)
 	if at, held := p.holds(t0.Add(100 * time.Microsecond)); !held || !at.Equal(t0.Add(125*time.Microsecond)) {
 		t.Errorf("after one response the next is held until %v (%v), want +125us", at.Sub(t0), held)
 	}
-	p.sent(t0)
+	p.sent(t0, 1001)
 	if at, _ := p.holds(t0); !at.Equal(t0.Add(250 * time.Microsecond)) {
 		t.Errorf("two responses sent at once: the next at %v, want +250us", at.Sub(t0))
 	}
@@ -73,11 +83,11 @@ func TestReadPace(t *testing.T) {
 	if _, held := p.holds(now); held {
 		t.Fatal("a response was held after idle time")
 	}
-	p.sent(now) // late by far: it went at once, and one more may
+	p.sent(now, 1002) // late by far: it went at once, and one more may
 	if at, held := p.holds(now); held || !at.Equal(now) {
 		t.Errorf("after a long pause the second response may go at %v (held %v), want at once", at.Sub(now), held)
 	}
-	p.sent(now)
+	p.sent(now, 1003)
 	if at, held := p.holds(now); !held || !at.Equal(now.Add(125*time.Microsecond)) {
 		t.Errorf("after a long pause the third response may go at %v (held %v), want +125us", at.Sub(now), held)
 	}
@@ -106,25 +116,30 @@ func TestReadRetryPacesResponses(t *testing.T) {
 		return n
 	}
 	cuts := func() uint64 { return rt.nic.counters.ReadPaceCuts.Load() }
-	start := rt.clock.Now()
 	read(0, 0, packets)
 	if n := answer(); n != packets {
 		t.Fatalf("%d responses, want the READ's %d", n, packets)
 	}
-	rt.after(10 * time.Millisecond) // the requester took 200 of them in 10 ms, then lost the rest
-
+	rt.after(10 * time.Millisecond)
 	read(10, 10, 2)             // selective: two responses inside the READ
 	read(700, 700, packets-700) // the rest after a random loss near the end: 68 left behind
 	if n := answer(); n != 2+packets-700 || cuts() != 0 {
 		t.Fatalf("a selective request and a retry after a random loss: %d responses at once, %d cuts; want %d and none", n, cuts(), 2+packets-700)
 	}
 
-	read(200, 200, packets-200) // go-back-N after an overrun: 568 left behind
+	rt.after(10 * time.Millisecond)
+	start := rt.clock.Now()
+	read(packets, 0, packets) // a new READ
+	if n := answer(); n != packets {
+		t.Fatalf("%d responses, want the second READ's %d", n, packets)
+	}
+	rt.after(10 * time.Millisecond)     // the requester took 200 of them, then lost the rest
+	read(packets+200, 200, packets-200) // go-back-N after an overrun: 568 left behind
 	gap := rt.clock.Now().Sub(start) * 5 / (4 * 200)
 	rt.turns()
 	got := rt.sent()
-	if len(got) != 1 || got[0].BTH().PSN() != 200 || cuts() != 1 {
-		t.Fatalf("after an overrun's retry %d responses went at once (want the first, PSN 200), %d cuts", len(got), cuts())
+	if len(got) != 1 || got[0].BTH().PSN() != packets+200 || cuts() != 1 {
+		t.Fatalf("after an overrun's retry %d responses went at once (want the first, PSN %d), %d cuts", len(got), packets+200, cuts())
 	}
 	// 200 responses came through in the time since the READ began: the
 	// rest go at that rate, with a quarter to spare.
@@ -133,7 +148,7 @@ func TestReadRetryPacesResponses(t *testing.T) {
 		rt.after(25 * time.Microsecond)
 		n += len(rt.sent())
 	}
-	if want := int(4 * time.Millisecond / gap); n < want-1 || n > want+1 {
+	if want := int(4 * time.Millisecond / gap); n < want-2 || n > want+3 { // the sample begins at the first response, a little after
 		t.Errorf("%d responses in the 4 ms after the retry, want %d (one each %v)", n, want, gap)
 	}
 }

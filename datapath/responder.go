@@ -404,8 +404,7 @@ func (e *engine) duplicate(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 		h := p.RETH()
 		if rr, ok := r.rcv.FindRead(psn, h.VA(), h.RKey(), h.DMALen()); ok {
 			if h.VA()+uint64(h.DMALen()) == rr.VA+uint64(rr.Length) { // the rest of the READ: go-back-N
-				now := e.clock()
-				if delivered, sent, elapsed := r.answering(psn, now); r.readPace.retry(now, delivered, sent, elapsed) {
+				if r.readPace.retry(e.clock(), psn) {
 					e.counters.ReadPaceCuts.Add(1)
 				}
 			}
@@ -564,25 +563,6 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	}
 }
 
-// answering reports, for a retry of psn, how many responses of the READ
-// answer it restarts had gone before psn, how many in all, and for how
-// long they had been going: 0 when no answer holds psn. The answer may be in progress or
-// already sent in full (a slot of the ring is kept until a new READ
-// takes it): the newest that holds psn counts.
-func (r *qpRun) answering(psn wire.PSN, now time.Time) (delivered, sent int, elapsed time.Duration) {
-	var best *readState
-	for i := range r.reads {
-		rd := &r.reads[i]
-		if d := psn.Diff(rd.psn); d >= 0 && int(d) < rd.packets && !rd.began.IsZero() && (best == nil || rd.began.After(best.began)) {
-			best = rd
-		}
-	}
-	if best == nil {
-		return 0, 0, 0
-	}
-	return int(psn.Diff(best.psn)), best.next, now.Sub(best.began)
-}
-
 // readBurst is how many READ response packets a QP sends per engine pass.
 const readBurst = 16
 
@@ -656,9 +636,6 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) int {
 			rd.next = rd.packets // abandoned
 			break
 		}
-		if rd.began.IsZero() {
-			rd.began = now
-		}
 		e.frameTo(&f, q, op, rd.psn.Add(uint32(i)))
 		f.Payload = buf
 		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: rd.msn & 0xffffff}
@@ -668,12 +645,12 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) int {
 		}
 		rd.next++
 		n++
-		r.readPace.sent(now)
+		r.readPace.sent(now, rd.psn.Add(uint32(i)))
 	}
 	if rd.next == rd.packets {
 		r.readHead = (r.readHead + 1) % len(r.reads)
 		r.readN--
-		r.readPace.answered(rd.total)
+		r.readPace.answered(rd.total, now)
 	}
 	return n
 }

@@ -257,8 +257,8 @@ func logCounters(name string, dev *verbs.Device, ports []datapath.Port) {
 	slog.Debug("NIC counters", append([]any{"dev", name}, attrs...)...)
 	for i, p := range ports {
 		s := p.Stats()
-		if n := s.RxDropRunt.Load() + s.RxDropMalformed.Load() + s.RxDropTooLong.Load() + s.RxDropKernel.Load() + s.TxDropTooLong.Load(); n > 0 {
-			slog.Warn("the port dropped frames", "dev", name, "queue", i, "runt", s.RxDropRunt.Load(), "malformed", s.RxDropMalformed.Load(),
+		if n := s.RxDropFragment.Load() + s.RxDropRunt.Load() + s.RxDropMalformed.Load() + s.RxDropTooLong.Load() + s.RxDropKernel.Load() + s.TxDropTooLong.Load(); n > 0 {
+			slog.Warn("the port dropped frames", "dev", name, "queue", i, "fragment", s.RxDropFragment.Load(), "runt", s.RxDropRunt.Load(), "malformed", s.RxDropMalformed.Load(),
 				"too_long", s.RxDropTooLong.Load(), "kernel", s.RxDropKernel.Load(), "tx_too_long", s.TxDropTooLong.Load())
 		}
 		slog.Debug("port counters", "dev", name, "queue", i, "rx", s.RxFrames.Load(), "tx", s.TxFrames.Load(), "not_roce", s.RxDropNotRoCE.Load())

@@ -248,7 +248,15 @@ func TestBadInput(t *testing.T) {
 	// Malformed: a reserved opcode.
 	badOp := append([]byte{}, good...)
 	badOp[wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen] = 0x15
-	rawSend(t, tp.NS("a"), runt, notIP, badOp, good)
+	// Cut short: the frame ends inside the BTH, its IP and UDP lengths
+	// the whole frame's.
+	cut := append([]byte{}, good[:wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen+6]...)
+	// A fragment: the first of an IPv4 datagram to 4791 (MF set).
+	frag := append([]byte{}, good...)
+	frag[wire.EthernetLen+6] |= 0x20
+	fip := wire.IPv4(frag[wire.EthernetLen:])
+	fip.SetChecksum(fip.ComputeChecksum())
+	rawSend(t, tp.NS("a"), runt, notIP, badOp, cut, frag, good)
 
 	// Too long: a 9000-byte UDP datagram to port 4791 spans three chunks.
 	var c *net.UDPConn
@@ -267,9 +275,9 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("passed up %d frames, want the 2 good ones", len(got))
 	}
 	s := sb.Stats()
-	if s.RxDropRunt.Load() != 1 || s.RxDropNotRoCE.Load() != 1 || s.RxDropMalformed.Load() != 1 || s.RxDropTooLong.Load() != 1 {
-		t.Errorf("drops: runt %d, not RoCE %d, malformed %d, too long %d; want 1 each",
-			s.RxDropRunt.Load(), s.RxDropNotRoCE.Load(), s.RxDropMalformed.Load(), s.RxDropTooLong.Load())
+	if s.RxDropRunt.Load() != 2 || s.RxDropNotRoCE.Load() != 1 || s.RxDropMalformed.Load() != 1 || s.RxDropTooLong.Load() != 1 || s.RxDropFragment.Load() != 1 {
+		t.Errorf("drops: runt %d (want 2), not RoCE %d, malformed %d, too long %d, fragment %d (want 1 each)",
+			s.RxDropRunt.Load(), s.RxDropNotRoCE.Load(), s.RxDropMalformed.Load(), s.RxDropTooLong.Load(), s.RxDropFragment.Load())
 	}
 	settle(t, sb)
 }

@@ -124,8 +124,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- metric("softrnic_port_tx_frames", "frames a port queue sent", prometheus.CounterValue, float64(st.TxFrames.Load()), s.Name, "queue", q)
 			ch <- metric("softrnic_port_rx_bytes", "bytes of the frames a port queue passed up", prometheus.CounterValue, float64(st.RxBytes.Load()), s.Name, "queue", q)
 			ch <- metric("softrnic_port_tx_bytes", "bytes of the frames a port queue sent", prometheus.CounterValue, float64(st.TxBytes.Load()), s.Name, "queue", q)
-			drops := st.RxDropNotRoCE.Load() + st.RxDropRunt.Load() + st.RxDropMalformed.Load() + st.RxDropTooLong.Load() + st.RxDropKernel.Load()
-			ch <- metric("softrnic_port_rx_dropped", "frames a port queue dropped (not RoCEv2, runt, malformed, too long, the kernel's)", prometheus.CounterValue, float64(drops), s.Name, "queue", q)
+			drops := st.RxDropNotRoCE.Load() + st.RxDropFragment.Load() + st.RxDropRunt.Load() + st.RxDropMalformed.Load() + st.RxDropTooLong.Load() + st.RxDropKernel.Load()
+			ch <- metric("softrnic_port_rx_dropped", "frames a port queue dropped (the sum of the port_rx_drop_ counters)", prometheus.CounterValue, float64(drops), s.Name, "queue", q)
+			for _, d := range []struct {
+				name, help string
+				v          uint64
+			}{
+				{"not_roce", "not IPv4 or IPv6 UDP to port 4791", st.RxDropNotRoCE.Load()},
+				{"fragment", "IPv4 fragments of datagrams to port 4791 (RoCEv2 is never fragmented)", st.RxDropFragment.Load()},
+				{"runt", "cut short: shorter than their headers or lengths say", st.RxDropRunt.Load()},
+				{"malformed", "RoCEv2 with a bad header field (checksum, opcode, pad, lengths)", st.RxDropMalformed.Load()},
+				{"too_long", "longer than the port's largest frame", st.RxDropTooLong.Load()},
+				{"kernel", "dropped before the port saw them (ring full, no buffers), as the kernel reports", st.RxDropKernel.Load()},
+			} {
+				ch <- metric("softrnic_port_rx_drop_"+d.name, "frames a port queue dropped: "+d.help, prometheus.CounterValue, float64(d.v), s.Name, "queue", q)
+			}
 		}
 		for t := range hostmem.NumContextTypes {
 			st, ty := nic.Cache(t).Stats(), strings.ToLower(t.String())
