@@ -67,6 +67,7 @@ type engine struct {
 	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
 	readOut, readCap      int                               // READ responses the QPs await, and the most they may (half the port's receive capacity)
 	readWake              time.Time                         // when the first READ response its pace holds may go (pumpReads)
+	ecn                   uint8                             // the ECN field of its packets (NICConfig.ECN)
 	readWaiters           []uint32                          // QPs whose next READ request waits for readOut to fall
 	dma                   dmaStage                          // reads in flight: WQE fetches, frames waiting for their payload (dmastage.go)
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
@@ -98,6 +99,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
 	e.readCap = max(1, recvCapacity(p)/2)
+	e.ecn = n.cfg.ECN.field(n.cfg.NoCongestionControl)
 	e.dma.init()
 	if n.cfg.Notify != nil {
 		e.noticer = noticer{n.cfg.Notify}

@@ -44,6 +44,9 @@ type NICConfig struct {
 	// pacing and early probes: a NIC as RoCE NICs were before congestion
 	// control, for comparison runs (bench shallow's baseline).
 	NoCongestionControl bool
+	// ECN is the ECN field of the packets the NIC sends (default ECNAuto:
+	// ECT(0) while its RC senders react to CNPs, else not ECN-capable).
+	ECN ECN
 	// DelayRule is when RC senders apply the delay rule
 	// (reliability.Params.Delay; default: on paths of at least
 	// reliability.DelayAutoRTT).

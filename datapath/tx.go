@@ -4,6 +4,7 @@ package datapath
 // the port's buffers and sent in batches.
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -13,19 +14,64 @@ import (
 // gidAddr is the IP address of a GID (unmapped for IPv4).
 func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 
-// frameTo fills the addressing of a frame for a QP's peer. Its packets
-// are marked ECN-capable (ECT(0)), as RoCEv2 NICs mark them, so that an
-// ECN switch marks them instead of dropping them; rxe ignores the field,
-// which the ICRC masks.
+// ECN is the ECN field a NIC's packets carry.
+type ECN uint8
+
+const (
+	// ECNAuto marks packets ECN-capable (ECT(0)), as RoCEv2 NICs mark
+	// them, while the NIC's RC senders react to CNPs (congestion control
+	// on), so that an ECN switch marks them instead of dropping them; with
+	// NICConfig.NoCongestionControl a mark would slow no one, and packets
+	// go Not-ECT.
+	ECNAuto ECN = iota
+	ECNOff      // Not-ECT, as rxe sends
+	ECNECT0     // ECT(0) always
+	ECNECT1     // ECT(1) always (L4S)
+)
+
+// ParseECN reads an ECN choice by name: auto, off, ect0 or ect1.
+func ParseECN(s string) (ECN, error) {
+	for i, n := range ecnNames {
+		if s == n {
+			return ECN(i), nil
+		}
+	}
+	return 0, fmt.Errorf("datapath: ECN %q: want auto, off, ect0 or ect1", s)
+}
+
+var ecnNames = [...]string{"auto", "off", "ect0", "ect1"}
+
+func (c ECN) String() string {
+	if int(c) < len(ecnNames) {
+		return ecnNames[c]
+	}
+	return fmt.Sprintf("ECN(%d)", uint8(c))
+}
+
+// field is the IP header's ECN bits for the choice, on a NIC with or
+// without congestion control.
+func (c ECN) field(noCC bool) uint8 {
+	switch {
+	case c == ECNECT0 || c == ECNAuto && !noCC:
+		return wire.ECT0
+	case c == ECNECT1:
+		return wire.ECT1
+	}
+	return 0
+}
+
+// frameTo fills the addressing of a frame for a QP's peer, its ECN field
+// the NIC's choice (NICConfig.ECN); rxe ignores the field, which the ICRC
+// masks.
 func (e *engine) frameTo(f *wire.FrameFields, q *hostmem.QPCEntry, op wire.Opcode, psn wire.PSN) {
 	*f = wire.FrameFields{}
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: e.cfg.MAC}
 	dst := gidAddr(q.DestGID)
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{TOS: wire.ECT0, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{TOS: e.ecn, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{TrafficClass: wire.ECT0, HopLimit: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{TrafficClass: e.ecn, HopLimit: 64, Src: e.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}

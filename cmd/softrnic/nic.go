@@ -19,6 +19,7 @@ type nicOptions struct {
 	gidIndex    int    // -1: the first IPv4 GID
 	portKind    string // xsk or udp
 	poll        datapath.PollMode
+	ecn         datapath.ECN
 	pcap        string // record frames in this pcapng file
 	metricsAddr string // serve Prometheus metrics here
 	pprof       bool
@@ -26,13 +27,14 @@ type nicOptions struct {
 }
 
 // addNICFlags defines into o the flags of a command that runs one NIC on
-// a netdev: -io, -poll (defaultPoll if not given), -pcap, -metrics and
+// a netdev: -io, -poll (defaultPoll if not given), -ecn, -pcap, -metrics and
 // -pprof; o's GID index is the first IPv4 GID's. After the flags are
 // parsed, parsePoll sets o's poll mode (a usage error if it is no mode).
 func addNICFlags(fs *flag.FlagSet, o *nicOptions, defaultPoll string) (parsePoll func() error) {
 	o.gidIndex, o.portKind = -1, "xsk"
 	fs.StringVar(&o.portKind, "io", o.portKind, "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	poll := fs.String("poll", defaultPoll, "how the NIC is driven: app (the program's own polling runs it), sleep, adaptive or spin")
+	ecn := fs.String("ecn", "auto", "the ECN field of the NIC's packets: auto (ECT(0), as RoCEv2 NICs mark them, while congestion control reacts to CNPs), off (Not-ECT, as rxe), ect0 or ect1")
 	fs.StringVar(&o.pcap, "pcap", "", "record every frame the NIC sends and receives in this pcapng file")
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve the NIC's counters as Prometheus metrics at http://ADDR/metrics during the run")
 	fs.BoolVar(&o.pprof, "pprof", false, "with --metrics, serve Go's pprof at /debug/pprof/ on the same listener")
@@ -42,6 +44,9 @@ func addNICFlags(fs *flag.FlagSet, o *nicOptions, defaultPoll string) (parsePoll
 			return badValue("-poll %q: want app, sleep, adaptive or spin", *poll)
 		}
 		o.poll = mode
+		if o.ecn, err = datapath.ParseECN(*ecn); err != nil {
+			return badValue("-ecn %q: want auto, off, ect0 or ect1", *ecn)
+		}
 		return nil
 	}
 }
@@ -98,7 +103,7 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		}
 		undo = append(undo, stop)
 	}
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll, MaxQPs: max(256, o.qps+16)}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll, ECN: o.ecn, MaxQPs: max(256, o.qps+16)}); err != nil {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })

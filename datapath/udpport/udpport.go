@@ -16,7 +16,8 @@
 // UDP source port (the QP's flow, as rxe and the xsk port give each QP
 // pair its own): a QP's packets keep one source port, so that ECMP in a
 // real network keeps them on one path, and different QPs spread over
-// paths. Every datagram leaves ECN-capable (ECT(0)), as the frames say.
+// paths. Each datagram leaves with its frame's TOS (traffic class): the
+// ECN field the NIC chose (datapath.NICConfig.ECN).
 package udpport
 
 import (
@@ -44,11 +45,13 @@ type Port struct {
 	fd      int                // port 4791: receives, and sends nothing
 	src     [srcSockets]int    // the sockets frames are sent from
 	srcPort [srcSockets]uint16 // their source ports
+	srcTOS  [srcSockets]int    // the TOS (traffic class) each sends with: the frames', as they change; -1 before the first
 	cfg     Config
 	hdrLen  int // Ethernet, IP and UDP header bytes written before a datagram
 	pool    *datapath.Pool
 	rx, tx  batch
 	txSock  []uint8 // per frame of a Send batch: the socket it goes from
+	txTOS   []uint8 // and its TOS
 	rxBufs  []uint32
 	pollfd  [2]unix.PollFd // the socket and the wake eventfd
 	wakefd  int
@@ -96,6 +99,10 @@ func Open(cfg Config) (*Port, error) {
 	p.pool = datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen)
 	p.rx, p.tx = newBatch(cfg.Batch), newBatch(cfg.Batch)
 	p.txSock = make([]uint8, cfg.Batch)
+	p.txTOS = make([]uint8, cfg.Batch)
+	for i := range p.srcTOS {
+		p.srcTOS[i] = -1
+	}
 	p.rxBufs = make([]uint32, cfg.Batch)
 	if p.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		unix.Close(fd)
@@ -134,22 +141,20 @@ func (p *Port) setup(family int) error {
 	return nil
 }
 
-// bind sets a socket up (DF, ECT(0), buffers) and binds it to the local
-// address and port (0: an ephemeral one).
+// bind sets a socket up (DF, buffers) and binds it to the local
+// address and port (0: an ephemeral one). Its TOS follows the frames it
+// sends (setTOS).
 func (p *Port) bind(fd, family, port int) error {
 	// DF on every datagram: RoCEv2 is never fragmented, and Linux then sends
-	// unconnected datagrams with IPv4 ID 0, which the ICRC covers. ECT(0):
-	// the frames say so, and an ECN switch marks rather than drops them.
+	// unconnected datagrams with IPv4 ID 0, which the ICRC covers.
 	if family == unix.AF_INET {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
 			return fmt.Errorf("udpport: DF: %w", err)
 		}
-		unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS, wire.ECT0) // best effort
 	} else {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
 			return fmt.Errorf("udpport: DF: %w", err)
 		}
-		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, wire.ECT0)
 	}
 	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 		// Beyond net.core.[rw]mem_max where allowed (CAP_NET_ADMIN), else
@@ -292,6 +297,7 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 	k := min(len(frames), p.cfg.Batch)
 	var err error
 	sock := p.txSock // each frame's source socket
+	tos := p.txTOS   // and its TOS
 	for i := range k {
 		var pkt wire.Packet
 		if perr := wire.ParseNoICRC(frames[i].Data, &pkt); perr != nil || pkt.IPv6 != p.cfg.Local.Is6() {
@@ -303,6 +309,7 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 			break
 		}
 		sock[i] = uint8(p.sockFor(pkt.UDP().SrcPort()))
+		tos[i] = tosOf(&pkt)
 		p.tx.set(i, pkt.Frame[pkt.BTHOff:])
 		p.tx.setAddr(i, netip.AddrPortFrom(p.normalize(&pkt, p.srcPort[sock[i]]), wire.RoCEv2Port))
 	}
@@ -310,9 +317,10 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 	sent := 0
 	for sent < k {
 		run := sent + 1
-		for run < k && sock[run] == sock[sent] {
+		for run < k && sock[run] == sock[sent] && tos[run] == tos[sent] {
 			run++
 		}
+		p.setTOS(int(sock[sent]), tos[sent])
 		n, serr := sendmmsg(p.src[sock[sent]], &p.tx, sent, run-sent)
 		sent += n
 		if serr != nil && err == nil {
@@ -354,18 +362,40 @@ func (p *Port) Rewrite(frames []datapath.Frame) {
 	}
 }
 
+// tosOf is a frame's IPv4 TOS or IPv6 traffic class: the socket sends
+// with it (setTOS), so the wire carries the ECN field the NIC chose.
+func tosOf(pkt *wire.Packet) uint8 {
+	if ip := pkt.IPv4Header(); ip != nil {
+		return ip.TOS()
+	}
+	return pkt.IPv6Header().TrafficClass()
+}
+
+// setTOS makes source socket i send with TOS tos (best effort).
+func (p *Port) setTOS(i int, tos uint8) {
+	if p.srcTOS[i] == int(tos) {
+		return
+	}
+	p.srcTOS[i] = int(tos)
+	if p.cfg.Local.Is6() {
+		unix.SetsockoptInt(p.src[i], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(tos))
+	} else {
+		unix.SetsockoptInt(p.src[i], unix.IPPROTO_IP, unix.IP_TOS, int(tos))
+	}
+}
+
 // normalize makes the packet's IP and UDP headers what the kernel will send
-// (source address, IPv4 ID 0, ECT(0), source port srcPort), fixing the
-// ICRC if a field changed, and returns the destination address.
+// (source address, IPv4 ID 0, source port srcPort; the TOS is the frame's,
+// setTOS), fixing the ICRC if a field changed, and returns the destination
+// address.
 func (p *Port) normalize(pkt *wire.Packet, srcPort uint16) netip.Addr {
 	changed := false
 	var dst netip.Addr
 	if ip := pkt.IPv4Header(); ip != nil {
 		dst = ip.Dst()
-		if ip.ID() != 0 || ip.Src() != p.cfg.Local || ip.TOS() != wire.ECT0 {
+		if ip.ID() != 0 || ip.Src() != p.cfg.Local {
 			ip.SetID(0)
 			ip.SetSrc(p.cfg.Local)
-			ip.SetTOS(wire.ECT0)
 			ip.SetChecksum(ip.ComputeChecksum())
 			changed = true
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
@@ -215,11 +216,61 @@ func TestSourcePorts(t *testing.T) {
 		if w.UDP().SrcPort() != sp {
 			t.Errorf("frame %d: rewritten for the capture with source port %d, left with %d", i, w.UDP().SrcPort(), sp)
 		}
-		if w.ECN() != wire.ECT0 {
-			t.Errorf("frame %d: rewritten with ECN %d, leaves ECT(0)", i, w.ECN())
+		var o wire.Packet
+		wire.ParseNoICRC(frames[i], &o)
+		if w.ECN() != o.ECN() {
+			t.Errorf("frame %d: rewritten with ECN %d, built with %d", i, w.ECN(), o.ECN())
 		}
 	}
 	if ports[0] == ports[1] {
 		t.Errorf("two flows left from one source port %d", ports[0])
+	}
+}
+
+// TestTOSOnTheWire: each datagram leaves with its frame's TOS, the ECN
+// field the NIC chose (Not-ECT, ECT(1), ECT(0)), as a receiver that reads
+// the TOS of each (IP_RECVTOS) sees; the same source socket changes it
+// from frame to frame.
+func TestTOSOnTheWire(t *testing.T) {
+	a := openIn(t, nil, "127.0.0.1")
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1); err != nil {
+		t.Fatal(err)
+	}
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: wire.RoCEv2Port, Addr: [4]byte{127, 0, 0, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.3")
+	want := []uint8{wire.ECNNotECT, wire.ECT1, wire.ECT0, wire.ECT0 | 0x20}
+	var frames [][]byte
+	for i, tos := range want {
+		f := frame(src, dst, 64, uint32(i))
+		var p wire.Packet
+		wire.ParseNoICRC(f, &p)
+		ip := p.IPv4Header()
+		ip.SetTOS(tos)
+		ip.SetChecksum(ip.ComputeChecksum())
+		p.UDP().SetSrcPort(0xc011) // one flow: one source socket
+		frames = append(frames, f)
+	}
+	porttest.SendAll(t, a, frames)
+	buf, oob := make([]byte, 9000), make([]byte, 64)
+	for i, tos := range want {
+		_, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 || msgs[0].Header.Type != unix.IP_TOS || len(msgs[0].Data) < 1 {
+			t.Fatalf("datagram %d: no TOS (%v, %d messages)", i, err, len(msgs))
+		}
+		if got := msgs[0].Data[0]; got != tos {
+			t.Errorf("datagram %d left with TOS %#x, its frame said %#x", i, got, tos)
+		}
 	}
 }

@@ -228,6 +228,7 @@ func (p *Packet) IPv6Header() IPv6 {
 // IPv6's traffic class.
 const (
 	ECNNotECT = 0
+	ECT1      = 1 // ECN-capable transport (1), as L4S marks its packets
 	ECT0      = 2 // ECN-capable transport, as RoCEv2 NICs mark their packets
 	ECNCE     = 3 // Congestion Experienced, set by a congested switch
 )

@@ -49,6 +49,9 @@ type DeviceConfig struct {
 	// NoCongestionControl: RC senders without congestion window, pacing
 	// or early probes (datapath.NICConfig's), for comparison runs.
 	NoCongestionControl bool
+	// ECN: the ECN field of the device's packets (datapath.NICConfig's;
+	// default: ECT(0) while congestion control is on).
+	ECN datapath.ECN
 	// DelayRule: when RC senders also shrink their window on a rising
 	// round trip (datapath.NICConfig's; default: on long paths).
 	DelayRule reliability.DelayRule
@@ -118,7 +121,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	d := &Device{cfg: cfg, mem: mem, dma: hostmem.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
-		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, DelayRule: cfg.DelayRule,
+		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule,
 		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, Cache: cfg.Cache,
 	})
 	if err != nil {

@@ -1,0 +1,49 @@
+package datapath
+
+import (
+	"testing"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/ibv"
+)
+
+// The ECN field a NIC's packets carry, by its choice and whether its RC
+// senders react to CNPs; every choice by its name.
+func TestECNChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		noCC  bool
+		field uint8
+	}{
+		{"auto", false, wire.ECT0},
+		{"auto", true, wire.ECNNotECT}, // no one would slow down for a mark
+		{"off", false, wire.ECNNotECT},
+		{"ect0", true, wire.ECT0},
+		{"ect1", false, wire.ECT1},
+	} {
+		c, err := ParseECN(tc.name)
+		if err != nil || c.String() != tc.name {
+			t.Fatalf("ParseECN(%q) = %v, %v", tc.name, c, err)
+		}
+		if got := c.field(tc.noCC); got != tc.field {
+			t.Errorf("%s, no congestion control %v: ECN field %d, want %d", tc.name, tc.noCC, got, tc.field)
+		}
+	}
+	if _, err := ParseECN("ce"); err == nil {
+		t.Error("ParseECN took ce")
+	}
+
+	// A NIC with the default choice sends its ACKs ECT(0).
+	h := newHarness(t)
+	h.cq(0, 16)
+	h.rcQP(17, 100, 0, 0, 0)
+	key, va := h.mr(make([]byte, 64), ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
+	h.write(17, 0, key, va, []byte("x"))
+	for range 8 {
+		h.after(pcieLatency)
+	}
+	sent := h.sent()
+	if len(sent) != 1 || sent[0].ECN() != wire.ECT0 {
+		t.Fatalf("sent %d packets; want one ACK, ECT(0)", len(sent))
+	}
+}
