@@ -50,7 +50,7 @@ const (
 	readRateSample = 16  // responses through before a retry that make a rate
 	readOverrun    = 512 // responses sent past the one a retry asks for that make it an overrun
 	readProbeBytes = 16 << 20
-	readProbeEvery = time.Second
+	readProbeEvery = 3 * time.Second
 	readIdle       = time.Millisecond // a pause that ends a sample
 )
 

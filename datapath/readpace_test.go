@@ -22,7 +22,7 @@ func TestReadPace(t *testing.T) {
 		return at
 	}
 	type step struct {
-		do      string // "retry" (an overrun after too few responses for a rate), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "second" (a small one a second after the spacing changed)
+		do      string // "retry" (an overrun after too few responses for a rate), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "later" (a small one seconds after the spacing changed)
 		wantGap time.Duration
 	}
 	for _, tc := range []struct {
@@ -34,7 +34,7 @@ func TestReadPace(t *testing.T) {
 		{"the rate a retry shows", []step{{"retry", readGapMin}, {"rate", 125 * time.Microsecond}}},
 		{"recovery needs a clean READ", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"answered", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"recovery counts bytes", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125*time.Microsecond - 125*time.Microsecond/8}}},
-		{"recovery counts time", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"second", 125*time.Microsecond - 125*time.Microsecond/8}}},
+		{"recovery counts time", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"later", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"back to none", []step{{"retry", readGapMin}, {"answered", readGapMin}, {"answered", 0}, {"answered", 0}}},
 		{"a random loss cuts nothing", []step{{"random", 0}, {"rate", 125 * time.Microsecond}, {"random", 125 * time.Microsecond}}},
 		{"a retry spoils the READ under way", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"retry", 250 * time.Microsecond}, {"answered", 250 * time.Microsecond}}},
@@ -52,8 +52,8 @@ func TestReadPace(t *testing.T) {
 					p.retry(burst(&p, t0, 16), 10)
 				case "answered":
 					p.answered(readProbeBytes, t0)
-				case "second": // a small READ a second on
-					p.answered(1, t0.Add(2*time.Second))
+				case "later": // a small READ seconds on
+					p.answered(1, t0.Add(4*time.Second))
 				case "half":
 					p.answered(readProbeBytes/2, t0)
 				}
