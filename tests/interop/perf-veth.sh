@@ -2,7 +2,11 @@
 # make perf-veth: softrnic perf between two softrnic NICs in two network
 # namespaces joined by a veth pair (MTU 9000, so IB MTU 4096), xsk port:
 # write-bw (64 KiB, Gbit/s) and write-lat (2 bytes), server and client
-# output side by side. Needs root. TESTS, ITERS and MTU override.
+# output side by side. Needs root. TESTS, ITERS and MTU override; a test
+# given as TEST:FLAGS runs with those flags too, e.g.
+# TESTS="write-bw write-bw:-R" COUNTERS=1 compares the CM-connected run
+# (-R) with the plain one, each side's counters (retransmissions among
+# them) printed at the end.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
@@ -29,13 +33,20 @@ done
 ip -n $A addr add 10.49.0.1/24 dev veth0
 ip -n $B addr add 10.49.0.2/24 dev veth0
 sleep 0.5
-for t in $TESTS; do
+for spec in $TESTS; do
+	t=${spec%%:*} extra=""
+	[ "$spec" != "$t" ] && extra=${spec#*:}
 	args=""
 	case $t in *bw) args="--report_gbits -n ${ITERS:-5000}" ;; *) args="-n ${ITERS:-5000}" ;; esac
+	args="$args $extra"
+	[ "${COUNTERS:-0}" = 1 ] && args="$args --counters"
 	echo "== softrnic perf $t $args (server in $A, client in $B, veth MTU $MTU)"
 	ip netns exec $A "$BIN" perf "$t" -d veth0 $args >/tmp/perf-veth-server.$$ 2>&1 &
 	spid=$!
-	for _ in $(seq 50); do ip netns exec $A ss -ltn | grep -q ':18515 ' && break; sleep 0.1; done
+	case " $extra " in
+	*" -R "*) sleep 2 ;; # a CM listener opens no TCP port
+	*) for _ in $(seq 50); do ip netns exec $A ss -ltn | grep -q ':18515 ' && break; sleep 0.1; done ;;
+	esac
 	ip netns exec $B "$BIN" perf "$t" -d veth0 $args 10.49.0.1
 	wait "$spid"
 	spid=""
