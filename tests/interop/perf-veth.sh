@@ -6,7 +6,10 @@
 # given as TEST:FLAGS runs with those flags too, e.g.
 # TESTS="write-bw write-bw:-R" COUNTERS=1 compares the CM-connected run
 # (-R) with the plain one, each side's counters (retransmissions among
-# them) printed at the end.
+# them) printed at the end. HOG=1 runs a busy loop on every core
+# meanwhile (the engines and the tests then share the CPU with it): a
+# veth loses nothing, so every packet the counters show retransmitted
+# (retransmitted_pkts) was sent again for nothing.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
@@ -14,10 +17,11 @@ TESTS=${TESTS:-"write-bw write-lat"}
 MTU=${MTU:-9000}
 A=srnperf-a-$$ B=srnperf-b-$$
 [ "$(id -u)" = 0 ] || { echo "perf-veth: needs root" >&2; exit 2; }
-spid=""
+spid="" hogs=""
 cleanup() {
 	set +e
 	[ -n "$spid" ] && kill "$spid" 2>/dev/null
+	for h in $hogs; do kill "$h" 2>/dev/null; done
 	ip netns del $A 2>/dev/null
 	ip netns del $B 2>/dev/null
 	rm -f /tmp/perf-veth-server.$$
@@ -33,6 +37,13 @@ done
 ip -n $A addr add 10.49.0.1/24 dev veth0
 ip -n $B addr add 10.49.0.2/24 dev veth0
 sleep 0.5
+if [ "${HOG:-0}" = 1 ]; then
+	for _ in $(seq "$(nproc)"); do
+		sh -c 'while :; do :; done' &
+		hogs="$hogs $!"
+	done
+	echo "== a busy loop on each of $(nproc) cores:$hogs"
+fi
 for spec in $TESTS; do
 	t=${spec%%:*} extra=""
 	[ "$spec" != "$t" ] && extra=${spec#*:}
