@@ -3,6 +3,10 @@ SHELL := /bin/bash
 
 GO        ?= go
 FUZZTIME  ?= 30s
+# How long the fuzzer may minimize each new interesting input (go test's
+# default, 60s, stops a slow target's progress for that long each time:
+# its rate reads 0/sec).
+FUZZMINTIME ?= 2s
 BENCHTIME ?= 1s
 BENCH     ?= .
 
@@ -88,7 +92,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 		for name in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
 			for try in 1 2; do \
 				echo "== $$dir $$name ($(FUZZTIME))"; \
-				if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$dir 2>&1 | tee $$log; [ $${PIPESTATUS[0]} = 0 ]; then break; fi; \
+				if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$dir 2>&1 | tee $$log; [ $${PIPESTATUS[0]} = 0 ]; then break; fi; \
 				if [ $$try = 1 ] && grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input' $$log; then \
 					echo "== $$name: the fuzzer's shutdown timed out (no failing input); once more"; continue; \
 				fi; \
