@@ -81,11 +81,16 @@ func (e *engine) readData(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pac
 	// k is the response's place in its request (one chunk of the READ,
 	// requester.go's readChunk); i its place in the whole READ.
 	end := k == ent.Span-1
-	if in == nil || !in.started || len(p.Payload()) != segmentLen(int(in.length), responseIndex(in, psn), mtu) || last != end && !early {
+	if in == nil || !in.started {
 		e.counters.RcvdBadResponse.Add(1)
 		return reliability.Accepted
 	}
-	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], uint32(responseIndex(in, psn)*mtu), p.Payload()) {
+	i := responseIndex(in, psn)
+	if len(p.Payload()) != segmentLen(int(in.length), i, mtu) || last != end && !early {
+		e.counters.RcvdBadResponse.Add(1)
+		return reliability.Accepted
+	}
+	if !e.scatter(q.PD, in.wqe.SGE[:min(int(in.wqe.NumSGE), hostmem.MaxSendSGE)], uint32(i*mtu), p.Payload()) {
 		e.local(qpn, q, r, ibv.WCLocProtErr)
 		return reliability.Accepted
 	}

@@ -556,7 +556,7 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 		// No READ ahead of it: its first packets go now, in the unit
 		// that resolved its contexts; the rest from the engine's passes.
 		qpn := p.BTH().DestQP()
-		if e.pumpRead(q, r, qpn); r.readN > 0 {
+		if e.pumpRead(q, r, qpn, e.clock()); r.readN > 0 {
 			r.readListed = true
 			e.readers = append(e.readers, qpn)
 		}
@@ -572,7 +572,7 @@ const readBurst = 16
 // waits for its time (e.readWake: the earliest, when every QP left
 // waits so); the other QPs' READs go on.
 func (e *engine) pumpReads() bool {
-	sent, paced := 0, true
+	sent, paced, now := 0, true, e.clock()
 	e.readWake = time.Time{}
 	kept := e.readers[:0]
 	for _, qpn := range e.readers {
@@ -592,9 +592,9 @@ func (e *engine) pumpReads() bool {
 			r.readN, r.readListed = 0, false
 			continue
 		}
-		if sent += e.pumpRead(&q, r, qpn); r.readN > 0 {
+		if sent += e.pumpRead(&q, r, qpn, now); r.readN > 0 {
 			kept = append(kept, qpn)
-			at, held := r.readPace.holds(e.clock())
+			at, held := r.readPace.holds(now)
 			switch {
 			case !held:
 				paced = false
@@ -612,15 +612,15 @@ func (e *engine) pumpReads() bool {
 	return sent > 0
 }
 
-// pumpRead sends up to a burst of the next packets of the READ a QP
-// answers first, and returns how many it sent. It stops early where the memory's MPT entry or MTT line
-// is not cached (the ticket's answer comes before the next pass).
-func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32) int {
+// pumpRead sends at now up to a burst of the next packets of the READ a
+// QP answers first, as its pace allows, and returns how many it sent. It
+// stops early where the memory's MPT entry or MTT line is not cached (the
+// ticket's answer comes before the next pass).
+func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Time) int {
 	rd := &r.reads[r.readHead]
 	n := 0
 	mtu := pmtu(q)
 	var f wire.FrameFields
-	now := e.clock()
 	for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
 		if _, held := r.readPace.holds(now); held {
 			break

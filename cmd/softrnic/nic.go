@@ -34,7 +34,7 @@ func addNICFlags(fs *flag.FlagSet, o *nicOptions, defaultPoll string) (parsePoll
 	o.gidIndex, o.portKind = -1, "xsk"
 	fs.StringVar(&o.portKind, "io", o.portKind, "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	poll := fs.String("poll", defaultPoll, "how the NIC is driven: app (the program's own polling runs it), sleep, adaptive or spin")
-	ecn := fs.String("ecn", "auto", "the ECN field of the NIC's packets: auto (ECT(0), as RoCEv2 NICs mark them, while congestion control reacts to CNPs), off (Not-ECT, as rxe), ect0 or ect1")
+	ecn := ecnFlag(fs)
 	fs.StringVar(&o.pcap, "pcap", "", "record every frame the NIC sends and receives in this pcapng file")
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve the NIC's counters as Prometheus metrics at http://ADDR/metrics during the run")
 	fs.BoolVar(&o.pprof, "pprof", false, "with --metrics, serve Go's pprof at /debug/pprof/ on the same listener")
@@ -44,11 +44,23 @@ func addNICFlags(fs *flag.FlagSet, o *nicOptions, defaultPoll string) (parsePoll
 			return badValue("-poll %q: want app, sleep, adaptive or spin", *poll)
 		}
 		o.poll = mode
-		if o.ecn, err = datapath.ParseECN(*ecn); err != nil {
-			return badValue("-ecn %q: want auto, off, ect0 or ect1", *ecn)
-		}
-		return nil
+		o.ecn, err = parseECN(*ecn)
+		return err
 	}
+}
+
+// ecnFlag defines -ecn, the ECN field of the NIC's packets.
+func ecnFlag(fs *flag.FlagSet) *string {
+	return fs.String("ecn", "auto", "the ECN field of the NIC's packets: auto (ECT(0), as RoCEv2 NICs mark them, while congestion control reacts to CNPs), off (Not-ECT, as rxe), ect0 or ect1")
+}
+
+// parseECN reads -ecn's value; a usage error if it names no choice.
+func parseECN(s string) (datapath.ECN, error) {
+	c, err := datapath.ParseECN(s)
+	if err != nil {
+		return 0, badValue("-ecn %q: want auto, off, ect0 or ect1", s)
+	}
+	return c, nil
 }
 
 // nicEnv is a NIC running on a netdev.

@@ -93,7 +93,7 @@ func newPerfFlags() *perfFlags {
 	p.latLog = fs.String("latency-log", "", "write every iteration's latency (microseconds, one a line) of a latency test to this file")
 	p.cpu = fs.Bool("cpu", false, "print the process's CPU time per iteration (user and system, every thread: the test's and the NIC's) after the results")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
-	p.ecn = fs.String("ecn", "auto", "the ECN field of the NIC's packets: auto (ECT(0), as RoCEv2 NICs mark them, while congestion control reacts to CNPs), off (Not-ECT, as rxe), ect0 or ect1")
+	p.ecn = ecnFlag(fs)
 	return p
 }
 
@@ -156,8 +156,8 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 		return "", badValue("-poll %q: want app, sleep, adaptive or spin", *p.poll)
 	}
 	p.pollMode = mode
-	if p.ecnMode, err = datapath.ParseECN(*p.ecn); err != nil {
-		return "", badValue("-ecn %q: want auto, off, ect0 or ect1", *p.ecn)
+	if p.ecnMode, err = parseECN(*p.ecn); err != nil {
+		return "", err
 	}
 	return addr, nil
 }
