@@ -11,7 +11,7 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 
 .DEFAULT_GOAL := help
-.PHONY: help build libs libs-deps test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop perf-veth bench-compare bench-capi bench-rxe bench-plots clean
+.PHONY: help build libs libs-deps test lint bench bench-frames bench-cache bench-write bench-reliability fuzz generate demo interop interop-loss perf-veth bench-compare bench-capi bench-rxe bench-plots soak clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -128,6 +128,12 @@ bench-rxe: build ## softrnic perf beside perftest on rdma_rxe inside one emulate
 
 perf-veth: build ## softrnic perf write-bw and write-lat between two softrnic NICs over a veth pair (root)
 	bash tests/interop/perf-veth.sh
+
+interop-loss: build ## softrnic rping and perf -R against rdma_rxe in a VM through a bridge dropping LOSS % (default 5) of RoCEv2 frames each way (root, ../shared)
+	bash tests/interop/lossy.sh
+
+soak: build ## a long perf run (1,000 QPs, 10 min) sampling both sides' RSS, judged flat after warm-up (root; QPS, SECS, TEST override)
+	bash tests/bench/soak.sh
 
 clean: ## remove build output
 	rm -rf bin lib

@@ -193,7 +193,7 @@ func (e *engine) senderStats(r *qpRun) {
 	e.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
 	e.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)
 	r.seen = s
-	e.readsAsked(r)
+	e.answersAwaited(r)
 }
 
 // responseIndex is the place in its READ of the response of psn: its

@@ -65,10 +65,10 @@ type engine struct {
 	sqReady               []uint32                          // QPs whose requester's context has come
 	readers               []uint32                          // QPs answering a READ
 	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
-	readOut, readCap      int                               // READ responses the QPs await, and the most they may (half the port's receive capacity)
+	awaitOut, awaitCap    int                               // answers the QPs await (READ responses, ACKs), and the most they may (half the port's receive capacity)
 	readWake              time.Time                         // when the first READ response its pace holds may go (pumpReads)
 	ecn                   uint8                             // the ECN field of its packets (NICConfig.ECN)
-	readWaiters           []uint32                          // QPs whose next READ request waits for readOut to fall
+	roomWaiters           []uint32                          // QPs whose next request waits for awaitOut to fall
 	dma                   dmaStage                          // reads in flight: WQE fetches, frames waiting for their payload (dmastage.go)
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
 	tx                    []Frame                           // frames encoded, not yet handed to the port
@@ -89,7 +89,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32),
 		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs), hpuHeldQP: make([]uint16, len(n.qps)),
-		ready: make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), readWaiters: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
+		ready: make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), roomWaiters: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
 	if pids == 0 {
 		pids = 256
@@ -98,7 +98,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 		e.parkPID[t] = make([]uint32, pids)
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
-	e.readCap = max(1, recvCapacity(p)/2)
+	e.awaitCap = max(1, recvCapacity(p)/2)
 	e.ecn = n.cfg.ECN.field(n.cfg.NoCongestionControl)
 	e.dma.init()
 	if n.cfg.Notify != nil {

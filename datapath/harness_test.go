@@ -87,15 +87,19 @@ func newHarness(t *testing.T) *harness {
 }
 
 // newHarnessOn is newHarness on the port given (one that says its
-// receive capacity, say).
-func newHarnessOn(t *testing.T, port *testPort) *harness {
+// receive capacity, say), its NIC's configuration changed by set.
+func newHarnessOn(t *testing.T, port *testPort, set ...func(*NICConfig)) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: hostmem.NewDrivenClock(time.Unix(1_000_000, 0)), mem: hostmem.NewMemory(), port: port, nextMR: 1,
 		mac: wire.MAC{2, 0, 0, 0, 0, 1}, peerMAC: wire.MAC{2, 0, 0, 0, 0, 2},
 		ip: netip.MustParseAddr("10.9.0.1"), peerIP: netip.MustParseAddr("10.9.0.2")}
 	dma := hostmem.NewDMA(h.mem, hostmem.PCIe{Latency: pcieLatency, Clock: h.clock}, 0)
-	nic, err := NewNIC(NICConfig{Ports: []Port{h.port}, MAC: h.mac, IP: h.ip, Memory: h.mem, DMA: dma,
-		MaxQPs: 16, MaxCQs: 4, MaxSRQs: 4, MaxMRs: 16, MaxMTT: 1024, ReplayEntries: 1024, Poll: PollApp, Clock: h.clock})
+	cfg := NICConfig{Ports: []Port{h.port}, MAC: h.mac, IP: h.ip, Memory: h.mem, DMA: dma,
+		MaxQPs: 16, MaxCQs: 4, MaxSRQs: 4, MaxMRs: 16, MaxMTT: 1024, ReplayEntries: 1024, Poll: PollApp, Clock: h.clock}
+	for _, f := range set {
+		f(&cfg)
+	}
+	nic, err := NewNIC(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ type Counters struct {
 	ReadResponsesResent        atomic.Uint64 // READ response packets sent again for duplicate READ requests
 	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
 	CreditWaits                atomic.Uint64 // times a SEND waited for the responder's end-to-end credits
-	ReadWaits                  atomic.Uint64 // times a READ request waited for room at the port for its responses (readRoom)
+	RoomWaits                  atomic.Uint64 // times a request waited for room at the port for the answers it asks for: READ responses, ACKs (room)
 	ReadPaceCuts               atomic.Uint64 // go-back-N READ retries that doubled the spacing of a QP's READ responses (readpace.go)
 	PlacedAhead                atomic.Uint64 // WRITE_ONLY packets placed ahead of order (selective repeat)
 	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
@@ -204,7 +204,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
-		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits}, {"read_waits", &c.ReadWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead},
+		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},

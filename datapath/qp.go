@@ -57,8 +57,8 @@ type qpSend struct {
 	sqWaiting              bool      // the requester waits for a context (park.go)
 	fetch                  int32     // its WQE fetch slot + 1, or 0 (dmastage.go)
 	dmaFault               bool      // a read of its WQEs or payload failed: the requester fails the QP
-	readOut                int       // READ responses it awaits, as counted in the engine's readOut
-	readWait               bool      // on the engine's list of QPs waiting for room for READ responses
+	awaitOut               int       // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
+	roomWait               bool      // on the engine's list of QPs waiting for room for the answers
 	seen                   reliability.SenderStats
 }
 
@@ -105,9 +105,9 @@ func (e *engine) resetQP(qpn uint32) {
 	e.hpuReset(qpn, r)
 	e.unwheel(qpn, r)
 	e.dropFetch(r)
-	e.readOut -= r.readOut
-	if r.readWait {
-		e.readWaiters = slices.DeleteFunc(e.readWaiters, func(n uint32) bool { return n == qpn })
+	e.awaitOut -= r.awaitOut
+	if r.roomWait {
+		e.roomWaiters = slices.DeleteFunc(e.roomWaiters, func(n uint32) bool { return n == qpn })
 	}
 	for ; r.parkN > 0; r.parkN-- {
 		e.parkPool.Return(r.parked[r.parkHead].handle)

@@ -101,8 +101,8 @@ func (e *engine) request(qpn uint32) {
 		}
 		k := r.sendPkt
 		ackReq := false
-		if in.wqe.Opcode == ibv.WRRDMARead && !e.readRoom(qpn, r, readSpan(in, k)) {
-			return // its responses would not fit in the port: it goes when others' have come
+		if q.Type == ibv.QPTRC && !e.room(qpn, r, answers(in, k)) {
+			return // its answers would not fit in the port: it goes when others' have come
 		}
 		if q.Type == ibv.QPTRC {
 			// The transmit gate: the packet goes, or the sender says why
@@ -121,7 +121,7 @@ func (e *engine) request(qpn uint32) {
 				in.lastPSN = g.PSN.Add(uint32(in.packets - 1))
 			}
 			e.timeQP(qpn, r)
-			e.readsAsked(r)
+			e.answersAwaited(r)
 		} else if k == 0 { // UC
 			in.firstPSN, in.started = r.psn, true
 			in.lastPSN = r.psn.Add(uint32(in.packets - 1))
@@ -496,8 +496,17 @@ const maxReadChunk = 256
 // asks for: a READ longer than that goes as several requests, one after
 // another on the wire (each its own READ to the responder, PSNs in
 // sequence), so that what its QP awaits stays within the port's
-// receive capacity (readRoom) however long the READ.
-func (e *engine) readChunk() int { return max(1, min(e.readCap/2, maxReadChunk)) }
+// receive capacity (room) however long the READ.
+func (e *engine) readChunk() int { return max(1, min(e.awaitCap/2, maxReadChunk)) }
+
+// answers is how many packets request k of in may bring back: a READ
+// request's responses, or an ACK.
+func answers(in *inflight, k int) int {
+	if in.wqe.Opcode == ibv.WRRDMARead {
+		return readSpan(in, k)
+	}
+	return 1
+}
 
 // readRequests is the number of READ requests in.packets responses take.
 func readRequests(in *inflight) int { return (in.packets + in.chunk - 1) / in.chunk }
@@ -505,43 +514,48 @@ func readRequests(in *inflight) int { return (in.packets + in.chunk - 1) / in.ch
 // readSpan is the number of responses READ request k of in asks for.
 func readSpan(in *inflight, k int) int { return min(in.chunk, in.packets-k*in.chunk) }
 
-// readRoom reports whether a READ request for span responses may go: the
-// responses the engine's QPs await, with these, fit in its budget (or
-// nothing is awaited). If not, the QP waits on the engine's list until
-// enough have come (readsAsked), counted in read_waits.
-func (e *engine) readRoom(qpn uint32, r *qpRun, span int) bool {
-	if e.readOut == 0 || e.readOut+span <= e.readCap {
+// room reports whether a request that may bring span answers (a READ
+// request's responses; an ACK for any other packet) may go: the answers
+// the engine's QPs await, with these, fit in its budget, half what the
+// port can take in (or nothing is awaited). However many QPs send at
+// once, what they asked for cannot overrun their own port: the peer's
+// ACKs and responses are never lost at the receive ring for want of
+// room. If it does not fit, the QP waits on the engine's list until
+// enough have come (answersAwaited), counted in room_waits.
+func (e *engine) room(qpn uint32, r *qpRun, span int) bool {
+	if e.awaitOut == 0 || e.awaitOut+span <= e.awaitCap {
 		return true
 	}
-	if !r.readWait {
-		r.readWait = true
-		e.readWaiters = append(e.readWaiters, qpn)
-		e.counters.ReadWaits.Add(1)
+	if !r.roomWait {
+		r.roomWait = true
+		e.roomWaiters = append(e.roomWaiters, qpn)
+		e.counters.RoomWaits.Add(1)
 	}
 	return false
 }
 
-// readsAsked brings the engine's count of awaited READ responses up to
-// date with QP r's sender after anything that may have changed it (a
-// request, a response, a timeout, a failure or a reset) and, once half
-// the budget is free, lets the QPs that waited for room go, in order.
-func (e *engine) readsAsked(r *qpRun) {
+// answersAwaited brings the engine's count of awaited answers up to date
+// with QP r's sender (Awaited) after anything that may have changed it
+// (a request, an ACK, a response, a timeout, a failure or a reset) and,
+// once half the budget is free, lets the QPs that waited for room go, in
+// order.
+func (e *engine) answersAwaited(r *qpRun) {
 	n := 0
 	if r.sndStarted {
-		n = r.snd.ReadInFlight()
+		n = r.snd.Awaited()
 	}
-	if n == r.readOut {
+	if n == r.awaitOut {
 		return
 	}
-	e.readOut += n - r.readOut
-	r.readOut = n
-	if len(e.readWaiters) == 0 || e.readOut > e.readCap/2 {
+	e.awaitOut += n - r.awaitOut
+	r.awaitOut = n
+	if len(e.roomWaiters) == 0 || e.awaitOut > e.awaitCap/2 {
 		return
 	}
-	for i := len(e.readWaiters) - 1; i >= 0; i-- { // sqReady is taken from its end
-		qpn := e.readWaiters[i]
-		e.qps[qpn].readWait = false
+	for i := len(e.roomWaiters) - 1; i >= 0; i-- { // sqReady is taken from its end
+		qpn := e.roomWaiters[i]
+		e.qps[qpn].roomWait = false
 		e.sqReady = append(e.sqReady, qpn)
 	}
-	e.readWaiters = e.readWaiters[:0]
+	e.roomWaiters = e.roomWaiters[:0]
 }

@@ -12,7 +12,7 @@ import (
 // READs longer than the port can take in at once go as several READ
 // requests, and the engine's QPs together never ask for more responses
 // than half the port's receive capacity: a QP whose next request would
-// not fit waits (read_waits) until responses come, then goes. Every byte
+// not fit waits (room_waits) until responses come, then goes. Every byte
 // lands where it belongs and both READs complete.
 func TestReadsStayWithinReceiveCapacity(t *testing.T) {
 	h := newHarnessOn(t, &testPort{capacity: 16}) // room for 8 responses: requests of 4
@@ -96,13 +96,85 @@ func TestReadsStayWithinReceiveCapacity(t *testing.T) {
 		t.Error("the READs' data differ from the peer's memory")
 	}
 	c := &h.nic.counters
-	if c.ReadWaits.Load() == 0 {
+	if c.RoomWaits.Load() == 0 {
 		t.Error("no READ request waited for room: the test shows nothing")
 	}
 	if c.RcvdBadResponse.Load() != 0 || c.LocalACKTimeouts.Load() != 0 {
 		t.Errorf("bad responses %d, timeouts %d", c.RcvdBadResponse.Load(), c.LocalACKTimeouts.Load())
 	}
-	if e := h.nic.owner(1); e.readOut != 0 {
-		t.Errorf("the engine still counts %d responses awaited", e.readOut)
+	if e := h.nic.owner(1); e.awaitOut != 0 {
+		t.Errorf("the engine still counts %d answers awaited", e.awaitOut)
+	}
+}
+
+// Many QPs streaming WRITEs at once never ask for more ACKs than half
+// their port can take in: each packet that asks for one (AckReq) counts
+// until it is answered, and a QP whose next packet would not fit waits
+// (room_waits) until ACKs come. Every WRITE completes. (Without
+// congestion control: the harness's clock stands while the engine works,
+// and pacing would hold a packet for ever.)
+func TestAcksStayWithinReceiveCapacity(t *testing.T) {
+	h := newHarnessOn(t, &testPort{capacity: 16}, func(c *NICConfig) { c.NoCongestionControl = true }) // room for 8 answers
+	const qps, writes = 4, 12
+	ring := h.cq(0, 64)
+	lkey, lva := h.mr(make([]byte, 64), ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
+	qs := make([]hostmem.QPCEntry, qps+1)
+	for qpn := uint32(1); qpn <= qps; qpn++ {
+		qs[qpn] = h.rcQP(qpn, 100+qpn, 0, 0, 0)
+	}
+	warm(h, lkey, lva, 1, 2, 3, 4)
+	for qpn := uint32(1); qpn <= qps; qpn++ {
+		q := qs[qpn]
+		for i := range uint32(writes) {
+			h.post(qpn, &q, i, inlineWrite(uint64(qpn)<<8|uint64(i), "data", 0x10000, 9))
+		}
+	}
+	asked := map[uint32][]wire.PSN{} // per QP, the PSNs that asked for an ACK, unanswered
+	outstanding, most := 0, 0
+	for range 400 {
+		h.after(pcieLatency)
+		for _, p := range h.sent() {
+			if !p.BTH().AckReq() {
+				continue
+			}
+			qpn := p.BTH().DestQP() - 100
+			asked[qpn] = append(asked[qpn], p.BTH().PSN())
+			outstanding++
+		}
+		most = max(most, outstanding)
+		if outstanding > 8 {
+			t.Fatalf("%d packets ask for an ACK at once, more than half the port's 16", outstanding)
+		}
+		// The peer ACKs one QP's packets in full, in turn.
+		for qpn := uint32(1); qpn <= qps; qpn++ {
+			if l := asked[qpn]; len(l) > 0 {
+				h.ack(qpn, l[len(l)-1], 0)
+				outstanding -= len(l)
+				asked[qpn] = nil
+				break
+			}
+		}
+		if outstanding == 0 && len(h.cqes(ring, 64)) == qps*writes {
+			break
+		}
+	}
+	cqes := h.cqes(ring, 64)
+	if len(cqes) != qps*writes {
+		t.Fatalf("%d CQEs, want %d", len(cqes), qps*writes)
+	}
+	for _, c := range cqes {
+		if c.Status != ibv.WCSuccess {
+			t.Errorf("WRITE %#x: %v", c.WRID, c.Status)
+		}
+	}
+	c := &h.nic.counters
+	if c.RoomWaits.Load() == 0 || most < 8 {
+		t.Errorf("room_waits %d, at most %d ACKs asked for at once: the test shows nothing", c.RoomWaits.Load(), most)
+	}
+	if c.LocalACKTimeouts.Load() != 0 || c.RetransmittedPkts.Load() != 0 {
+		t.Errorf("timeouts %d, retransmitted %d", c.LocalACKTimeouts.Load(), c.RetransmittedPkts.Load())
+	}
+	if e := h.nic.owner(1); e.awaitOut != 0 {
+		t.Errorf("the engine still counts %d answers awaited", e.awaitOut)
 	}
 }

@@ -55,6 +55,7 @@ type msg struct {
 	got    uint32 // READ responses placed
 	recv   map[uint32]bool
 	result bool // atomic result placed
+	ackReq bool // its entry asked for an ACK (a WRITE or an atomic)
 }
 
 type pkt struct {
@@ -105,9 +106,9 @@ func (m *model) send() {
 		if free == 0 || m.s.InFlight() >= m.s.Window() {
 			m.t.Fatalf("the gate admitted with %d free entries, %d packets in flight in a window of %d", free, m.s.InFlight(), m.s.Window())
 		}
-		psn, _ := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo),
+		psn, ack := m.s.Admit(reliability.Entry{Kind: g.kind, Span: g.span, WQE: uint32(m.sentUpTo),
 			Placeable: g.kind == reliability.Data && m.params.SelectiveRepeat}, m.now)
-		g.psn = psn
+		g.psn, g.ackReq = psn, ack
 		m.psnOf[psn] = m.sentUpTo
 		m.sentUpTo++
 		m.wireRequest(g, psn)
@@ -136,6 +137,10 @@ func (m *model) resend(burst int) {
 		if g.psn != e.PSN || !e.PSN.Add(e.Span-1).After(from.Sub(1)) {
 			m.t.Fatalf("resend of message %d from PSN %d, its entry at %d span %d", e.WQE, from, e.PSN, e.Span)
 		}
+		if !e.AckReq {
+			m.t.Fatalf("a retransmission of message %d asks for no ACK", e.WQE)
+		}
+		g.ackReq = true
 		m.wireRequest(g, from)
 		m.s.Resent(m.now)
 	}
@@ -296,14 +301,20 @@ func (m *model) check() {
 	if !failed(m.s) {
 		// What the responder may still send: the responses of the READs
 		// sent and not retired that have not been placed.
-		want := 0
+		// With them, an answer for each other packet that asked for one.
+		want, acks := 0, 0
 		for i := done; i < m.sentUpTo; i++ {
 			if g := &m.msgs[i]; g.kind == reliability.Read {
 				want += int(g.span - g.got)
+			} else if g.ackReq {
+				acks++
 			}
 		}
 		if got := m.s.ReadInFlight(); got != want {
 			m.t.Fatalf("READ responses in flight %d, want %d", got, want)
+		}
+		if got := m.s.Awaited(); got != want+acks {
+			m.t.Fatalf("answers awaited %d, want %d (READ responses %d, ACKs %d)", got, want+acks, want, acks)
 		}
 	}
 	if int64(m.s.Outstanding()) > m.pool.Stats().Reserved || m.pool.Stats().InUse != int64(m.s.Outstanding()) {

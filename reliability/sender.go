@@ -185,6 +185,10 @@ type Sender struct {
 	// rdPkts of them READ responses: what the peer will send this QP
 	// that its port must take in (ReadInFlight).
 	rdPkts int
+	// acks: entries in use that asked for an ACK (or an atomic's
+	// response), not READs: with rdPkts, the most the peer will answer
+	// (Awaited).
+	acks int
 
 	// The early retransmission timer the round-trip estimate sets: a
 	// lost tail is sent again after about a round trip, not after the
@@ -287,6 +291,13 @@ func (s *Sender) InFlight() int { return s.pkts }
 // ReadInFlight is the number of READ response packets asked for and not
 // yet placed: what the responder may still send this QP.
 func (s *Sender) ReadInFlight() int { return s.rdPkts }
+
+// Awaited is how many packets the peer may still send this QP in answer
+// to what is in flight: the READ responses (ReadInFlight), and an ACK or
+// an atomic's response for each other packet that asked for one (the
+// peer may coalesce ACKs, never send more). Its port must have room for
+// them.
+func (s *Sender) Awaited() int { return s.rdPkts + s.acks }
 
 // RTT is the smoothed round-trip estimate (0 before the first sample).
 func (s *Sender) RTT() time.Duration { return s.rtt.srtt }
@@ -483,6 +494,8 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	}
 	if e.Kind == Read {
 		s.rdPkts += int(e.Span)
+	} else if e.AckReq {
+		s.acks++
 	}
 	s.alloc.pool.use(1)
 	s.next = s.next.Add(e.Span)
@@ -534,6 +547,8 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		s.pkts -= int(e.Span - e.Got)
 		if e.Kind == Read {
 			s.rdPkts -= int(e.Span - e.Got)
+		} else if e.AckReq {
+			s.acks--
 		}
 		acked += int(e.Span) // the window grows by packets, a READ's responses each one
 		if !e.resent && e.Kind != Read {
@@ -929,6 +944,9 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 	// A packet sent again asks for an ACK: the packets that asked for the
 	// ones before it may lie beyond the window now, and without an ACK
 	// the recovery would wait for a timer.
+	if !e.AckReq && e.Kind != Read {
+		s.acks++
+	}
 	e.AckReq = true
 	from = e.PSN
 	if s.resendPSN.After(from) && e.contains(s.resendPSN) {
@@ -1029,7 +1047,7 @@ func (s *Sender) fail(status ibv.WCStatus) {
 // drop frees every entry.
 func (s *Sender) drop() {
 	s.alloc.pool.use(-s.n)
-	s.n, s.head, s.resend, s.rdAtom, s.pkts, s.rdPkts = 0, 0, -1, 0, 0, 0
+	s.n, s.head, s.resend, s.rdAtom, s.pkts, s.rdPkts, s.acks = 0, 0, -1, 0, 0, 0, 0
 	clear(s.rdPlaced[:])
 	s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	if s.stalled {
