@@ -3,6 +3,7 @@ package perftest
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigSize: size 0 is the test's default, never zero-byte messages;
@@ -60,6 +61,18 @@ func TestConfigQPs(t *testing.T) {
 		c, err := Config{Test: WriteBW, QPs: tc.qps}.WithDefaults()
 		if (err == nil) != tc.ok || tc.ok && c.QPs != tc.want {
 			t.Errorf("-q %d: %d QPs, %v; want ok %v, %d QPs", tc.qps, c.QPs, err, tc.ok, tc.want)
+		}
+	}
+}
+
+// The server of a -D run waits for the client's report through the
+// whole run: a 10-minute run must not end with the server gone at 10
+// minutes.
+func TestRunWaitCoversDuration(t *testing.T) {
+	for _, d := range []time.Duration{0, 5 * time.Second, 10 * time.Minute, time.Hour} {
+		s := &session{cfg: Config{Duration: d}}
+		if got := s.runWait(); got < d+time.Minute {
+			t.Errorf("-D %v: the server waits %v for the run", d, got)
 		}
 	}
 }

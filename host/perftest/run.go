@@ -23,8 +23,14 @@ type Env struct {
 	DevName string
 }
 
-// runWait bounds a step that waits for the peer's test run.
-const runWait = 10 * time.Minute
+// runSlack bounds a step that waits for the peer's test run, beyond the
+// run's own duration (-D).
+const runSlack = 10 * time.Minute
+
+// runWait is how long a step that waits for the peer's test run may take:
+// runSlack, and with -D the run's duration on top (a 10-minute -D run
+// would otherwise end with its server gone).
+func (s *session) runWait() time.Duration { return runSlack + s.cfg.Duration }
 
 // dataPath is what a run does on the NIC between the exchange's steps;
 // the exchange itself (session) is the same whatever carries the data.
@@ -274,7 +280,7 @@ func (s *session) addResult(r Result) {
 // and prints it.
 func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 	if server {
-		if err := s.keys("keys exchange after the run", runWait); err != nil {
+		if err := s.keys("keys exchange after the run", s.runWait()); err != nil {
 			return err
 		}
 		rep, err := s.conn.Reports(Report{})
@@ -390,7 +396,7 @@ func (s *session) sendTest(ctx context.Context, server bool) error {
 // away).
 func (s *session) readLat(ctx context.Context, server bool) error {
 	if server {
-		return s.close(runWait)
+		return s.close(s.runWait())
 	}
 	if err := s.measureSizes(ctx, false); err != nil {
 		return err
