@@ -190,6 +190,7 @@ func (e *engine) senderStats(r *qpRun) {
 	e.counters.ReplayStalledNs.Add(uint64(s.Stalled - r.seen.Stalled))
 	e.counters.RetransmittedPkts.Add(s.Retransmitted - r.seen.Retransmitted)
 	e.counters.LocalACKTimeouts.Add(s.Timeouts - r.seen.Timeouts)
+	e.counters.EarlyRetransmits.Add(s.Early - r.seen.Early)
 	e.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
 	e.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)
 	r.seen = s

@@ -92,7 +92,7 @@ spid=""
 for side in client server; do
 	echo "-- $side:"
 	grep -A1 '#bytes' "$OUT/$side.log" | tail -1 || true
-	grep -E 'perf: |warning|port queue|^softrnic: (retransmitted_pkts|local_ack_timeout|room_waits|replay_stalls) ' "$OUT/$side.log" || true
+	grep -E 'perf: |warning|port queue|^softrnic: (retransmitted_pkts|local_ack_timeout|early_retransmits|room_waits|replay_stall) ' "$OUT/$side.log" || true
 done
 
 verdict=0
