@@ -146,9 +146,18 @@ func (l *cmLink) postRecv(qp *verbs.QP, i int) error {
 // errGone is the exchange's connection ending under a step.
 var errGone = errors.New("the peer disconnected")
 
+// linkStep is the least a step over rdma_cm waits for its message: on a
+// lossy path the peer's SEND (or the ACK of this side's) comes again
+// only after its QP's local ACK timeout, which rdma_cm sets to about two
+// seconds (0x13), up to seven times; a step bounded by StepTimeout alone
+// failed at the second loss. A peer that goes away ends the step at once
+// (its QP errors, or the CM disconnects), whatever the wait.
+const linkStep = 30 * time.Second
+
 // wait returns the next completion of the exchange's QP on cq within
-// wait.
+// wait (linkStep at least).
 func (l *cmLink) wait(cq *verbs.CQ, wait time.Duration) (verbs.WC, error) {
+	wait = max(wait, linkStep)
 	deadline := time.Now().Add(wait)
 	for {
 		if cq.Poll(l.wc) == 1 {
