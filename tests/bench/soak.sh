@@ -109,7 +109,7 @@ else
 		if [ $side = client ]; then base=$cbase top=$cmax; else base=$sbase top=$smax; fi
 		rise=$((top - base))
 		[ $rise -lt 0 ] && rise=0
-		rate=$(awk -v r="$rise" -v s=$((SECS - EVERY - WARM)) 'BEGIN { printf "%.1f", s > 0 ? r / s : 0 }')
+		rate=$(awk -v r="$rise" -v s=$((SECS - EVERY - WARM)) 'BEGIN { printf "%.1f", (s > 0 ? r / s : 0) }')
 		if [ $rise -gt $tol ]; then
 			echo "soak: $side RSS rose $(mib $rise) MiB after the warm-up (from $(mib "$base") MiB, about $rate KiB/s): more than $TOL_MB MiB"
 			verdict=1
