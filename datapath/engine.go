@@ -295,27 +295,16 @@ func (e *engine) turn() (bool, error) {
 		busy = true
 		e.unparkReady()
 	}
-	// Receiving comes first, several batches a turn: what the port holds
-	// (ACKs above all) retires packets and frees entries, and a ring
-	// left to fill while the engine sends for many QPs would hold ACKs
-	// past their packets' timers.
 	frames := e.frames
-	k, full := 0, false
-	for batch := 0; batch < rxBatches; batch++ {
-		n, err := e.port.Recv(frames)
-		if err != nil {
-			return false, err
-		}
-		e.stats.RxFrames.Add(uint64(n))
-		for i := range frames[:n] {
-			e.receive(&frames[i])
-		}
-		e.port.Release(frames[:n])
-		k += n
-		if full = len(frames) > 0 && n == len(frames); !full {
-			break
-		}
+	k, err := e.port.Recv(frames)
+	if err != nil {
+		return false, err
 	}
+	e.stats.RxFrames.Add(uint64(k))
+	for i := range frames[:k] {
+		e.receive(&frames[i])
+	}
+	e.port.Release(frames[:k])
 	e.unparkReady()
 	if len(e.readers) > 0 && e.pumpReads() {
 		busy = true
@@ -334,7 +323,7 @@ func (e *engine) turn() (bool, error) {
 	// must retire its packets before their timer sends them again. A
 	// backlog that lasts (a flood) holds them back for rxBacklogTurns
 	// turns at most.
-	if full || e.inbox != nil && len(e.inbox) > 0 {
+	if len(frames) > 0 && k == len(frames) || e.inbox != nil && len(e.inbox) > 0 {
 		e.rxBacklog++
 	} else {
 		e.rxBacklog = 0
@@ -364,10 +353,6 @@ func (e *engine) sleepFor() time.Duration {
 	}
 	return wait
 }
-
-// rxBatches is how many batches of frames a turn takes from its port at
-// most (turn).
-const rxBatches = 8
 
 // rxBacklogTurns is how many turns in a row with received frames left in
 // the port the timers wait for (turn).
