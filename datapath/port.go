@@ -97,8 +97,8 @@ func (s *PortStats) CountDrop(err error) {
 
 // RecvCapacitor is a port that says how many received frames it holds
 // before it drops what comes (its receive ring, its socket's buffer). An
-// engine keeps the READ responses its QPs ask for within half of it, so
-// that a burst of them is never lost at its own port.
+// engine keeps the answers its QPs ask for (READ responses, ACKs) within
+// half of it, so that a burst of them is never lost at its own port.
 type RecvCapacitor interface {
 	RecvCapacity() int
 }

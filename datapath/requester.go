@@ -101,10 +101,10 @@ func (e *engine) request(qpn uint32) {
 		}
 		k := r.sendPkt
 		ackReq := false
-		if q.Type == ibv.QPTRC && !e.room(qpn, r, answers(in, k)) {
-			return // its answers would not fit in the port: it goes when others' have come
-		}
 		if q.Type == ibv.QPTRC {
+			if !e.room(qpn, r, answers(in, k)) {
+				return // its answers would not fit in the port: it goes when others' have come
+			}
 			// The transmit gate: the packet goes, or the sender says why
 			// not (no replay entry free, the window, pacing, the
 			// READ/atomic limit, an RNR wait, credits).
