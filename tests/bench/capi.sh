@@ -14,6 +14,7 @@
 # iterations, 5000), BWN (bandwidth iterations, 3000), PORT (xsk or udp).
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/lib/vethpair.sh
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 LIB=$(realpath lib)
 ROUNDS=${ROUNDS:-3}
@@ -29,20 +30,11 @@ pids=()
 cleanup() {
 	set +e
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	ip netns del $A 2>/dev/null
-	ip netns del $B 2>/dev/null
+	vethpair_del $A $B
 	rm -rf "$OUT"
 }
 trap cleanup EXIT
-ip netns add $A
-ip netns add $B
-ip link add veth0 netns $A type veth peer name veth0 netns $B
-for ns in $A $B; do
-	ip -n $ns link set lo up
-	ip -n $ns link set veth0 mtu 9000 up
-done
-ip -n $A addr add 10.51.0.1/24 dev veth0
-ip -n $B addr add 10.51.0.2/24 dev veth0
+vethpair $A $B 9000 10.51.0
 sleep 1
 
 CENV=(env SOFTRNIC_NETDEV=veth0 SOFTRNIC_PORT=$PORT LD_LIBRARY_PATH=$LIB)

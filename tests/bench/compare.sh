@@ -21,6 +21,7 @@
 # sockperf, iperf3 and frames run, 2).
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/lib/vethpair.sh
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
@@ -38,20 +39,11 @@ pids=()
 cleanup() {
 	set +e
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	ip netns del $A 2>/dev/null
-	ip netns del $B 2>/dev/null
+	vethpair_del $A $B
 	rm -rf "$OUT"
 }
 trap cleanup EXIT
-ip netns add $A
-ip netns add $B
-ip link add veth0 netns $A type veth peer name veth0 netns $B
-for ns in $A $B; do
-	ip -n $ns link set lo up
-	ip -n $ns link set veth0 mtu $MTU up
-done
-ip -n $A addr add 10.50.0.1/24 dev veth0
-ip -n $B addr add 10.50.0.2/24 dev veth0
+vethpair $A $B $MTU 10.50.0
 # A second pair with two queues a side, for one QP against four on two engines.
 ip link add veth1 netns $A numtxqueues 2 numrxqueues 2 type veth peer name veth1 netns $B numtxqueues 2 numrxqueues 2
 ip -n $A link set veth1 mtu $MTU up

@@ -8,6 +8,7 @@
 # root and sockperf. The data stay in OUT/data.
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/lib/vethpair.sh
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 OUT=${OUT:-bench-plots}
 [ "$(id -u)" = 0 ] || { echo "bench-plots: needs root (network namespaces)" >&2; exit 2; }
@@ -19,19 +20,10 @@ pids=()
 cleanup() {
 	set +e
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	ip netns del $A 2>/dev/null
-	ip netns del $B 2>/dev/null
+	vethpair_del $A $B
 }
 trap cleanup EXIT
-ip netns add $A
-ip netns add $B
-ip link add veth0 netns $A type veth peer name veth0 netns $B
-for ns in $A $B; do
-	ip -n $ns link set lo up
-	ip -n $ns link set veth0 mtu 9000 up
-done
-ip -n $A addr add 10.54.0.1/24 dev veth0
-ip -n $B addr add 10.54.0.2/24 dev veth0
+vethpair $A $B 9000 10.54.0
 sleep 0.5
 
 perf() { # TEST ARGS...: server in A, client in B; the client's output on stdout

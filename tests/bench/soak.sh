@@ -16,6 +16,7 @@
 # TOL_MB, IO (xsk or udp), MTU and POLL override. Needs root.
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/lib/vethpair.sh
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 QPS=${QPS:-1000} SECS=${SECS:-600} SIZE=${SIZE:-4096} TEST=${TEST:-write-bw}
 EVERY=${EVERY:-10} WARM=${WARM:-120} TOL_MB=${TOL_MB:-8}
@@ -30,19 +31,10 @@ cleanup() {
 	[ -n "$cpid" ] && kill "$cpid" 2>/dev/null
 	[ -n "$spid" ] && kill "$spid" 2>/dev/null
 	wait 2>/dev/null
-	ip netns del $A 2>/dev/null
-	ip netns del $B 2>/dev/null
+	vethpair_del $A $B
 }
 trap cleanup EXIT
-ip netns add $A
-ip netns add $B
-ip link add veth0 netns $A type veth peer name veth0 netns $B
-for ns in $A $B; do
-	ip -n $ns link set lo up
-	ip -n $ns link set veth0 mtu "$MTU" up
-done
-ip -n $A addr add 10.51.0.1/24 dev veth0
-ip -n $B addr add 10.51.0.2/24 dev veth0
+vethpair $A $B "$MTU" 10.51.0
 sleep 0.5
 
 args="$TEST -d veth0 --io $IO -poll $POLL -q $QPS -s $SIZE -D $SECS --report_gbits --counters"

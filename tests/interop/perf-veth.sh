@@ -12,6 +12,7 @@
 # (retransmitted_pkts) was sent again for nothing.
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/lib/vethpair.sh
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 TESTS=${TESTS:-"write-bw write-lat"}
 MTU=${MTU:-9000}
@@ -22,20 +23,11 @@ cleanup() {
 	set +e
 	[ -n "$spid" ] && kill "$spid" 2>/dev/null
 	for h in $hogs; do kill "$h" 2>/dev/null; done
-	ip netns del $A 2>/dev/null
-	ip netns del $B 2>/dev/null
+	vethpair_del $A $B
 	rm -f /tmp/perf-veth-server.$$
 }
 trap cleanup EXIT
-ip netns add $A
-ip netns add $B
-ip link add veth0 netns $A type veth peer name veth0 netns $B
-for ns in $A $B; do
-	ip -n $ns link set lo up
-	ip -n $ns link set veth0 mtu "$MTU" up
-done
-ip -n $A addr add 10.49.0.1/24 dev veth0
-ip -n $B addr add 10.49.0.2/24 dev veth0
+vethpair $A $B "$MTU" 10.49.0
 sleep 0.5
 if [ "${HOG:-0}" = 1 ]; then
 	for _ in $(seq "$(nproc)"); do
