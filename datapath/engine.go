@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
@@ -213,15 +214,17 @@ func (e *engine) run() {
 // While an application polls (NIC.Progress) no longer ago than
 // appActive, its engines' goroutines stay out of its way, for a backoff
 // that doubles from appBackoffMin to appBackoffMax while the application
-// keeps polling. An application that stops polling (a C program that
-// spins on a buffer a peer WRITEs, as perftest's write_lat does, or that
-// sleeps on a completion channel) gets its frames handled by the engine
-// as soon as they come.
+// keeps polling: each of its wake-ups preempts the application's thread
+// on a machine whose cores it holds, so they are rare (a millisecond
+// apart at most). An application that stops polling gets its frames
+// handled by the engine within that; at once where it says so: it sleeps
+// on a completion channel (NIC.Release), or a poll that lingered for its
+// peer's frame saw none (NIC.Linger) and it may spin on a buffer next.
 const (
 	appActive     = 10 * time.Microsecond
 	appActiveMax  = time.Millisecond
 	appBackoffMin = 10 * time.Microsecond
-	appBackoffMax = 50 * time.Microsecond
+	appBackoffMax = time.Millisecond
 )
 
 // appIdle is one pass of an engine's goroutine when the application's
@@ -272,7 +275,13 @@ func (e *engine) appWindow() time.Duration {
 func (e *engine) appBackoff(backoff *time.Duration) bool {
 	*backoff = min(*backoff*2, appBackoffMax)
 	ts := unix.NsecToTimespec(int64(*backoff))
-	unix.Nanosleep(&ts, nil)
+	// A raw call: the engine keeps its P through a sleep this short. A
+	// sleep the runtime sees (unix.Nanosleep) lets sysmon take the P
+	// away and hand it to another thread, and its wake-up then takes a
+	// second thread's wake-up to get one back: on a machine whose cores
+	// an application's spinning threads hold, each costs them a
+	// preemption.
+	unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 	select {
 	case <-e.nic.stop:
 		return false

@@ -172,6 +172,8 @@ type Counters struct {
 	HPUAborted                 atomic.Uint64 // messages under way with handlers ended by a reset, an error or a UC loss
 	HPUCommands                atomic.Uint64 // packets handlers sent (Send, Put)
 	HPUCommandsRefused         atomic.Uint64 // handlers' packets refused: no buffer free, or the QP cannot send
+	AppLingers                 atomic.Uint64 // polls that drove the NIC on for the next frame after the completion that left a QP idle (NIC.Linger)
+	AppLingerHits              atomic.Uint64 // of them, those that saw a frame within the poll budget
 
 	// The resolve stage's (resolve.go): context lookups through the
 	// caches, by type; lookups that waited for a miss to be filled (no
@@ -209,6 +211,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
+		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -286,20 +289,22 @@ type NIC struct {
 	cqCache  *ctxcache.GCCache // the CQC's, for the engines' write-back of producer indices
 	mttLine  int               // MTT entries per cache line
 	counters Counters
-	engines  []*engine
-	qps      []qpRun  // running state of each QP, as an RNIC keeps it on chip; each owned by one engine
-	srqs     []srqRun // and of each SRQ, shared by the engines under its lock
-	cqLocks  []sync.Mutex
-	replay   *reliability.Pool // the replay buffer every RC QP reserves from
-	atomicMu sync.Mutex        // atomics are atomic across engines
-	placed   atomic.Uint64
-	waiters  atomic.Int32  // goroutines in WaitWritesPlaced
-	placedCh chan struct{} // wakes one of them
-	stopOnce sync.Once
-	stop     chan struct{}
-	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
-	hpuMu    sync.Mutex
-	paths    chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
+	// lingerSeen is arrivals when the last Linger ended.
+	lingerSeen atomic.Uint64
+	engines    []*engine
+	qps        []qpRun  // running state of each QP, as an RNIC keeps it on chip; each owned by one engine
+	srqs       []srqRun // and of each SRQ, shared by the engines under its lock
+	cqLocks    []sync.Mutex
+	replay     *reliability.Pool // the replay buffer every RC QP reserves from
+	atomicMu   sync.Mutex        // atomics are atomic across engines
+	placed     atomic.Uint64
+	waiters    atomic.Int32  // goroutines in WaitWritesPlaced
+	placedCh   chan struct{} // wakes one of them
+	stopOnce   sync.Once
+	stop       chan struct{}
+	hpu        atomic.Pointer[hpuState] // the handler stage, from the first context attached
+	hpuMu      sync.Mutex
+	paths      chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
 }
 
 // NewNIC builds the NIC's tables, caches and engines. Call Run to start it.
@@ -476,17 +481,14 @@ func (n *NIC) Ring(d Doorbell) {
 }
 
 // bell wakes an engine for a doorbell. When the application's polling
-// drives it (PollApp), the engine is left alone while it runs, and one
-// that sleeps (the application polls no more: it spins on a buffer, or
-// sleeps on a completion channel) takes the doorbell in the caller's
-// thread, a turn at once, as a poll would: the frames leave without a
-// wake-up of the engine's thread and a switch to it.
+// drives it (PollApp), the caller's thread takes the doorbell, a turn at
+// once, as a poll would: the frames leave without waiting for the
+// application's next poll (a call and its return more, from C) or a
+// wake-up of the engine's thread. An engine whose goroutine runs a turn
+// right now is left alone unless it sleeps.
 func (n *NIC) bell(e *engine) {
 	if n.cfg.Poll != PollApp {
 		e.wake()
-		return
-	}
-	if !e.sleeping.Load() {
 		return
 	}
 	if e.mu.TryLock() {
@@ -496,7 +498,9 @@ func (n *NIC) bell(e *engine) {
 			return
 		}
 	}
-	e.wake()
+	if e.sleeping.Load() {
+		e.wake()
+	}
 }
 
 // Progress runs one turn of every engine no other goroutine is running,
@@ -521,6 +525,60 @@ func (n *NIC) Progress() bool {
 		}
 	}
 	return busy
+}
+
+// Linger drives the NIC in the caller's thread, as Progress does, until
+// a turn receives a frame or four poll budgets (NICConfig.PollBudget)
+// pass (PollApp; with the other modes it does nothing). An
+// application's poll calls it when the completion it found leaves its QP
+// with no work outstanding: a program that then waits for its peer
+// without a verb call (perftest's write_lat spins on the buffer the peer
+// WRITEs) gets the peer's next frame handled in its own thread, which is
+// running, instead of in the engine's, which a frame must wake. As a
+// kernel socket's busy poll does (SO_BUSY_POLL), it spends the budget
+// only where a frame is likely: verbs keeps the odds per CQ, and Linger
+// does not wait when a WRITE was placed or a message received since the
+// last linger ended (what the program waits for may be here already).
+// lingered says it waited; hit, that a frame came. A linger that saw no
+// frame hands the engines to their own goroutines (Release): the
+// program may not poll again soon.
+func (n *NIC) Linger() (lingered, hit bool) {
+	if n.cfg.Poll != PollApp {
+		return false, false
+	}
+	if a := n.arrivals(); a != n.lingerSeen.Load() {
+		n.lingerSeen.Store(a)
+		return false, false
+	}
+	n.counters.AppLingers.Add(1)
+	rx := n.rxFrames()
+	end := nanotime() + 4*int64(n.cfg.PollBudget)
+	for {
+		n.Progress()
+		if n.rxFrames() != rx {
+			n.counters.AppLingerHits.Add(1)
+			n.lingerSeen.Store(n.arrivals())
+			return true, true
+		}
+		if nanotime() > end {
+			n.lingerSeen.Store(n.arrivals())
+			n.Release()
+			return true, false
+		}
+	}
+}
+
+// arrivals counts what a program may wait for that is not a completion
+// of its own requests: WRITEs placed and messages received.
+func (n *NIC) arrivals() uint64 { return n.placed.Load() + n.counters.RdmaRecvs.Load() }
+
+// rxFrames is the frames the engines have taken from their queues.
+func (n *NIC) rxFrames() uint64 {
+	var k uint64
+	for _, e := range n.engines {
+		k += e.stats.RxFrames.Load()
+	}
+	return k
 }
 
 // Driving says the application polls (PollApp) without running the

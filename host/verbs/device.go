@@ -376,6 +376,10 @@ type CQ struct {
 	// to a destroyed QP, and go unread (under mu).
 	gone      map[uint32]uint64
 	destroyed bool // under mu
+	// linger's odds: the lingers in a row that saw no frame, and the
+	// count of polls that skipped one since.
+	lingerMiss atomic.Int32
+	lingerSkip atomic.Int32
 }
 
 // Destroy destroys the CQ, as ibv_destroy_cq does: refused (ErrBusy)
@@ -498,30 +502,70 @@ func (cq *CQ) OnCompletion(f func(solicited bool)) {
 // Poll fills wc with completions and returns how many; it never blocks.
 // On a device whose NIC the application's polling drives
 // (datapath.PollApp), a Poll that finds none runs the NIC's engines for a
-// turn and looks again.
+// turn and looks again; and a Poll whose last send completion leaves its
+// QP with nothing posted lingers (cq.linger) before it returns.
 func (cq *CQ) Poll(wc []WC) int {
-	n := cq.poll(wc)
+	n, idle := cq.poll(wc)
 	if !cq.dev.nic.AppDriven() {
 		return n
 	}
-	if n > 0 {
+	if n == 0 {
+		cq.dev.nic.Progress()
+		n, idle = cq.poll(wc)
+	} else {
 		cq.dev.nic.Driving()
-		return n
 	}
-	cq.dev.nic.Progress()
-	return cq.poll(wc)
+	if idle {
+		cq.linger()
+	}
+	return n
 }
 
 // PollNoDrive fills wc as Poll does but never runs the NIC's engines: the
 // poll of a program that sleeps on a completion channel between polls,
 // whose engines its NIC's own goroutines run (datapath.NIC.Release).
-func (cq *CQ) PollNoDrive(wc []WC) int { return cq.poll(wc) }
+func (cq *CQ) PollNoDrive(wc []WC) int {
+	n, _ := cq.poll(wc)
+	return n
+}
 
-func (cq *CQ) poll(wc []WC) int {
+// lingerMisses is how many lingers in a row may see no frame before a CQ
+// lingers less often.
+const lingerMisses = 4
+
+// linger runs the NIC on in the caller's thread until the next frame
+// comes, for the NIC's poll budget at most (datapath.NIC.Linger), when
+// that has paid on this CQ: a program whose QP has nothing more to send
+// waits for its peer next, often without a verb call (perftest's
+// write_lat spins on its buffer), and the peer's frame is then handled
+// in the program's thread, which runs, rather than in the NIC's, which
+// the frame must wake (on a machine whose cores spin, a scheduling delay
+// of tens of microseconds). A program whose peer stays quiet (it waits
+// for this program's next request) makes the lingers miss: after
+// lingerMisses misses in a row the CQ lingers only once in 2, 4, ... 64
+// such polls, and hands the NIC to its goroutines at the others; a hit
+// makes it linger every time again.
+func (cq *CQ) linger() {
+	m := cq.lingerMiss.Load()
+	if m >= lingerMisses && cq.lingerSkip.Add(1)%(1<<min(m-lingerMisses+1, 6)) != 0 {
+		cq.dev.nic.Release() // the program may poll no more: the NIC's goroutines take the next frame
+		return
+	}
+	switch lingered, hit := cq.dev.nic.Linger(); {
+	case hit:
+		cq.lingerMiss.Store(0)
+	case lingered && m < 8:
+		cq.lingerMiss.Store(m + 1)
+	}
+}
+
+// poll takes completions into wc; idle says that the last send
+// completion among them left its QP with no send work posted.
+func (cq *CQ) poll(wc []WC) (int, bool) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	written := cq.written.Load()
-	n := 0
+	n, idle := 0, false
 	for n < len(wc) && cq.consumed < written {
 		var c hostmem.CQE
 		pos := cq.consumed
@@ -539,12 +583,15 @@ func (cq *CQ) poll(wc []WC) int {
 				continue // the work request was discarded by a reset
 			}
 			qp.consumed(recv, c.WQEIndex) // the NIC has consumed the queue up to this WQE
+			if !recv {
+				idle = qp.sqPosted.Load() == qp.sqDone.Load()
+			}
 		}
 		wc[n] = WC{WRID: c.WRID, Status: WCStatus(c.Status), Opcode: WCOpcode(c.Opcode), ByteLen: c.ByteLen,
 			QPNum: c.QPN, SrcQP: c.SrcQP, Flags: WCFlags(c.Flags), Imm: c.Imm}
 		n++
 	}
-	return n
+	return n, idle
 }
 
 // Wait blocks until the CQ has a completion or ctx ends. On a device

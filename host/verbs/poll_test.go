@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
@@ -61,4 +62,92 @@ func TestPollModes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPollLingers: with the application's polling driving the NIC, a
+// poll whose send completion leaves its QP with nothing posted drives
+// the NIC on until the next frame (CQ.Poll, datapath.NIC.Linger). In a
+// ping-pong of WRITEs, as perftest's write_lat runs it, the peer's WRITE
+// is that frame, and the lingers see it (a poll that finds the peer's
+// WRITE placed already does not linger); a program whose peer stays
+// quiet (a stream of WRITEs, one at a time) makes them miss, and the CQ
+// soon lingers at few of its polls.
+func TestPollLingers(t *testing.T) {
+	ends := func(t *testing.T, budget time.Duration) (a, b *verbstest.End) {
+		pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+		cfg := func(p datapath.Port, last byte) verbs.DeviceConfig {
+			return verbs.DeviceConfig{Port: p, MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}),
+				Poll: datapath.PollApp, PollBudget: budget}
+		}
+		a = verbstest.NewEndConfig(t, cfg(pa, 1), bufSize)
+		b = verbstest.NewEndConfig(t, cfg(pb, 2), bufSize)
+		verbstest.Connect(t, a, b, 3, 14)
+		return a, b
+	}
+	// write puts one byte, v, at off in the peer's buffer and polls for
+	// its completion.
+	write := func(t *testing.T, from, to *verbstest.End, off int, v byte) {
+		from.Buf[off] = v
+		if _, err := from.QP.PostSend([]verbs.SendWR{writeWR(from, to, uint64(v), off, 1, off)}); err != nil {
+			t.Error(err)
+			return
+		}
+		if wc := waitWC(t, from.CQ); wc.Status != verbs.WCSuccess {
+			t.Errorf("completion %+v", wc)
+		}
+	}
+	// await polls until a WRITE has placed v at off of e's buffer; seen
+	// is the count of WRITEs placed that the last await read.
+	await := func(t *testing.T, e *verbstest.End, off int, v byte, seen *uint64) {
+		var wc [1]verbs.WC
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+			if k := e.Dev.WritesPlaced(); k != *seen {
+				if *seen = k; e.Buf[off] == v {
+					return
+				}
+			}
+			e.CQ.Poll(wc[:])
+		}
+		t.Errorf("no WRITE of %d came", v)
+	}
+
+	t.Run("pingpong", func(t *testing.T) {
+		a, b := ends(t, 20*time.Millisecond)
+		const rounds = 50
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var seen uint64
+			for i := 1; i <= rounds; i++ {
+				await(t, b, 0, byte(i), &seen)
+				write(t, b, a, 1, byte(i))
+			}
+		}()
+		var seen uint64
+		for i := 1; i <= rounds; i++ {
+			write(t, a, b, 0, byte(i))
+			await(t, a, 1, byte(i), &seen)
+		}
+		<-done
+		c := a.Dev.NIC().Counters()
+		lingers, hits := c.AppLingers.Load(), c.AppLingerHits.Load()
+		t.Logf("%d rounds: %d lingers, %d saw the peer's frame", rounds, lingers, hits)
+		if lingers == 0 || 3*hits < 2*lingers {
+			t.Fatalf("%d rounds of a ping-pong lingered %d times, %d of them seeing a frame", rounds, lingers, hits)
+		}
+	})
+
+	t.Run("quiet peer", func(t *testing.T) {
+		a, b := ends(t, 100*time.Microsecond)
+		const writes = 100
+		for i := 1; i <= writes; i++ {
+			write(t, a, b, 0, byte(i))
+		}
+		c := a.Dev.NIC().Counters()
+		lingers, hits := c.AppLingers.Load(), c.AppLingerHits.Load()
+		t.Logf("%d writes to a quiet peer: %d lingers, %d saw a frame", writes, lingers, hits)
+		if lingers == 0 || lingers > writes/4 {
+			t.Fatalf("%d writes, one at a time, to a peer that sends nothing lingered %d times", writes, lingers)
+		}
+	})
 }

@@ -89,6 +89,7 @@ type QP struct {
 	srq           *SRQ
 	bounce        *MR           // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
 	sqDone        atomic.Uint32 // send WQEs the NIC has finished with (from completions)
+	sqPosted      atomic.Uint32 // sqProducer, for a poll that asks whether the send queue is empty
 	rqDone        atomic.Uint32
 	sendCQ        *CQ
 	recvCQ        *CQ
@@ -410,6 +411,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		qp.sendStale.Store(qp.sendCQ.written.Load())
 		qp.recvStale.Store(qp.recvCQ.written.Load())
 		qp.sqProducer, qp.rqProducer = 0, 0
+		qp.sqPosted.Store(0)
 		qp.sqDone.Store(0)
 		qp.rqDone.Store(0)
 	}
@@ -511,6 +513,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		w.Encode(qp.sq[int(qp.sqProducer%qp.sqSize)*hostmem.SendWQESize:])
 		qp.sqProducer++
 	}
+	qp.sqPosted.Store(qp.sqProducer)
 	qp.pd.dev.nic.Ring(datapath.Doorbell{QPN: qp.Num, Producer: qp.sqProducer})
 	return len(wrs), nil
 }
