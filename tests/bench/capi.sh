@@ -10,15 +10,15 @@
 # for bandwidth and 2-byte WRITEs for latency (t_typical, perftest's
 # median), MTU 9000 (IB MTU 4096), xsk port. Needs root and perftest.
 #
-# Environment: SOFTRNIC (the binary), ROUNDS (default 3), LATN (latency
-# iterations, 5000), BWN (bandwidth iterations, 3000), PORT (xsk or udp).
+# Environment: SOFTRNIC (the binary), ROUNDS (default 5), LATN (latency
+# iterations, 20000), BWN (bandwidth iterations, 3000), PORT (xsk or udp).
 set -eu
 cd "$(dirname "$0")/../.."
 . tests/lib/vethpair.sh
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 LIB=$(realpath lib)
-ROUNDS=${ROUNDS:-3}
-LATN=${LATN:-5000}
+ROUNDS=${ROUNDS:-5}
+LATN=${LATN:-20000}
 BWN=${BWN:-3000}
 PORT=${PORT:-xsk}
 [ "$(id -u)" = 0 ] || { echo "bench-capi: needs root (network namespaces)" >&2; exit 2; }
