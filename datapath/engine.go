@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
@@ -275,13 +274,7 @@ func (e *engine) appWindow() time.Duration {
 func (e *engine) appBackoff(backoff *time.Duration) bool {
 	*backoff = min(*backoff*2, appBackoffMax)
 	ts := unix.NsecToTimespec(int64(*backoff))
-	// A raw call: the engine keeps its P through a sleep this short. A
-	// sleep the runtime sees (unix.Nanosleep) lets sysmon take the P
-	// away and hand it to another thread, and its wake-up then takes a
-	// second thread's wake-up to get one back: on a machine whose cores
-	// an application's spinning threads hold, each costs them a
-	// preemption.
-	unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+	unix.Nanosleep(&ts, nil)
 	select {
 	case <-e.nic.stop:
 		return false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -608,6 +609,21 @@ func (n *NIC) Release() {
 	for _, e := range n.engines {
 		e.driven.Store(0)
 		e.wake()
+	}
+}
+
+// SpareProcs sets the Go runtime's GOMAXPROCS to twice the CPUs, unless
+// the environment sets it; a program that runs NICs calls it first.
+// Threads of the NIC and of the application sleep in system calls (an
+// engine between its turns while the application polls; a C program's
+// thread, for the runtime, between two calls into the verbs), and with
+// no P idle the runtime's monitor takes such a thread's P away every 20
+// us and hands it on, a wake-up of another thread each time, and one
+// more to get a P back: on a machine whose cores spinning programs hold,
+// each preempts them. With Ps to spare it leaves them for 10 ms.
+func SpareProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2 * runtime.NumCPU())
 	}
 }
 

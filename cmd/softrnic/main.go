@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/softrnic/softrnic/datapath"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -67,7 +69,10 @@ func lookup(name string) *command {
 	return nil
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	datapath.SpareProcs()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // run is the command with its arguments (without the program name); it
 // returns the exit status.

@@ -20,10 +20,9 @@ import "C"
 
 import (
 	"errors"
-	"os"
-	"runtime"
 	"sync"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/host/verbs"
 	"golang.org/x/sys/unix"
 )
@@ -31,18 +30,8 @@ import (
 func main() {}
 
 // The program's threads that call the verbs hold a P of the Go runtime
-// while they run C code between calls (a cgo callback's P is in a
-// syscall until the next one), and with no P idle the runtime's monitor
-// takes such a P away every 20 us and hands it on, a wake-up of another
-// thread each time: on a machine whose cores the program's spinning
-// threads hold, every one preempts them. Idle Ps to spare keep it from
-// doing so for 10 ms at a time; GOMAXPROCS in the environment still
-// decides.
-func init() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(2 * runtime.NumCPU())
-	}
-}
+// while they run C code between calls: datapath.SpareProcs.
+func init() { datapath.SpareProcs() }
 
 // table holds the objects of one kind by handle. Lookups take a read
 // lock; handles are reused once freed.
