@@ -15,11 +15,13 @@ import (
 )
 
 // rttStats is the round-trip estimate: RFC 6298's smoothed round trip
-// and its variation, and the smallest sample (the path's round trip
-// without queueing).
+// and its variation, the smallest sample (the path's round trip without
+// queueing), and the largest, forgotten by 1/1024 a sample (the longest
+// a peer has taken to answer: a starved peer's, whose answer a timer
+// must not take for a loss).
 type rttStats struct {
 	srtt, rttvar time.Duration
-	min          time.Duration
+	min, max     time.Duration
 }
 
 // update takes a sample; it reports false for none (not positive).
@@ -30,6 +32,7 @@ func (r *rttStats) update(d time.Duration) bool {
 	if r.min == 0 || d < r.min {
 		r.min = d
 	}
+	r.max = max(d, r.max-r.max>>10)
 	if r.srtt == 0 {
 		r.srtt, r.rttvar = d, d/2
 		return true

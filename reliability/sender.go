@@ -252,7 +252,10 @@ func (s *Sender) delayRule() bool {
 // probe): any peer may be on the other end, and a slow one (an emulated
 // rxe) must not see duplicates on a path that loses nothing, while a lost
 // tail or a lost retransmission is still found long before the local ACK
-// timeout.
+// timeout. Either waits beyond the longest round trip seen too (twice it
+// for the probe): a peer that was once starved of CPU for tens of
+// milliseconds (a loaded host) may be again, and what it has not yet
+// answered is not lost.
 const (
 	minEarly = time.Millisecond
 	minProbe = 20 * time.Millisecond
@@ -515,9 +518,9 @@ func (s *Sender) arm(now time.Time) {
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
 	if s.rtt.srtt > 0 && !s.params.NoCongestionControl {
-		wait := max(s.rtt.srtt+4*s.rtt.rttvar, minEarly)
+		wait := max(s.rtt.srtt+4*s.rtt.rttvar, minEarly, s.rtt.max+s.rtt.max/4)
 		if !s.params.SelectiveRepeat {
-			wait = max(2*s.rtt.srtt+4*s.rtt.rttvar, minProbe)
+			wait = max(2*s.rtt.srtt+4*s.rtt.rttvar, minProbe, 2*s.rtt.max)
 		}
 		if t := now.Add(wait << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t

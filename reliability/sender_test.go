@@ -625,3 +625,43 @@ func TestReadRoundTrip(t *testing.T) {
 		t.Errorf("round trip %v, want the 50us to the first response", rtt)
 	}
 }
+
+// TestProbeWaitsForTheSlowestAnswer: a peer that once took 30 ms to
+// answer (starved of CPU) may again; the probe waits for twice that
+// before it sends what may not be lost, where a path of 1 ms round trips
+// alone would probe after 20 ms.
+func TestProbeWaitsForTheSlowestAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		slow    time.Duration // the one slow answer
+		atLeast time.Duration // the early timer's least wait after it
+	}{
+		{"round trips of 1 ms", time.Millisecond, 20 * time.Millisecond},
+		{"one answer after 30 ms", 30 * time.Millisecond, 59 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSender(t, 16, reliability.Params{Timeout: 20, RetryCnt: 3})
+			now := t0
+			for i := range 8 {
+				rtt := time.Millisecond
+				if i == 7 {
+					rtt = tc.slow
+				}
+				if admitN(s, 1, now) != 1 || s.OnAck(wire.PSN(100+i), now.Add(rtt)) != reliability.Accepted {
+					t.Fatalf("packet %d", i)
+				}
+				now = now.Add(rtt)
+			}
+			if admitN(s, 1, now) != 1 {
+				t.Fatal("last packet")
+			}
+			wait := s.Deadline().Sub(now)
+			if wait < tc.atLeast || wait > 100*time.Millisecond {
+				t.Fatalf("early timer in %v, want %v to 100ms", wait, tc.atLeast)
+			}
+			if v := s.Tick(now.Add(tc.atLeast - time.Millisecond)); v != reliability.Ignored {
+				t.Fatalf("tick before it: %v", v)
+			}
+		})
+	}
+}
