@@ -16,16 +16,54 @@ type batch struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6 // large enough for IPv4 too
+	ctrl  []byte                  // each message's control messages (ctrlLen bytes): its TOS on receive
 }
 
+// ctrlLen holds a received datagram's TOS (IP_TOS, one byte) or traffic
+// class (IPV6_TCLASS, an int), with room for one more control message.
+var ctrlLen = 2 * unix.CmsgSpace(4)
+
 func newBatch(n int) batch {
-	b := batch{hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n)}
+	b := batch{hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n),
+		ctrl: make([]byte, n*ctrlLen)} // used on receive only (setRecv): a send has no control messages
 	for i := range b.hdrs {
 		b.hdrs[i].Hdr.Iov = &b.iovs[i]
 		b.hdrs[i].Hdr.Iovlen = 1
 		b.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 	}
 	return b
+}
+
+// tos returns the TOS or traffic class received message i came with (0
+// if the kernel gave none).
+func (b *batch) tos(i int) uint8 {
+	return cmsgTOS(b.ctrl[i*ctrlLen : i*ctrlLen+int(b.hdrs[i].Hdr.Controllen)])
+}
+
+// cmsgTOS finds IP_TOS or IPV6_TCLASS in control messages, without
+// allocating (unix.ParseSocketControlMessage would).
+func cmsgTOS(c []byte) uint8 {
+	hl := unix.CmsgLen(0)
+	for len(c) >= hl {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+		n := int(h.Len)
+		if n < hl || n > len(c) {
+			return 0
+		}
+		data := c[hl:n]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
+			return data[0]
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
+			return uint8(*(*int32)(unsafe.Pointer(&data[0])))
+		}
+		next := unix.CmsgSpace(n - hl)
+		if next > len(c) {
+			return 0
+		}
+		c = c[next:]
+	}
+	return 0
 }
 
 // set points message i at buf, addressed to (or receiving from) a.
@@ -35,6 +73,14 @@ func (b *batch) set(i int, buf []byte) {
 	b.hdrs[i].Hdr.Namelen = uint32(unsafe.Sizeof(b.names[i]))
 	b.hdrs[i].Hdr.Flags = 0
 	b.hdrs[i].Len = 0
+}
+
+// setRecv points message i at buf to receive a datagram, with room for
+// its control messages.
+func (b *batch) setRecv(i int, buf []byte) {
+	b.set(i, buf)
+	b.hdrs[i].Hdr.Control = &b.ctrl[i*ctrlLen]
+	b.hdrs[i].Hdr.SetControllen(ctrlLen)
 }
 
 // setAddr writes the destination of message i.

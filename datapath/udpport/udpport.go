@@ -114,6 +114,14 @@ func Open(cfg Config) (*Port, error) {
 }
 
 func (p *Port) setup(family int) error {
+	// Each datagram's TOS (traffic class) comes with it, so that the
+	// frame the NIC sees carries the ECN field the network set (a CE
+	// mark asks for a CNP).
+	if family == unix.AF_INET {
+		unix.SetsockoptInt(p.fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+	} else {
+		unix.SetsockoptInt(p.fd, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
+	}
 	if err := p.bind(p.fd, family, wire.RoCEv2Port); err != nil {
 		return err
 	}
@@ -215,7 +223,7 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 			break
 		}
 		p.rxBufs[k] = h
-		p.rx.set(k, p.pool.Buf(h)[p.hdrLen:])
+		p.rx.setRecv(k, p.pool.Buf(h)[p.hdrLen:])
 		k++
 	}
 	m, err := 0, error(nil)
@@ -238,7 +246,7 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 			continue
 		}
 		frame := p.pool.Buf(h)[:p.hdrLen+dlen]
-		p.writeHeaders(frame, p.rx.addr(i))
+		p.writeHeaders(frame, p.rx.addr(i), p.rx.tos(i))
 		if err := wire.Classify(frame); err != nil {
 			p.stats.CountDrop(err)
 			p.pool.Return(h)
@@ -253,20 +261,21 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 }
 
 // writeHeaders writes the Ethernet, IP and UDP headers of a received
-// datagram in front of it, as far as the socket can know them.
-func (p *Port) writeHeaders(frame []byte, from netip.AddrPort) {
+// datagram in front of it, as far as the socket can know them: its
+// source, and the TOS (traffic class) it came with.
+func (p *Port) writeHeaders(frame []byte, from netip.AddrPort, tos uint8) {
 	eth := wire.Ethernet(frame)
 	eth.SetDst(p.cfg.LocalMAC)
 	eth.SetSrc(wire.MAC{})
 	var udpOff int
 	if p.cfg.Local.Is4() {
 		eth.SetEtherType(wire.EtherTypeIPv4)
-		f := wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: from.Addr().Unmap(), Dst: p.cfg.Local}
+		f := wire.IPv4Fields{TOS: tos, Flags: wire.IPv4FlagDF, TTL: 64, Src: from.Addr().Unmap(), Dst: p.cfg.Local}
 		f.Encode(frame[wire.EthernetLen:], len(frame)-wire.EthernetLen)
 		udpOff = wire.EthernetLen + wire.IPv4MinLen
 	} else {
 		eth.SetEtherType(wire.EtherTypeIPv6)
-		f := wire.IPv6Fields{HopLimit: 64, Src: from.Addr(), Dst: p.cfg.Local}
+		f := wire.IPv6Fields{TrafficClass: tos, HopLimit: 64, Src: from.Addr(), Dst: p.cfg.Local}
 		f.Encode(frame[wire.EthernetLen:], len(frame)-wire.EthernetLen-wire.IPv6Len)
 		udpOff = wire.EthernetLen + wire.IPv6Len
 	}

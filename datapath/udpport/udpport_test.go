@@ -274,3 +274,36 @@ func TestTOSOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestTOSReceived: a received frame carries the TOS its datagram came
+// with (IP_RECVTOS), so that the NIC sees the ECN field the network set:
+// a CE mark asks it for a CNP.
+func TestTOSReceived(t *testing.T) {
+	a, b := openIn(t, nil, "127.0.0.1"), openIn(t, nil, "127.0.0.2")
+	src, dst := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	want := []uint8{wire.ECNNotECT, wire.ECT0, wire.ECT1, wire.ECNCE, wire.ECT0 | 0x28}
+	var frames [][]byte
+	for i, tos := range want {
+		f := frame(src, dst, 64, uint32(i))
+		var p wire.Packet
+		wire.ParseNoICRC(f, &p)
+		ip := p.IPv4Header()
+		ip.SetTOS(tos)
+		ip.SetChecksum(ip.ComputeChecksum())
+		frames = append(frames, f)
+	}
+	porttest.SendAll(t, a, frames)
+	got := porttest.ReceiveN(t, b, len(frames))
+	if len(got) != len(want) {
+		t.Fatalf("%d of %d frames", len(got), len(want))
+	}
+	for i, tos := range want {
+		var p wire.Packet
+		if err := wire.Parse(got[i].Data, &p); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if p.IPv4Header().TOS() != tos {
+			t.Errorf("frame %d arrived with TOS %#x; it was sent with %#x", i, p.IPv4Header().TOS(), tos)
+		}
+	}
+}
