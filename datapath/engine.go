@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
@@ -74,6 +75,7 @@ type engine struct {
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
 	idleSince             time.Time // when the engine's idle polling began
+	appBusy               int64     // PollApp: when the engine's own goroutine last had work, in nanotime
 
 	sleeping    atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done        chan struct{}
@@ -162,6 +164,8 @@ func (e *engine) run() {
 	if e.cfg.Poll == PollApp {
 		// appIdle's short sleeps, as short as asked (the default slack is 50 us).
 		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		appSleepers.Add(1)
+		defer appSleepers.Add(-1)
 	}
 	defer close(e.done)
 	idle := 0 // turns since the engine last had work
@@ -226,6 +230,10 @@ const (
 	appBackoffMax = time.Millisecond
 )
 
+// appSleepers counts the engines, of every NIC in the process, whose
+// goroutines back off while their application polls (PollApp).
+var appSleepers atomic.Int32
+
 // appIdle is one pass of an engine's goroutine when the application's
 // polling drives it (PollApp): out of the way while the application
 // polls (on a machine with few cores a second thread per NIC costs it
@@ -248,6 +256,15 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 	}
 	if busy || e.cfg.DMA.Busy() || pending {
 		*backoff = appBackoffMin
+		e.appBusy = nanotime()
+		return true
+	}
+	// No application polls: the engine polls on for the poll budget
+	// after its last work before it sleeps, as PollAdaptive does, so
+	// that a program that never polls (a WRITE test's server, which
+	// waits on its socket) does not pay a wake-up per frame.
+	if time.Duration(nanotime()-e.appBusy) < e.cfg.PollBudget {
+		e.stats.IdlePolls.Add(1)
 		return true
 	}
 	e.sleeping.Store(true)
@@ -274,7 +291,18 @@ func (e *engine) appWindow() time.Duration {
 func (e *engine) appBackoff(backoff *time.Duration) bool {
 	*backoff = min(*backoff*2, appBackoffMax)
 	ts := unix.NsecToTimespec(int64(*backoff))
-	unix.Nanosleep(&ts, nil)
+	if int(appSleepers.Load()) < runtime.GOMAXPROCS(0)-1 {
+		// A raw call: the engine keeps its P through a sleep this
+		// short, where the runtime has Ps to spare for every such engine
+		// and one more. A sleep the runtime sees costs a thread's
+		// hand-off of its P and a second wake-up to get one back, each
+		// a preemption of a spinning application on a machine whose
+		// cores it holds; with no P to spare, a raw sleep would starve
+		// the program's goroutines until the runtime preempts it.
+		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+	} else {
+		unix.Nanosleep(&ts, nil)
+	}
 	select {
 	case <-e.nic.stop:
 		return false
