@@ -247,17 +247,7 @@ func TestTOSOnTheWire(t *testing.T) {
 	}
 	src, dst := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.3")
 	want := []uint8{wire.ECNNotECT, wire.ECT1, wire.ECT0, wire.ECT0 | 0x20}
-	var frames [][]byte
-	for i, tos := range want {
-		f := frame(src, dst, 64, uint32(i))
-		var p wire.Packet
-		wire.ParseNoICRC(f, &p)
-		ip := p.IPv4Header()
-		ip.SetTOS(tos)
-		ip.SetChecksum(ip.ComputeChecksum())
-		p.UDP().SetSrcPort(0xc011) // one flow: one source socket
-		frames = append(frames, f)
-	}
+	frames := tosFrames(src, dst, want, 0xc011) // one flow: one source socket
 	porttest.SendAll(t, a, frames)
 	buf, oob := make([]byte, 9000), make([]byte, 64)
 	for i, tos := range want {
@@ -282,16 +272,7 @@ func TestTOSReceived(t *testing.T) {
 	a, b := openIn(t, nil, "127.0.0.1"), openIn(t, nil, "127.0.0.2")
 	src, dst := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	want := []uint8{wire.ECNNotECT, wire.ECT0, wire.ECT1, wire.ECNCE, wire.ECT0 | 0x28}
-	var frames [][]byte
-	for i, tos := range want {
-		f := frame(src, dst, 64, uint32(i))
-		var p wire.Packet
-		wire.ParseNoICRC(f, &p)
-		ip := p.IPv4Header()
-		ip.SetTOS(tos)
-		ip.SetChecksum(ip.ComputeChecksum())
-		frames = append(frames, f)
-	}
+	frames := tosFrames(src, dst, want, 0)
 	porttest.SendAll(t, a, frames)
 	got := porttest.ReceiveN(t, b, len(frames))
 	if len(got) != len(want) {
@@ -306,4 +287,23 @@ func TestTOSReceived(t *testing.T) {
 			t.Errorf("frame %d arrived with TOS %#x; it was sent with %#x", i, p.IPv4Header().TOS(), tos)
 		}
 	}
+}
+
+// tosFrames builds one 64-byte frame per TOS, IPv4 from src to dst, from
+// UDP source port srcPort (0: the sample's).
+func tosFrames(src, dst netip.Addr, tos []uint8, srcPort uint16) [][]byte {
+	var frames [][]byte
+	for i, v := range tos {
+		f := frame(src, dst, 64, uint32(i))
+		var p wire.Packet
+		wire.ParseNoICRC(f, &p)
+		ip := p.IPv4Header()
+		ip.SetTOS(v)
+		ip.SetChecksum(ip.ComputeChecksum())
+		if srcPort != 0 {
+			p.UDP().SetSrcPort(srcPort)
+		}
+		frames = append(frames, f)
+	}
+	return frames
 }
