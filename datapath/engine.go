@@ -76,6 +76,7 @@ type engine struct {
 	txN                   int
 	idleSince             time.Time // when the engine's idle polling began
 	appBusy               int64     // PollApp: when the engine's own goroutine last had work, in nanotime
+	procs                 int       // GOMAXPROCS when the engine's goroutine started
 
 	sleeping    atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done        chan struct{}
@@ -166,6 +167,7 @@ func (e *engine) run() {
 		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 		appSleepers.Add(1)
 		defer appSleepers.Add(-1)
+		e.procs = runtime.GOMAXPROCS(0) // read once: it takes the scheduler's lock
 	}
 	defer close(e.done)
 	idle := 0 // turns since the engine last had work
@@ -291,7 +293,7 @@ func (e *engine) appWindow() time.Duration {
 func (e *engine) appBackoff(backoff *time.Duration) bool {
 	*backoff = min(*backoff*2, appBackoffMax)
 	ts := unix.NsecToTimespec(int64(*backoff))
-	if int(appSleepers.Load()) < runtime.GOMAXPROCS(0)-1 {
+	if int(appSleepers.Load()) < e.procs-1 {
 		// A raw call: the engine keeps its P through a sleep this
 		// short, where the runtime has Ps to spare for every such engine
 		// and one more. A sleep the runtime sees costs a thread's

@@ -290,22 +290,22 @@ type NIC struct {
 	cqCache  *ctxcache.GCCache // the CQC's, for the engines' write-back of producer indices
 	mttLine  int               // MTT entries per cache line
 	counters Counters
+	engines  []*engine
+	qps      []qpRun  // running state of each QP, as an RNIC keeps it on chip; each owned by one engine
+	srqs     []srqRun // and of each SRQ, shared by the engines under its lock
+	cqLocks  []sync.Mutex
+	replay   *reliability.Pool // the replay buffer every RC QP reserves from
+	atomicMu sync.Mutex        // atomics are atomic across engines
+	placed   atomic.Uint64
+	waiters  atomic.Int32  // goroutines in WaitWritesPlaced
+	placedCh chan struct{} // wakes one of them
+	stopOnce sync.Once
+	stop     chan struct{}
+	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
+	hpuMu    sync.Mutex
+	paths    chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
 	// lingerSeen is arrivals when the last Linger ended.
 	lingerSeen atomic.Uint64
-	engines    []*engine
-	qps        []qpRun  // running state of each QP, as an RNIC keeps it on chip; each owned by one engine
-	srqs       []srqRun // and of each SRQ, shared by the engines under its lock
-	cqLocks    []sync.Mutex
-	replay     *reliability.Pool // the replay buffer every RC QP reserves from
-	atomicMu   sync.Mutex        // atomics are atomic across engines
-	placed     atomic.Uint64
-	waiters    atomic.Int32  // goroutines in WaitWritesPlaced
-	placedCh   chan struct{} // wakes one of them
-	stopOnce   sync.Once
-	stop       chan struct{}
-	hpu        atomic.Pointer[hpuState] // the handler stage, from the first context attached
-	hpuMu      sync.Mutex
-	paths      chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
 }
 
 // NewNIC builds the NIC's tables, caches and engines. Call Run to start it.

@@ -530,31 +530,35 @@ func (cq *CQ) PollNoDrive(wc []WC) int {
 }
 
 // lingerMisses is how many lingers in a row may see no frame before a CQ
-// lingers less often.
-const lingerMisses = 4
+// lingers less often; lingerMissMax, how many it counts at most (then it
+// lingers at one poll in 32).
+const (
+	lingerMisses  = 4
+	lingerMissMax = 8
+)
 
 // linger runs the NIC on in the caller's thread until the next frame
-// comes, for the NIC's poll budget at most (datapath.NIC.Linger), when
-// that has paid on this CQ: a program whose QP has nothing more to send
+// comes, for four of the NIC's poll budgets at most
+// (datapath.NIC.Linger), when that has paid on this CQ: a program whose QP has nothing more to send
 // waits for its peer next, often without a verb call (perftest's
 // write_lat spins on its buffer), and the peer's frame is then handled
 // in the program's thread, which runs, rather than in the NIC's, which
 // the frame must wake (on a machine whose cores spin, a scheduling delay
 // of tens of microseconds). A program whose peer stays quiet (it waits
 // for this program's next request) makes the lingers miss: after
-// lingerMisses misses in a row the CQ lingers only once in 2, 4, ... 64
+// lingerMisses misses in a row the CQ lingers only once in 2, 4, ... 32
 // such polls, and hands the NIC to its goroutines at the others; a hit
 // makes it linger every time again.
 func (cq *CQ) linger() {
 	m := cq.lingerMiss.Load()
-	if m >= lingerMisses && cq.lingerSkip.Add(1)%(1<<min(m-lingerMisses+1, 6)) != 0 {
+	if m >= lingerMisses && cq.lingerSkip.Add(1)%(1<<(m-lingerMisses+1)) != 0 {
 		cq.dev.nic.Release() // the program may poll no more: the NIC's goroutines take the next frame
 		return
 	}
 	switch lingered, hit := cq.dev.nic.Linger(); {
 	case hit:
 		cq.lingerMiss.Store(0)
-	case lingered && m < 8:
+	case lingered && m < lingerMissMax:
 		cq.lingerMiss.Store(m + 1)
 	}
 }
