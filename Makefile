@@ -117,7 +117,7 @@ interop: build libs ## softrnic perf and Debian's binaries on lib/ against perft
 bench-compare: build ## softrnic perf beside sockperf, iperf3 and the raw xsk frame rate on one veth pair, interleaved rounds, #13's goals as ratios (root)
 	bash tests/bench/compare.sh
 
-bench-capi: build libs ## unmodified ib_write_bw and ib_write_lat on lib/libibverbs.so.1 beside softrnic perf on one veth pair: the ratios (root, perftest)
+bench-capi: build libs ## unmodified ib_write_bw and ib_write_lat on lib/libibverbs.so.1 beside softrnic perf on one veth pair: the ratios (root; installs perftest)
 	bash tests/bench/capi.sh
 
 bench-plots: build ## SVG plots in bench-plots/: bandwidth against message size, latency CDF against UDP, QP scaling with both caches (root)

@@ -22,7 +22,8 @@ LATN=${LATN:-20000}
 BWN=${BWN:-3000}
 PORT=${PORT:-xsk}
 [ "$(id -u)" = 0 ] || { echo "bench-capi: needs root (network namespaces)" >&2; exit 2; }
-command -v ib_write_bw >/dev/null || { echo "bench-capi: needs perftest (apt-get install perftest)" >&2; exit 2; }
+. tests/lib/need.sh
+need bench-capi ib_write_bw perftest
 [ -f "$LIB/libibverbs.so.1" ] || { echo "bench-capi: build the libraries first (make libs)" >&2; exit 2; }
 A=srncapi-a-$$ B=srncapi-b-$$
 OUT=$(mktemp -d /tmp/bench-capi.XXXXXX)

@@ -30,9 +30,8 @@ BWN=${BWN:-3000}
 SECS=${SECS:-2}
 MTU=9000
 [ "$(id -u)" = 0 ] || { echo "bench-compare: needs root (network namespaces)" >&2; exit 2; }
-for t in sockperf iperf3; do
-	command -v $t >/dev/null || { echo "bench-compare: needs $t (apt-get install $t)" >&2; exit 2; }
-done
+. tests/lib/need.sh
+need bench-compare sockperf sockperf iperf3 iperf3
 A=srncmp-a-$$ B=srncmp-b-$$
 OUT=$(mktemp -d /tmp/bench-compare.XXXXXX)
 pids=()

@@ -12,7 +12,8 @@ cd "$(dirname "$0")/../.."
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 OUT=${OUT:-bench-plots}
 [ "$(id -u)" = 0 ] || { echo "bench-plots: needs root (network namespaces)" >&2; exit 2; }
-command -v sockperf >/dev/null || { echo "bench-plots: needs sockperf (apt-get install sockperf)" >&2; exit 2; }
+. tests/lib/need.sh
+need bench-plots sockperf sockperf
 D=$OUT/data
 mkdir -p "$D"
 A=srnplot-a-$$ B=srnplot-b-$$
