@@ -74,9 +74,9 @@ type engine struct {
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
-	idleSince             time.Time // when the engine's idle polling began
-	appBusy               int64     // PollApp: when the engine's own goroutine last had work, in nanotime
-	procs                 int       // GOMAXPROCS when the engine's goroutine started
+	idleSince             int64 // when the engine's idle polling began (nanotime)
+	appBusy               int64 // PollApp: when the engine's own goroutine last had work, in nanotime
+	procs                 int   // GOMAXPROCS when the engine's goroutine started
 
 	sleeping    atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done        chan struct{}
@@ -394,12 +394,12 @@ const rxBacklogTurns = 64
 // within its poll budget: it notes when the idle time began at turn 64
 // and compares from then on.
 func (e *engine) idleFor(turns int) bool {
-	now := time.Now()
+	now := nanotime()
 	if turns == 64 {
 		e.idleSince = now
 		return true
 	}
-	return now.Sub(e.idleSince) < e.cfg.PollBudget
+	return time.Duration(now-e.idleSince) < e.cfg.PollBudget
 }
 
 // clock is the engine's time, for the reliability state machines.
@@ -447,6 +447,9 @@ func (e *engine) recvBellsDue() bool {
 func (e *engine) doorbellsDue() bool {
 	served := e.recvBellsDue()
 	for {
+		if len(e.cmds) == 0 && len(e.doorbells) == 0 {
+			return served // nothing queued: no select
+		}
 		select {
 		case fn := <-e.cmds:
 			served = true

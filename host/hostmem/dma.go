@@ -32,6 +32,9 @@ type Completer interface {
 type DMAStats struct {
 	Reads, ReadBytes, Writes, WriteBytes atomic.Uint64
 	Faults                               atomic.Uint64 // accesses outside mapped memory
+	// StageFull counts modelled writes that found the staging ring full
+	// and were copied into memory of their own (allocated).
+	StageFull atomic.Uint64
 }
 
 // DMA is the only way the NIC reaches host memory. With a PCIe model,
@@ -53,17 +56,25 @@ type DMA struct {
 	readDone []time.Time // completion times of the last MaxReads reads
 	readSeq  int
 	closed   bool
+
+	// stage holds the data of queued writes, allocated in issue order and
+	// freed in completion order (the same order): [stageHead, stageTail)
+	// is in use, wrapping at the end; stageLive counts the writes in it.
+	stage                           []byte
+	stageHead, stageTail, stageLive int
 }
 
 type dmaOp struct {
-	at    time.Time // when the transfer completes
-	write bool
-	fence bool // no data: only its completion, in order (Fence)
-	addr  uint64
-	buf   []byte
-	c     Completer
-	tag   uint64
-	err   error
+	at       time.Time // when the transfer completes
+	write    bool
+	fence    bool // no data: only its completion, in order (Fence)
+	staged   bool // buf is in the staging ring, which ends at stageEnd
+	stageEnd int
+	addr     uint64
+	buf      []byte
+	c        Completer
+	tag      uint64
+	err      error
 }
 
 // ErrDMABusy is returned when the engine's queue is full.
@@ -81,6 +92,7 @@ func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 	d := &DMA{mem: mem, model: model}
 	if !model.instant() {
 		d.queue = make([]dmaOp, queue)
+		d.stage = make([]byte, stageBytes)
 		if model.MaxReads > 0 {
 			d.readDone = make([]time.Time, model.MaxReads)
 		}
@@ -194,7 +206,32 @@ func (d *DMA) Write(addr uint64, src []byte) error {
 		d.stats.Faults.Add(1)
 		return err
 	}
-	return d.enqueue(dmaOp{write: true, addr: addr, buf: append([]byte(nil), src...)})
+	return d.enqueue(dmaOp{write: true, addr: addr, buf: src})
+}
+
+// stageBytes is the size of a modelled engine's staging ring for the data
+// of queued writes: a millisecond of a 32 Gbit/s link.
+const stageBytes = 4 << 20
+
+// stageAlloc reserves n bytes of the staging ring, under d.mu; it
+// reports false when they do not fit.
+func (d *DMA) stageAlloc(n int) (off int, ok bool) {
+	if d.stageLive == 0 {
+		d.stageHead, d.stageTail = 0, 0
+	}
+	switch {
+	case d.stageTail >= d.stageHead && len(d.stage)-d.stageTail >= n:
+		off = d.stageTail
+	case d.stageTail >= d.stageHead && n < d.stageHead:
+		off = 0 // wrap: the end's spare bytes are freed with the write before
+	case d.stageTail < d.stageHead && d.stageHead-d.stageTail > n:
+		off = d.stageTail
+	default:
+		return 0, false
+	}
+	d.stageTail = off + n
+	d.stageLive++
+	return off, true
 }
 
 func (d *DMA) copy(write bool, addr uint64, buf []byte) error {
@@ -225,6 +262,18 @@ func (d *DMA) enqueue(op dmaOp) error {
 	if d.n == len(d.queue) {
 		d.mu.Unlock()
 		return ErrDMABusy
+	}
+	if op.write {
+		// The caller may reuse src at once: keep a copy until it is applied.
+		if off, ok := d.stageAlloc(len(op.buf)); ok {
+			n := len(op.buf)
+			dst := d.stage[off : off+n : off+n]
+			copy(dst, op.buf)
+			op.buf, op.staged, op.stageEnd = dst, true, off+n
+		} else {
+			d.stats.StageFull.Add(1)
+			op.buf = append([]byte(nil), op.buf...)
+		}
 	}
 	now := d.model.Clock.Now()
 	start := now
@@ -275,6 +324,10 @@ func (d *DMA) Poll() int {
 				d.queued.Add(-1)
 				if !op.fence {
 					op.err = d.copy(op.write, op.addr, op.buf) // under the lock: in order
+				}
+				if op.staged {
+					d.stageHead = op.stageEnd
+					d.stageLive--
 				}
 				done[k] = op
 				k++
