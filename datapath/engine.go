@@ -426,6 +426,9 @@ func (e *engine) openQP(qpn uint32, r *qpRun, entries int) error {
 // recvBellsDue takes in the receive doorbells rung so far.
 func (e *engine) recvBellsDue() bool {
 	for served := false; ; served = true {
+		if len(e.recvBells) == 0 {
+			return served
+		}
 		select {
 		case d := <-e.recvBells:
 			if d.QPN < uint32(len(e.qps)) {

@@ -48,7 +48,7 @@ type qpSend struct {
 	snd                    reliability.Sender     // RC: the window, replay entries, timer
 	psn                    wire.PSN               // UC and UD: the next PSN
 	sqProducer, sqConsumer uint32
-	inflight               [64]inflight // fetched, not yet completed, in order
+	inflight               []inflight // fetched, not yet completed, in order: a ring of min(SQ size, maxInflight) (sizeInflight)
 	ifHead, ifN            int
 	ifSeq                  uint32    // the next in-flight entry's number
 	sendIdx, sendPkt       int       // next new packet: message (from ifHead) and packet
@@ -60,6 +60,22 @@ type qpSend struct {
 	awaitOut               int       // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
 	roomWait               bool      // on the engine's list of QPs waiting for room for the answers
 	seen                   reliability.SenderStats
+}
+
+// maxInflight is the most work requests a QP has in flight at once
+// (fetched, not yet completed); a QP with a smaller send queue holds as
+// many as its queue.
+const maxInflight = 64
+
+// sizeInflight gives a QP whose send queue holds sqSize work requests
+// its in-flight ring, when it has none: the per-QP state stays small (a
+// few KiB) when there are many QPs with short queues, as the NIC's QP
+// state would on chip. It is made once per QP, the first time its
+// requester runs after a reset, not per packet.
+func (r *qpRun) sizeInflight(sqSize uint32) {
+	if r.inflight == nil {
+		r.inflight = make([]inflight, min(int(max(sqSize, 1)), maxInflight))
+	}
 }
 
 // qpRecv is a QP's receive side: the responder's expected PSN and

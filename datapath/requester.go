@@ -40,6 +40,7 @@ func (e *engine) request(qpn uint32) {
 		}
 	}
 	r.startSender(&q, e.cfg)
+	r.sizeInflight(q.SQSize)
 	if r.errored { // a QP in error flushes what is posted to it
 		e.fail(qpn, &q, r, ibv.WCWRFlushErr)
 		return

@@ -180,7 +180,7 @@ func (d *DMA) ReadAsync(addr uint64, dst []byte, c Completer, tag uint64) error 
 		c.DMADone(tag, d.copy(false, addr, dst))
 		return nil
 	}
-	return d.enqueue(dmaOp{addr: addr, buf: dst, c: c, tag: tag})
+	return d.enqueue(dmaOp{addr: addr, buf: dst, c: c, tag: tag}, nil)
 }
 
 // Fence calls c.DMADone(tag, nil) once every transfer issued before it
@@ -192,7 +192,7 @@ func (d *DMA) Fence(c Completer, tag uint64) error {
 		c.DMADone(tag, nil)
 		return nil
 	}
-	return d.enqueue(dmaOp{fence: true, c: c, tag: tag})
+	return d.enqueue(dmaOp{fence: true, c: c, tag: tag}, nil)
 }
 
 // Write posts a write of src to addr: it is applied before any transfer
@@ -206,7 +206,7 @@ func (d *DMA) Write(addr uint64, src []byte) error {
 		d.stats.Faults.Add(1)
 		return err
 	}
-	return d.enqueue(dmaOp{write: true, addr: addr, buf: src})
+	return d.enqueue(dmaOp{write: true, addr: addr}, src)
 }
 
 // stageBytes is the size of a modelled engine's staging ring for the data
@@ -252,8 +252,10 @@ func (d *DMA) copy(write bool, addr uint64, buf []byte) error {
 	return nil
 }
 
-// enqueue schedules a transfer on the modelled link.
-func (d *DMA) enqueue(op dmaOp) error {
+// enqueue schedules a transfer on the modelled link; a write's data is
+// src, copied here (src does not escape: the caller's buffer may be on its
+// stack).
+func (d *DMA) enqueue(op dmaOp, src []byte) error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -265,14 +267,14 @@ func (d *DMA) enqueue(op dmaOp) error {
 	}
 	if op.write {
 		// The caller may reuse src at once: keep a copy until it is applied.
-		if off, ok := d.stageAlloc(len(op.buf)); ok {
-			n := len(op.buf)
+		if off, ok := d.stageAlloc(len(src)); ok {
+			n := len(src)
 			dst := d.stage[off : off+n : off+n]
-			copy(dst, op.buf)
+			copy(dst, src)
 			op.buf, op.staged, op.stageEnd = dst, true, off+n
 		} else {
 			d.stats.StageFull.Add(1)
-			op.buf = append([]byte(nil), op.buf...)
+			op.buf = append([]byte(nil), src...)
 		}
 	}
 	now := d.model.Clock.Now()
@@ -309,13 +311,20 @@ func (d *DMA) Poll() int {
 	if d.queued.Load() == 0 {
 		return 0
 	}
+	d.mu.Lock()
+	now := d.model.Clock.Now()
+	if d.n == 0 || d.queue[d.head].at.After(now) {
+		d.mu.Unlock()
+		return 0 // nothing due yet: the common case of a poller waiting
+	}
+	d.mu.Unlock()
 	var done [16]dmaOp
 	total := 0
 	for {
 		k := 0
 		d.mu.Lock()
 		if d.n > 0 {
-			now := d.model.Clock.Now()
+			now = d.model.Clock.Now()
 			for k < len(done) && d.n > 0 && !d.queue[d.head].at.After(now) {
 				op := d.queue[d.head]
 				d.queue[d.head] = dmaOp{}

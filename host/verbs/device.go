@@ -93,8 +93,8 @@ type Device struct {
 	qpsInUse, cqsInUse     atomic.Int32
 	srqsInUse              atomic.Int32
 	mrs                    atomic.Int32
-	qps                    sync.Map // QP number -> *QP, for queue accounting
-	gsi                    bool     // QP1 exists (under mu)
+	qps                    []atomic.Pointer[QP] // by QP number, for queue accounting
+	gsi                    bool                 // QP1 exists (under mu)
 }
 
 // Open starts a device on a port.
@@ -119,6 +119,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 		return nil, fmt.Errorf("%w: a netdev MTU of %d bytes carries no IB MTU (256 needs %d)", ErrInvalid, cfg.MTU, 256+wire.MTUHeaderRoom)
 	}
 	d := &Device{cfg: cfg, mem: mem, dma: hostmem.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
+	d.qps = make([]atomic.Pointer[QP], datapath.FirstQPN+cfg.MaxQPs)
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule,
@@ -581,8 +582,7 @@ func (cq *CQ) poll(wc []WC) (int, bool) {
 				continue // one of them
 			}
 		}
-		if v, ok := cq.dev.qps.Load(c.QPN); ok {
-			qp := v.(*QP)
+		if qp := cq.dev.qp(c.QPN); qp != nil {
 			if qp.stale(recv, pos) {
 				continue // the work request was discarded by a reset
 			}
@@ -659,3 +659,11 @@ func (cq *CQ) consumedNow() uint64 {
 // call Fence after changing memory a peer will then access, and before
 // reading memory a peer has changed.
 func (d *Device) Fence() { d.nic.Command(func() {}) }
+
+// qp returns the QP numbered num, or nil.
+func (d *Device) qp(num uint32) *QP {
+	if num >= uint32(len(d.qps)) {
+		return nil
+	}
+	return d.qps[num].Load()
+}

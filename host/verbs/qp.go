@@ -218,7 +218,7 @@ func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 	rqBase := d.mem.Alloc(int(qp.rqSize) * hostmem.RecvWQESize)
 	qp.sq, _ = d.mem.Slice(sqBase, int(qp.sqSize)*hostmem.SendWQESize)
 	qp.rq, _ = d.mem.Slice(rqBase, int(qp.rqSize)*hostmem.RecvWQESize)
-	defer func() { d.qps.Store(num, qp) }()
+	defer func() { d.qps[num].Store(qp) }()
 	qp.ctx = hostmem.QPCEntry{Valid: true, Type: attr.Type, State: QPSReset, PD: pd.num,
 		SendCQ: attr.SendCQ.num, RecvCQ: attr.RecvCQ.num, SQSize: qp.sqSize, RQSize: qp.rqSize, SQBase: sqBase, RQBase: rqBase}
 	if attr.Type == QPTUD {
@@ -281,7 +281,7 @@ func (qp *QP) Destroy() error {
 	if qp.recvCQ != qp.sendCQ {
 		qp.recvCQ.forget(qp.Num)
 	}
-	d.qps.Delete(qp.Num)
+	d.qps[qp.Num].Store(nil)
 	d.mem.Unmap(sq)
 	d.mem.Unmap(rq)
 	if qp.bounce != nil {
