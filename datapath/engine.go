@@ -107,10 +107,13 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	if n.cfg.Notify != nil {
 		e.noticer = noticer{n.cfg.Notify}
 	}
-	if len(n.cfg.Ports) > 1 {
-		e.inbox = make(chan handoff, handoffBuffers)
-		e.spare = make(chan []byte, handoffBuffers)
-		for range handoffBuffers {
+	if bufs := handoffBuffers; len(n.cfg.Ports) > 1 || n.cfg.KernelRx && id == 0 {
+		if len(n.cfg.Ports) == 1 {
+			bufs = kernelRxBuffers // only what Deliver brings
+		}
+		e.inbox = make(chan handoff, bufs)
+		e.spare = make(chan []byte, bufs)
+		for range bufs {
 			e.spare <- make([]byte, p.MaxFrameLen())
 		}
 	}

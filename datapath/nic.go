@@ -72,6 +72,11 @@ type NICConfig struct {
 	// Notify is called after a CQE has reached host memory, with the CQ's
 	// number: the completion event a driver waits on.
 	Notify func(cqn uint32)
+	// KernelRx keeps room for frames the host takes in outside the
+	// ports and hands over with Deliver: RoCEv2 datagrams the XDP program
+	// did not steer to an XSK socket, caught by a kernel UDP socket
+	// (package kernelrx).
+	KernelRx bool
 	// Clock is the time of the protocol's timers and of the reliability
 	// state machines (nil: the system's clock). A test gives the NIC and
 	// its DMA engine one hostmem.DrivenClock and runs the engines itself
@@ -145,6 +150,8 @@ type Counters struct {
 	DMAWaits                   atomic.Uint64 // host reads the engine waited for: no fetch slot or staged-frame room, or the DMA queue full (dmastage.go)
 	DMAFaults                  atomic.Uint64 // host reads of WQEs or payload that failed in host memory
 	HandedOff, HandoffDropped  atomic.Uint64 // frames passed to their QP's engine from another queue, and dropped for lack of room
+	KernelRxFrames             atomic.Uint64 // frames that reached the kernel's UDP stack instead of a port, taken in through Deliver
+	KernelRxDropped            atomic.Uint64 // of those, dropped: no room, or a NIC without KernelRx
 	RcvdBadPKey                atomic.Uint64 // packets whose P_Key does not match their QP's, dropped
 	RcvdBadAddr                atomic.Uint64 // packets for a connected (RC, UC) QP from another address than its peer's, or to another than the NIC's, dropped
 	RcvdLengthErr              atomic.Uint64 // requests whose payload does not fit the path MTU, the message or the receive buffer (invalid request NAK)
@@ -203,7 +210,8 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
 		{"dma_waits", &c.DMAWaits}, {"dma_faults", &c.DMAFaults},
-		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey}, {"rcvd_bad_addr", &c.RcvdBadAddr},
+		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped},
+		{"kernel_rx_frames", &c.KernelRxFrames}, {"kernel_rx_dropped", &c.KernelRxDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey}, {"rcvd_bad_addr", &c.RcvdBadAddr},
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"rcvd_op_seq_err", &c.RcvdOpSeqErr}, {"rcvd_rkey_err", &c.RcvdRKeyErr},
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"rcvd_stale_response", &c.RcvdStaleResponse},
@@ -459,6 +467,38 @@ func (n *NIC) Engines() []*EngineStats {
 
 // owner returns the engine that owns QP qpn.
 func (n *NIC) owner(qpn uint32) *engine { return n.engines[qpn%uint32(len(n.engines))] }
+
+// Deliver takes in a frame that reached the host outside the ports (a
+// RoCEv2 datagram the kernel's UDP stack received because the XDP program
+// did not see it: package kernelrx), as if the first queue had received
+// it; noICRC says its integrity was checked already (the kernel's UDP
+// checksum) and its ICRC is not to be. The frame is copied. It reports
+// false, counting the frame dropped, when the NIC was opened without
+// KernelRx or has no buffer free for it. Any goroutine may call it.
+func (n *NIC) Deliver(frame []byte, noICRC bool) bool {
+	n.counters.KernelRxFrames.Add(1)
+	e := n.engines[0]
+	if e.inbox == nil {
+		n.counters.KernelRxDropped.Add(1)
+		return false
+	}
+	select {
+	case buf := <-e.spare:
+		if len(frame) > cap(buf) {
+			e.spare <- buf
+			n.counters.KernelRxDropped.Add(1)
+			return false
+		}
+		buf = buf[:copy(buf[:cap(buf)], frame)]
+		e.stats.HandoffQueued.Add(1)
+		e.inbox <- handoff{buf: buf, noICRC: noICRC}
+		e.wake()
+		return true
+	default:
+		n.counters.KernelRxDropped.Add(1)
+		return false
+	}
+}
 
 // Ring queues a doorbell for the engine that owns the QP, waking it if it
 // sleeps on its port; it blocks only if that engine is that far behind. An

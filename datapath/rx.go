@@ -101,6 +101,11 @@ func (e *engine) fromPeer(p *wire.Packet, q *hostmem.QPCEntry) bool {
 // another queue for one of its QPs and wait for it to take them.
 const handoffBuffers = 1024
 
+// kernelRxBuffers is how many frames taken in through NIC.Deliver a
+// single-queue NIC holds for its engine: the kernel's UDP stack brings
+// few (what the XDP program missed), not a queue's traffic.
+const kernelRxBuffers = 64
+
 // handoffBatch is how many handed-off frames an engine takes in a turn.
 const handoffBatch = 32
 

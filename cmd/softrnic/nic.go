@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/netdev"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/metrics"
@@ -115,10 +116,21 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		}
 		undo = append(undo, stop)
 	}
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll, ECN: o.ecn, MaxQPs: max(256, o.qps+16)}); err != nil {
+	xskPort := o.portKind == "xsk"
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll, ECN: o.ecn, MaxQPs: max(256, o.qps+16), KernelRx: xskPort}); err != nil {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })
+	if xskPort {
+		// RoCEv2 frames the XDP program misses reach the NIC through the
+		// kernel's UDP stack (kernel_rx_frames), not an ICMP error.
+		kr, err := kernelrx.Start(e.dev.NIC(), e.ip, e.nd.MAC)
+		if err != nil {
+			slog.Debug("no kernel UDP socket beside the XSK sockets", "dev", e.nd.Name, "err", err)
+		} else {
+			undo = append(undo, func() { kr.Close() })
+		}
+	}
 	if o.metricsAddr != "" {
 		stop, err := serveMetrics(o.metricsAddr, o.pprof, metrics.Source{Name: e.nd.Name, Dev: e.dev, Ports: ports})
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/capture"
 	"github.com/softrnic/softrnic/datapath/netdev"
+	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/xsk"
@@ -197,10 +198,17 @@ func openDevice(name string) (_ *device, err error) {
 			return nil, err
 		}
 	}
-	if d.dev, err = verbs.Open(verbs.DeviceConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, MTU: d.nd.MTU, Poll: cfg.poll, MaxQPs: cfg.maxQPs}); err != nil {
+	if d.dev, err = verbs.Open(verbs.DeviceConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, MTU: d.nd.MTU, Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk"}); err != nil {
 		return nil, err
 	}
 	d.undo = append(d.undo, func() { d.dev.Close() })
+	if d.kind == "xsk" && d.ip.IsValid() {
+		// What the XDP program misses reaches the NIC through the
+		// kernel's UDP stack (best effort: another stack may hold the port).
+		if kr, err := kernelrx.Start(d.dev.NIC(), d.ip, d.nd.MAC); err == nil {
+			d.undo = append(d.undo, func() { kr.Close() })
+		}
+	}
 	if cfg.metrics != "" {
 		if err := d.serveMetrics(cfg.metrics); err != nil {
 			return nil, err

@@ -72,6 +72,9 @@ type DeviceConfig struct {
 	// clusters of 8 HPUs), started when the first execution context is
 	// attached (QP.AttachHandlers).
 	HPU hpu.Config
+	// KernelRx: the NIC keeps room for frames taken in outside its ports
+	// (datapath.NICConfig's; package kernelrx).
+	KernelRx bool
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
@@ -124,6 +127,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule,
 		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, Cache: cfg.Cache,
+		KernelRx: cfg.KernelRx,
 	})
 	if err != nil {
 		return nil, err
