@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -172,7 +173,7 @@ func runPerf(args []string, stdout io.Writer) error {
 	cfg := pf.cfg
 	cfg.Samples = *pf.latLog != ""
 	dev, gidIndex, tcpPort, jsonOut, showCounters, portKind := pf.dev, pf.gidIndex, pf.tcpPort, pf.jsonOut, pf.showCounters, pf.portKind
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	poll := pf.pollMode

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/softrnic/softrnic/host/cm"
@@ -73,7 +74,7 @@ func runRping(args []string, stdout io.Writer) error {
 	if err := parsePoll(); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e, closeNIC, err := openNIC(o)
 	if err != nil {
