@@ -201,3 +201,48 @@ func TestDialCMBeforeListen(t *testing.T) {
 			ca.Counters.Reject.Load(), first, probe.Num)
 	}
 }
+
+// goneLink is a link whose send fails as the peer goes away, with the
+// peer's answer already received: what a client sees at the closing step
+// when the server took its message but the ACK was lost.
+type goneLink struct {
+	answer []byte
+	sends  int
+}
+
+func (l *goneLink) send([]byte, time.Duration) error { l.sends++; return errGone }
+func (l *goneLink) recv(b []byte, _ time.Duration) error {
+	if l.answer == nil {
+		return errGone
+	}
+	copy(b, l.answer)
+	return nil
+}
+func (l *goneLink) done() error                   { return nil }
+func (l *goneLink) watch() (<-chan error, func()) { return nil, func() {} }
+func (l *goneLink) close() error                  { return nil }
+
+// TestExchangePeerGoneAfterAnswer: a client whose message's ACK never
+// came (the server answered and disconnected) takes the server's answer
+// and goes on; with no answer there, the step fails saying the peer went
+// away; a server is not helped (its first step is the read).
+func TestExchangePeerGoneAfterAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		server bool
+		answer []byte
+		ok     bool
+	}{
+		{"client, answer here", false, []byte("ok"), true},
+		{"client, no answer", false, nil, false},
+		{"server", true, []byte("ok"), false},
+	} {
+		l := &goneLink{answer: tc.answer}
+		c := &Conn{l: l, server: tc.server}
+		in := make([]byte, 2)
+		err := c.exchange("closing keys exchange", []byte("hi"), in, time.Second)
+		if tc.ok && (err != nil || string(in) != "ok") || !tc.ok && !errors.Is(err, errGone) {
+			t.Errorf("%s: %v (read %q)", tc.name, err, in)
+		}
+	}
+}
