@@ -52,6 +52,9 @@ type Device struct {
 	MTU   int   // netdev MTU
 	GIDs  []GID // index 0: link-local from the MAC; then IPv4-mapped, then other IPv6 addresses
 	nl    *netlink.Handle
+	// anyLink: a device without an Ethernet address (loopback) is taken,
+	// for the kernel UDP port, which sends no Ethernet frames (OpenUDP).
+	anyLink bool
 }
 
 // Open reads the named device in the calling thread's network namespace.
@@ -70,6 +73,40 @@ func Open(name string) (*Device, error) {
 	return d, nil
 }
 
+// OpenUDP is Open for a NIC on the kernel UDP port only, which sends
+// datagrams through the kernel and no Ethernet frames: it also takes a
+// device without an Ethernet address, such as the loopback device (its
+// MAC is zero, its GID table its IP addresses, with no link-local GID).
+func OpenUDP(name string) (*Device, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netdev: netlink: %w", err)
+	}
+	d := &Device{Name: name, nl: h, anyLink: true}
+	if err := d.Refresh(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Ethernet reports whether the device has an Ethernet address: the xsk
+// port needs one.
+func (d *Device) Ethernet() bool { return d.MAC != (wire.MAC{}) }
+
+// FirstIPv4 returns the address of the first IPv4 GID, the one perftest and
+// softrnic's commands pick by default, or the first GID's when the device
+// has no IPv4 address.
+func (d *Device) FirstIPv4() (netip.Addr, error) {
+	for _, g := range d.GIDs {
+		if a := g.Addr(); a.Is4() {
+			return a, nil
+		}
+	}
+	g, err := d.GID(0)
+	return g.Addr(), err
+}
+
 // Close releases the netlink handle.
 func (d *Device) Close() { d.nl.Close() }
 
@@ -85,15 +122,18 @@ func (d *Device) Refresh() error {
 	}
 	a := l.Attrs()
 	d.Index, d.MTU = a.Index, a.MTU
-	if len(a.HardwareAddr) != 6 {
+	var gids []GID
+	switch {
+	case len(a.HardwareAddr) == 6:
+		d.MAC = wire.MAC(a.HardwareAddr)
+		gids = append(gids, linkLocalGID(d.MAC))
+	case !d.anyLink:
 		return fmt.Errorf("netdev: %s: %w: RoCEv2 travels in Ethernet frames (use a NIC or a veth, not %s)", d.Name, ErrNotEthernet, a.EncapType)
 	}
-	d.MAC = wire.MAC(a.HardwareAddr)
 	addrs, err := d.nl.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("netdev: %s addresses: %w", d.Name, err)
 	}
-	gids := []GID{linkLocalGID(d.MAC)}
 	for _, v4 := range []bool{true, false} {
 		for _, ad := range addrs {
 			ip, ok := netip.AddrFromSlice(ad.IP)

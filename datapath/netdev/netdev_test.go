@@ -119,3 +119,17 @@ func TestLoopbackNotEthernet(t *testing.T) {
 		t.Errorf("lo: %v", err)
 	}
 }
+
+// TestLoopbackUDP: OpenUDP takes the loopback device, for the kernel UDP
+// port: no Ethernet address, no link-local GID, its first GID 127.0.0.1.
+func TestLoopbackUDP(t *testing.T) {
+	d, err := netdev.OpenUDP("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a, err := d.FirstIPv4()
+	if d.Ethernet() || err != nil || a != netip.MustParseAddr("127.0.0.1") || d.GIDs[0].Addr() != a {
+		t.Errorf("lo: Ethernet %v, first IPv4 %v (%v), GIDs %v", d.Ethernet(), a, err, d.GIDs)
+	}
+}
