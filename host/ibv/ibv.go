@@ -173,6 +173,11 @@ func (s WCStatus) String() string {
 	return wcStatusNames[s]
 }
 
+// Error makes a status an error, as syscall.Errno is one, so that
+// errors.Is(err, ibv.WCRemAccessErr) matches a failed completion's error
+// (verbs.WC.Err).
+func (s WCStatus) Error() string { return s.String() }
+
 // WCFlags describe a work completion (enum ibv_wc_flags).
 type WCFlags uint8
 
