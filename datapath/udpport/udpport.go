@@ -52,7 +52,9 @@ type Port struct {
 	rx, tx  batch
 	txSock  []uint8 // per frame of a Send batch: the socket it goes from
 	txTOS   []uint8 // and its TOS
-	rxBufs  []uint32
+	rxBufs  []uint32 // each receive slot's buffer, kept prepared across calls (rxHas)
+	rxHas   []bool
+	rxHeld  int // slots holding a buffer
 	pollfd  [2]unix.PollFd // the socket and the wake eventfd
 	wakefd  int
 	stats   datapath.PortStats
@@ -104,6 +106,7 @@ func Open(cfg Config) (*Port, error) {
 		p.srcTOS[i] = -1
 	}
 	p.rxBufs = make([]uint32, cfg.Batch)
+	p.rxHas = make([]bool, cfg.Batch)
 	if p.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("udpport: eventfd: %w", err)
@@ -216,26 +219,32 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	if p.closed {
 		return 0, datapath.ErrClosed
 	}
+	// Each slot keeps its buffer, set up for recvmmsg, until a datagram
+	// fills it: a poll that finds nothing costs the system call alone.
 	k := 0
 	for k < min(len(frames), p.cfg.Batch) {
-		h, ok := p.pool.Take()
-		if !ok {
-			break
+		if !p.rxHas[k] {
+			h, ok := p.pool.Take()
+			if !ok {
+				break
+			}
+			p.rxBufs[k], p.rxHas[k] = h, true
+			p.rxHeld++
+			p.rx.setRecv(k, p.pool.Buf(h)[p.hdrLen:])
 		}
-		p.rxBufs[k] = h
-		p.rx.setRecv(k, p.pool.Buf(h)[p.hdrLen:])
 		k++
 	}
 	m, err := 0, error(nil)
 	if k > 0 {
 		m, err = recvmmsg(p.fd, &p.rx, k)
 	}
-	for _, h := range p.rxBufs[m:k] { // taken but not filled
-		p.pool.Return(h)
-	}
 	if err != nil {
 		return 0, fmt.Errorf("udpport: recvmmsg: %w", err)
 	}
+	for i := range m { // filled: their buffers leave the slots
+		p.rxHas[i] = false
+	}
+	p.rxHeld -= m
 	n := 0
 	for i := range m {
 		h := p.rxBufs[i]
@@ -453,7 +462,7 @@ func (p *Port) Wake() {
 func (p *Port) Stats() *datapath.PortStats { return &p.stats }
 
 // Outstanding returns how many buffers are lent out.
-func (p *Port) Outstanding() int { return p.pool.Lent() }
+func (p *Port) Outstanding() int { return p.pool.Lent() - p.rxHeld }
 
 // Close implements datapath.Port.
 func (p *Port) Close() error {
