@@ -17,8 +17,12 @@ help: ## list the targets
 	@echo "usage: make <target>"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The version softrnic version prints: the checkout's description (GOFLAGS
+# may turn the build info's VCS stamp off).
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
 build: ## build bin/softrnic
-	$(GO) build -o bin/softrnic ./cmd/softrnic
+	$(GO) build -ldflags '-X main.version=$(VERSION)' -o bin/softrnic ./cmd/softrnic
 
 # The C libraries (host/capi): libsoftrnic.so is the NIC (Go, c-shared);
 # libibverbs.so.1 and librdmacm.so.1 are rdma-core's ABI over it, built
@@ -27,7 +31,7 @@ build: ## build bin/softrnic
 CAPI      := host/capi
 CAPI_C    := $(CAPI)/c
 CAPI_GO   := $(wildcard $(CAPI)/*.go) $(CAPI)/srn.h
-LIB_CFLAGS := -O2 -g -fPIC -Wall -Werror -fvisibility=hidden -I$(CAPI) -DSOFTRNIC_VERSION='"$(shell git describe --always --dirty 2>/dev/null || echo dev)"'
+LIB_CFLAGS := -O2 -g -fPIC -Wall -Werror -fvisibility=hidden -I$(CAPI) -DSOFTRNIC_VERSION='"$(VERSION)"'
 LIBS      := lib/libsoftrnic.so lib/libibverbs.so.1 lib/librdmacm.so.1 lib/libmlx5.so.1 lib/libefa.so.1
 
 libs: libs-deps $(LIBS) ## build lib/: libibverbs.so.1 and friends, for unmodified C programs (installs gcc and rdma-core's headers if missing)

@@ -21,6 +21,15 @@ import (
 )
 
 // benchmarks are `softrnic bench`'s subcommands.
+// benchNames lists the benchmarks' names, for the top-level usage.
+func benchNames() string {
+	var names []string
+	for _, b := range benchmarks {
+		names = append(names, b.name)
+	}
+	return strings.Join(names, ", ")
+}
+
 var benchmarks = []struct {
 	name, summary string
 	run           func(args []string, stdout io.Writer) error

@@ -6,9 +6,8 @@
 //	softrnic pingpong rc|uc|ud|srq [HOST]  a peer of rdma-core's ibv_*_pingpong programs
 //	softrnic rping -s|-c --dev NETDEV  a peer of librdmacm's rping
 //	softrnic stat ADDR         a running softrnic's counters from its --metrics endpoint
-//	softrnic bench frames      frame rates of the ports over a veth pair
-//	softrnic bench cache       GCCache against the blocking baseline
-//	softrnic bench write       RDMA WRITE throughput beside the raw xsk frame rate
+//	softrnic bench NAME        a benchmark: frames, cache, write, replay, loss, shallow,
+//	                           isolation, hol, scale, hpu (softrnic bench -h says what each measures)
 //	softrnic version           print the version
 //	softrnic help [COMMAND]    the usage, or a command's usage and flags
 //
@@ -25,12 +24,55 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/softrnic/softrnic/datapath"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version, if set at build time with -ldflags "-X main.version=…",
+// is what softrnic version prints first; else the module's version from
+// the build info ("(devel)" for a build from a checkout).
+var version = ""
+
+// versionLine is softrnic version's output: the version, then the VCS
+// revision and time the build info records (with "+dirty" for a build
+// from a modified tree) and the Go version.
+func versionLine() string {
+	v, rev, when, dirty, gover := version, "", "", false, runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	line := "softrnic " + v
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if dirty {
+			rev += "+dirty"
+		}
+		line += ", revision " + rev
+		if when != "" {
+			line += " of " + when
+		}
+	}
+	return line + ", " + gover
+}
 
 type command struct {
 	name    string
@@ -45,7 +87,7 @@ var commands = []command{
 	{"pingpong", "rdma-core's example programs (rc, uc, ud, srq), a peer of ibv_*_pingpong", runPingpong},
 	{"rping", "librdmacm's rping through the connection manager, a peer of rping -s/-c", runRping},
 	{"stat", "a running softrnic's counters (perf --metrics ADDR), as rdma statistic shows them", runStat},
-	{"bench", "benchmarks: bench frames (ports over a veth pair), bench cache (GCCache), bench write (RDMA WRITE vs raw frames)", runBench},
+	{"bench", "benchmarks (bench -h lists them): " + benchNames(), runBench},
 	{"version", "print the version", runVersion},
 }
 
@@ -104,7 +146,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // help is `softrnic help [COMMAND [SUBCOMMAND]]`: the usage, or what
 // `softrnic COMMAND [SUBCOMMAND] -h` prints.
 func help(topic []string, stdout, stderr io.Writer) int {
-	if len(topic) == 0 || topic[0] == "help" {
+	if len(topic) == 0 || topic[0] == "help" || topic[0] == "-h" || topic[0] == "-help" || topic[0] == "--help" {
 		usage(stdout)
 		return 0
 	}
@@ -235,6 +277,6 @@ func runVersion(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return badUsage(flagUsage(fs), "version takes no arguments, not %q", fs.Args())
 	}
-	fmt.Fprintln(stdout, "softrnic", version)
+	fmt.Fprintln(stdout, versionLine())
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,8 +90,8 @@ func TestRunExit(t *testing.T) {
 		usage string // "stdout", "stderr" or "" (none)
 		want  []string
 	}{
-		{nil, 2, "stderr", []string{"no command given", "usage: softrnic <command>", "bench write"}},
-		{[]string{"help"}, 0, "stdout", []string{"usage: softrnic <command>", "bench write"}},
+		{nil, 2, "stderr", []string{"no command given", "usage: softrnic <command>", "hol, scale, hpu"}},
+		{[]string{"help"}, 0, "stdout", []string{"usage: softrnic <command>", "hol, scale, hpu"}},
 		{[]string{"-h"}, 0, "stdout", []string{"usage: softrnic <command>"}},
 		{[]string{"--help"}, 0, "stdout", []string{"usage: softrnic <command>"}},
 		{[]string{"help", "help"}, 0, "stdout", []string{"usage: softrnic <command>"}},
@@ -131,7 +132,9 @@ func TestRunExit(t *testing.T) {
 		{[]string{"help", "bench", "write"}, 0, "stdout", []string{"-metrics", "-pcap", "-pprof"}},
 		{[]string{"stat"}, 2, "stderr", []string{"no address given", "usage: softrnic stat"}},
 		{[]string{"help", "stat"}, 0, "stdout", []string{"usage: softrnic stat", "-w duration"}},
-		{[]string{"version"}, 0, "", []string{"softrnic dev"}},
+		{[]string{"version"}, 0, "", []string{"softrnic ", runtime.Version()}},
+		{[]string{"help", "-h"}, 0, "stdout", []string{"usage: softrnic <command>"}},
+		{[]string{"-h"}, 0, "stdout", []string{"frames, cache, write, replay, loss, shallow, isolation, hol, scale, hpu"}},
 		{[]string{"help", "version"}, 0, "stdout", []string{"usage: softrnic version"}},
 		{[]string{"version", "x"}, 2, "stderr", []string{"takes no arguments", "usage: softrnic version"}},
 	} {
