@@ -27,10 +27,31 @@ func serveMetrics(addr string, withPprof bool, srcs ...metrics.Source) (stop fun
 // metrics beyond it. pprof answers loopback clients only, whatever the
 // address. Where they are served is said on stderr.
 func serveHandler(addr string, withPprof bool, h http.Handler) (stop func(), err error) {
-	ln, err := net.Listen("tcp", loopbackDefault(addr))
+	ln, err := listenMetrics(addr)
 	if err != nil {
 		return nil, err
 	}
+	return serveOn(ln, withPprof, h), nil
+}
+
+// listenMetrics opens the metrics listener, before anything else is set
+// up: an address that cannot be had (a namespace whose loopback device is
+// down) fails the command before its NIC opens.
+func listenMetrics(addr string) (net.Listener, error) {
+	a := loopbackDefault(addr)
+	ln, err := net.Listen("tcp", a)
+	if err != nil {
+		hint := ""
+		if host, _, _ := net.SplitHostPort(a); host == "127.0.0.1" || host == "::1" || host == "localhost" {
+			hint = " (is the loopback device up? ip link set lo up)"
+		}
+		return nil, fmt.Errorf("--metrics %s: %w%s", addr, err, hint)
+	}
+	return ln, nil
+}
+
+// serveOn serves h on ln as serveHandler does.
+func serveOn(ln net.Listener, withPprof bool, h http.Handler) (stop func()) {
 	srv := &http.Server{Handler: metricsMux(h, withPprof), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	u := "http://" + ln.Addr().String()
@@ -42,7 +63,7 @@ func serveHandler(addr string, withPprof bool, h http.Handler) (stop func(), err
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
-	}, nil
+	}
 }
 
 // loopbackDefault is addr with loopback's host if it names none.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"net"
 	"net/netip"
 
 	"github.com/softrnic/softrnic/datapath"
@@ -93,6 +94,13 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		}
 	}()
 	e := &nicEnv{} // the undo steps use it, whatever this returns
+	var metricsLn net.Listener
+	if o.metricsAddr != "" { // first: an address that cannot be had fails before the NIC opens
+		if metricsLn, err = listenMetrics(o.metricsAddr); err != nil {
+			return nil, nil, err
+		}
+		undo = append(undo, func() { metricsLn.Close() }) // (closed again by the server's stop)
+	}
 	if e.nd, err = openNetdev(o.dev); err != nil {
 		return nil, nil, err
 	}
@@ -131,12 +139,8 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 			undo = append(undo, func() { kr.Close() })
 		}
 	}
-	if o.metricsAddr != "" {
-		stop, err := serveMetrics(o.metricsAddr, o.pprof, metrics.Source{Name: e.nd.Name, Dev: e.dev, Ports: ports})
-		if err != nil {
-			return nil, nil, err
-		}
-		undo = append(undo, stop)
+	if metricsLn != nil {
+		undo = append(undo, serveOn(metricsLn, o.pprof, metrics.Handler(metrics.Source{Name: e.nd.Name, Dev: e.dev, Ports: ports})))
 	}
 	return e, closeAll, nil
 }

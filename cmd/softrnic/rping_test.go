@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/vishvananda/netlink"
+
 	"bytes"
 	"errors"
 	"strings"
@@ -62,5 +64,39 @@ func TestRpingUsage(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &ue) {
 			t.Errorf("%q: %v, want a usage error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestMetricsListenFirst: --metrics on loopback in a namespace whose
+// loopback device is down fails at once, saying why, before the NIC opens
+// (it used to open the NIC and leave the server waiting).
+func TestMetricsListenFirst(t *testing.T) {
+	tp := topo.New(t, topo.PairSpec(1500, 1))
+	ns := tp.NS("a")
+	// As in a fresh namespace: lo down, and so without 127.0.0.1.
+	lo, err := ns.Link("lo")
+	if err == nil {
+		err = ns.Netlink().LinkSetDown(lo)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, _ := ns.Netlink().AddrList(lo, netlink.FAMILY_ALL)
+	for _, a := range addrs {
+		ns.Netlink().AddrDel(lo, &a)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- ns.Do(func() error {
+			return runRping([]string{"-s", "--dev", "veth0", "--metrics", "127.0.0.1:19555"}, &bytes.Buffer{})
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "--metrics 127.0.0.1:19555") || !strings.Contains(err.Error(), "ip link set lo up") {
+			t.Errorf("err %v, want the listener's failure and the hint", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not fail: it waits for a client with no metrics listener")
 	}
 }
