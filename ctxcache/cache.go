@@ -518,6 +518,9 @@ func (c *GCCache) findOT(line uint64) int32 {
 // one fetch): 8 for the MTT, 1 for the other contexts.
 func (c *GCCache) EntriesPerLine() int { return c.ad.EntriesPerLine }
 
+// Config returns the cache's geometry, defaults filled in.
+func (c *GCCache) Config() Config { return c.cfg }
+
 // Stats returns the counters. Lookups and hits are exact once every
 // pipeline has polled after its last lookup; until then they may lag by
 // up to 63 lookups per pipeline.

@@ -5,6 +5,7 @@
 //	softrnic perf TEST [ADDR]  perftest's tests as server or client (ib_*_bw, ib_*_lat peer)
 //	softrnic pingpong rc|uc|ud|srq [HOST]  a peer of rdma-core's ibv_*_pingpong programs
 //	softrnic rping -s|-c --dev NETDEV  a peer of librdmacm's rping
+//	softrnic devinfo NETDEV    the device on a netdev as ibv_devinfo -v and show_gids show it
 //	softrnic stat ADDR         a running softrnic's counters from its --metrics endpoint
 //	softrnic bench NAME        a benchmark: frames, cache, write, replay, loss, shallow,
 //	                           isolation, hol, scale, hpu (softrnic bench -h says what each measures)
@@ -86,6 +87,7 @@ var commands = []command{
 	{"perf", "perftest's tests (send-bw … atomic-lat), a peer of the ib_* tools", runPerf},
 	{"pingpong", "rdma-core's example programs (rc, uc, ud, srq), a peer of ibv_*_pingpong", runPingpong},
 	{"rping", "librdmacm's rping through the connection manager, a peer of rping -s/-c", runRping},
+	{"devinfo", "an RDMA device on a netdev as ibv_devinfo -v shows one: port, state, MTUs, GID table, capacities", runDevinfo},
 	{"stat", "a running softrnic's counters (perf --metrics ADDR), as rdma statistic shows them", runStat},
 	{"bench", "benchmarks (bench -h lists them): " + benchNames(), runBench},
 	{"version", "print the version", runVersion},
