@@ -137,7 +137,7 @@ type Counters struct {
 	OutOfSeqRequest            atomic.Uint64
 	RcvdSeqErr                 atomic.Uint64
 	SendErr                    atomic.Uint64
-	RdmaSends, RdmaRecvs       atomic.Uint64
+	RdmaSends, RdmaRecvs       atomic.Uint64 // as rxe counts them: SEND work requests completed (not flushed), and receive completions (messages, WRITE_WITH_IMM's included)
 	RcvdBadICRC, RcvdMalformed atomic.Uint64 // frames Parse refused
 	RcvdUnknownQP              atomic.Uint64
 	RcvdRNRErr, SendRNRErr     atomic.Uint64

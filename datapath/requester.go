@@ -410,9 +410,6 @@ func (e *engine) sendPacket(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *infli
 	// often enough to keep replay entries coming free.
 	f.BTH.AckReq = q.Type != ibv.QPTUC && ackReq
 	e.commit(buf, &f)
-	if info.Flags&wire.OpSend != 0 {
-		e.counters.RdmaSends.Add(1)
-	}
 	return true
 }
 
@@ -433,6 +430,12 @@ func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status ib
 			e.counters.HPUCommandsRefused.Add(1)
 		}
 		return
+	}
+	switch in.wqe.Opcode { // rxe's rdma_sends: SEND work requests completed
+	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv:
+		if status != ibv.WCWRFlushErr {
+			e.counters.RdmaSends.Add(1)
+		}
 	}
 	if !in.signaled && status == ibv.WCSuccess {
 		return
@@ -486,7 +489,6 @@ func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight,
 	f.Payload = payload
 	e.send(&f)
 	r.psn = r.psn.Next()
-	e.counters.RdmaSends.Add(1)
 	return ibv.WCSuccess
 }
 

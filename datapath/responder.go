@@ -765,6 +765,7 @@ func (e *engine) execute(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire
 			}
 			e.complete(q.RecvCQ, &c)
 			r.recvActive = false
+			e.counters.RdmaRecvs.Add(1)
 		}
 	default:
 		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))

@@ -50,11 +50,11 @@ type Port struct {
 	hdrLen  int // Ethernet, IP and UDP header bytes written before a datagram
 	pool    *datapath.Pool
 	rx, tx  batch
-	txSock  []uint8 // per frame of a Send batch: the socket it goes from
-	txTOS   []uint8 // and its TOS
+	txSock  []uint8  // per frame of a Send batch: the socket it goes from
+	txTOS   []uint8  // and its TOS
 	rxBufs  []uint32 // each receive slot's buffer, kept prepared across calls (rxHas)
 	rxHas   []bool
-	rxHeld  int // slots holding a buffer
+	rxHeld  int            // slots holding a buffer
 	pollfd  [2]unix.PollFd // the socket and the wake eventfd
 	wakefd  int
 	stats   datapath.PortStats

@@ -795,3 +795,37 @@ func TestSelectiveWireVector(t *testing.T) {
 		}
 	}
 }
+
+// TestRdmaSendsRecvs: rdma_sends and rdma_recvs count as rxe counts them,
+// work requests and messages, not packets: three 3000-byte SENDs (three
+// packets each at the 1024-byte path MTU) and one WRITE_WITH_IMM are three
+// rdma_sends on the sender and four rdma_recvs on the receiver.
+func TestRdmaSendsRecvs(t *testing.T) {
+	a, b := newPair(t)
+	verbstest.Connect(t, a, b, 3, 14)
+	for i := range 4 {
+		if _, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: verbstest.SGL(b, i*4096, 4096)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, err := a.QP.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, SGL: verbstest.SGL(a, 0, 3000)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.QP.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: 1,
+		SGL: verbstest.SGL(a, 0, 100), RemoteAddr: b.MR.Addr, RKey: b.MR.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := verbstest.WaitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.WRID != 9 {
+		t.Fatalf("completion %+v", wc)
+	}
+	for range 4 {
+		if wc := verbstest.WaitWC(t, b.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("receive %+v", wc)
+		}
+	}
+	if s, r := a.Counts.RdmaSends.Load(), b.Counts.RdmaRecvs.Load(); s != 3 || r != 4 {
+		t.Errorf("rdma_sends %d (want 3), rdma_recvs %d (want 4); sent_pkts %d", s, r, a.Counts.SentPkts.Load())
+	}
+}
