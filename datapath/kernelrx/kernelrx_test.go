@@ -54,8 +54,8 @@ func TestDelivered(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot bind UDP port 4791 on %v: %v", peerIP, err)
 	}
+	t.Cleanup(func() { up.Close() }) // registered first, so run after the device that uses it
 	peer := verbstest.NewEnd(t, up, peerMAC, peerIP, 1<<16)
-	t.Cleanup(func() { up.Close() }) // after the device that uses it
 
 	qn, qp := udQP(t, nic), udQP(t, peer)
 	const size = 500
