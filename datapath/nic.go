@@ -143,7 +143,8 @@ type Counters struct {
 	RcvdRNRErr, SendRNRErr     atomic.Uint64
 	RetryExceededErr           atomic.Uint64
 	RetryRNRExceededErr        atomic.Uint64
-	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs)
+	Retransmits                atomic.Uint64 // go-back-N restarts (timeouts and NAKs): rxe's completer_retry_err too
+	AckDeferred                atomic.Uint64 // ACKs, NAKs and READ responses whose handling waited, parked, for a context (rxe's ack_deferred: the completer's work put off)
 	Parked, ParkDropped        atomic.Uint64 // packets set aside for a QP context miss, and dropped for lack of room
 	RcvdBadResponse            atomic.Uint64 // READ responses whose length or opcode does not fit their place, dropped
 	SendWaits                  atomic.Uint64 // times a requester stopped for a context miss while other QPs went on
@@ -207,7 +208,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rdma_sends", &c.RdmaSends}, {"rdma_recvs", &c.RdmaRecvs}, {"rcvd_bad_icrc", &c.RcvdBadICRC},
 		{"rcvd_malformed", &c.RcvdMalformed}, {"rcvd_unknown_qp", &c.RcvdUnknownQP}, {"rcvd_rnr_err", &c.RcvdRNRErr},
 		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},
-		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"parked", &c.Parked},
+		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"completer_retry_err", &c.Retransmits}, {"ack_deferred", &c.AckDeferred}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
 		{"dma_waits", &c.DMAWaits}, {"dma_faults", &c.DMAFaults},
 		{"handed_off", &c.HandedOff}, {"handoff_dropped", &c.HandoffDropped},

@@ -53,13 +53,22 @@ func (e *engine) receive(fr *Frame) {
 	// order, while the packets of other QPs go on.
 	r := &e.qps[qpn]
 	if r.parkN > 0 {
-		e.park(qpn, fr)
+		e.parkPacket(qpn, fr, &p)
 		return
 	}
 	var q hostmem.QPCEntry
 	if e.mustWait(qpn, &p, &q) || e.dispatch(qpn, &p, &q) {
-		e.park(qpn, fr)
+		e.parkPacket(qpn, fr, &p)
 	}
+}
+
+// parkPacket parks a packet; an ACK or response parked (its handling
+// deferred to when its contexts come) is what rxe counts as ack_deferred.
+func (e *engine) parkPacket(qpn uint32, fr *Frame, p *wire.Packet) {
+	if p.Info.Flags&wire.OpRequest == 0 && p.Info.Transport != wire.TransportCNP {
+		e.counters.AckDeferred.Add(1)
+	}
+	e.park(qpn, fr)
 }
 
 // dispatch hands a parsed packet, with its QP's context, to the responder

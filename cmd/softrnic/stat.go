@@ -362,6 +362,7 @@ func softrnicCounters(s *promScrape, details bool) []*devCounters {
 	rank := map[string]int{}
 	for _, m := range s.samples {
 		short, ok := strings.CutPrefix(m.name, "softrnic_")
+		short = strings.TrimSuffix(short, "_total") // rxe's names, as rdma statistic shows them
 		dev := m.label("device")
 		if !ok || dev == "" {
 			continue

@@ -104,11 +104,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.set.sources() {
 		nic := s.Dev.NIC()
 		nic.Counters().Each(func(name string, v uint64) {
-			kind := prometheus.CounterValue
+			kind, fv := prometheus.CounterValue, float64(v)
 			if gauges[name] {
 				kind = prometheus.GaugeValue
 			}
-			ch <- metric("softrnic_"+name, "the NIC's "+strings.ReplaceAll(name, "_", " ")+" (rxe's name where rxe has one)", kind, float64(v), s.Name)
+			if n, ok := strings.CutSuffix(name, "_ns"); ok { // Prometheus counts time in seconds
+				name, fv = n+"_seconds", fv/1e9
+			}
+			ch <- metric("softrnic_"+name, "the NIC's "+strings.ReplaceAll(name, "_", " ")+" (rxe's name where rxe has one)", kind, fv, s.Name)
 		})
 		for i, e := range nic.Engines() {
 			q := strconv.Itoa(i)
@@ -162,7 +165,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // metric is one sample with the device label and any other label pairs.
+// A counter's name ends in _total, as Prometheus names counters
+// (softrnic_sent_pkts_total); softrnic stat shows it without.
 func metric(name, help string, kind prometheus.ValueType, v float64, dev string, labels ...string) prometheus.Metric {
+	if kind == prometheus.CounterValue && !strings.HasSuffix(name, "_total") {
+		name += "_total"
+	}
 	keys, vals := []string{"device"}, []string{dev}
 	for i := 0; i+1 < len(labels); i += 2 {
 		keys, vals = append(keys, labels[i]), append(vals, labels[i+1])

@@ -6,7 +6,10 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
@@ -66,13 +69,13 @@ func TestScrape(t *testing.T) {
 	first := get()
 	write(10)
 	second := get()
-	for _, series := range []string{`softrnic_sent_pkts{device="a"}`, `softrnic_port_tx_frames{device="a",queue="0"}`,
-		`softrnic_engine_doorbells{device="a",engine="0"}`, `softrnic_dma_read_bytes{device="a"}`} {
+	for _, series := range []string{`softrnic_sent_pkts_total{device="a"}`, `softrnic_port_tx_frames_total{device="a",queue="0"}`,
+		`softrnic_engine_doorbells_total{device="a",engine="0"}`, `softrnic_dma_read_bytes_total{device="a"}`} {
 		if v0, v1 := scrape(t, first, series), scrape(t, second, series); v1 <= v0 {
 			t.Errorf("%s did not move: %v then %v", series, v0, v1)
 		}
 	}
-	if v := scrape(t, second, `softrnic_cache_lookups{context="qpc",device="a"}`); v == 0 {
+	if v := scrape(t, second, `softrnic_cache_lookups_total{context="qpc",device="a"}`); v == 0 {
 		t.Error("no QPC lookups counted")
 	}
 	if v := scrape(t, second, "go_goroutines"); v == 0 {
@@ -112,7 +115,7 @@ func TestSet(t *testing.T) {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		var out []string
-		for _, m := range regexp.MustCompile(`(?m)^softrnic_sent_pkts\{device="([^"]+)"\}`).FindAllStringSubmatch(string(body), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^softrnic_sent_pkts_total\{device="([^"]+)"\}`).FindAllStringSubmatch(string(body), -1) {
 			out = append(out, m[1])
 		}
 		return out
@@ -132,5 +135,29 @@ func TestSet(t *testing.T) {
 	removeB()
 	if d := devices(); len(d) != 0 {
 		t.Fatalf("after removing both: %v", d)
+	}
+}
+
+// TestPromlint: the softrnic series follow Prometheus' naming conventions
+// as promlint checks them (counters end in _total, times are in seconds,
+// no camel case), so that a Prometheus user finds them where they look.
+func TestPromlint(t *testing.T) {
+	pa, _ := porttest.NewPair(porttest.Config{Buffers: 256})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 4096)
+	srv := httptest.NewServer(metrics.Handler(metrics.Source{Name: "a", Dev: a.Dev, Ports: []datapath.Port{pa}}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	problems, err := promlint.New(resp.Body).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "softrnic_") {
+			t.Errorf("%s: %s", p.Metric, p.Text)
+		}
 	}
 }
