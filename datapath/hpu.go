@@ -25,7 +25,8 @@ type Match struct {
 	// Ops are the kinds of message taken (MatchSend, MatchWrite; 0: both).
 	Ops MatchOps
 	// Tag, when not empty, must equal the first bytes of the message's
-	// first packet's payload.
+	// first packet's payload. The tag's bytes stay in the payload: the
+	// handlers see the message whole, tag first.
 	Tag []byte
 	// WithImm takes only messages whose immediate data is Imm. The
 	// decision is made at a message's first packet, so it holds for

@@ -33,11 +33,18 @@ type QPConfig struct {
 	// without end).
 	RetryCount, RNRRetryCount uint8
 	// Private is sent with the REQ (at most MaxREQPrivate bytes) or the
-	// REP (at most REPPrivate).
+	// REP (at most REPPrivate); the peer finds it in Conn.Private. A
+	// listener's is the same for every client it accepts: a region it
+	// offers (verbs.MR.Remote, encoded with MarshalBinary, 16 bytes) fits
+	// either. The field has a fixed size on the wire: the peer's
+	// Conn.Private is always that long (MaxREQPrivate bytes from a REQ,
+	// REPPrivate from a REP), what was sent followed by zeros, as rdma_cm
+	// hands it over.
 	Private []byte
 	// Prepare, if set, is called with each new QP, in INIT, before its
 	// connection is set up: to post the receives the peer's first SENDs
-	// will need.
+	// will need, and to attach handlers (QP.AttachHandlers) that must see
+	// the peer's first message.
 	Prepare func(qp *verbs.QP) error
 	// QP, if set, supplies each connection's QP instead of one made from
 	// PD, SendCQ, RecvCQ, SRQ and Cap: an RC QP of the agent's device,

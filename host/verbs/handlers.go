@@ -23,8 +23,9 @@ const (
 // its handlers have finished. A handler's fault fails its message: the
 // requester's work request completes with a remote error, c.Done gets
 // the fault, and the QP moves to the error state. Attach before the peer
-// sends; the handler stage starts at the first attach, with the sizes of
-// DeviceConfig.HPU.
+// sends (on a QP that a connection manager connects, in
+// cm.QPConfig.Prepare: it runs before the peer may send); the handler
+// stage starts at the first attach, with the sizes of DeviceConfig.HPU.
 func (qp *QP) AttachHandlers(c hpu.Context, m Match) (*hpu.Installed, error) {
 	if qp.Type == QPTUD {
 		return nil, fmt.Errorf("%w: handlers run on RC and UC QPs", ErrInvalid)
