@@ -117,6 +117,11 @@ func runPingpong(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeNIC()
+	if full, err := cfg.WithDefaults(); err == nil {
+		if err := full.Fits(e.dev); err != nil {
+			return err // before waiting for a client
+		}
+	}
 	var conn net.Conn
 	if host == "" {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))

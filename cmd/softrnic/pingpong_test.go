@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/internal/topo"
 )
@@ -78,5 +79,25 @@ func TestPingpongUsage(t *testing.T) {
 		} else if !errors.As(err, &ue) {
 			t.Errorf("%q: %v is not a usage error (exit 2)", tc.args, err)
 		}
+	}
+}
+
+// TestPingpongUDTooLarge: a UD server asked for a message larger than the
+// port's MTU says so at once, before it waits for a client.
+func TestPingpongUDTooLarge(t *testing.T) {
+	tp := topo.New(t, topo.PairSpec(1500, 1))
+	done := make(chan error, 1)
+	go func() {
+		done <- tp.NS("a").Do(func() error {
+			return runPingpong([]string{"ud", "-d", "veth0", "-s", "4096", "-p", "18611"}, &bytes.Buffer{})
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "requested size larger than port MTU (1024)") {
+			t.Errorf("err %v, want the MTU refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server waits for a client before checking the size")
 	}
 }

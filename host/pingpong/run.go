@@ -76,6 +76,19 @@ type Config struct {
 	Check   bool // -c: the client marks each page of its buffer, the server checks its own (RC, UC, SRQ)
 }
 
+// Fits reports whether the test fits the device: a UD message must fit
+// the port's active MTU (ibv_ud_pingpong's check). A server checks it
+// before it waits for a client.
+func (c Config) Fits(dev *verbs.Device) error {
+	if c.Kind != UD {
+		return nil
+	}
+	if mtu := wire.MTUFromEnum(dev.ActiveMTU()); c.Size > mtu {
+		return fmt.Errorf("pingpong: requested size larger than port MTU (%d)", mtu)
+	}
+	return nil
+}
+
 // WithDefaults returns the configuration with the programs' defaults
 // filled in, or an error for a value the programs refuse.
 func (c Config) WithDefaults() (Config, error) {
@@ -261,10 +274,10 @@ func (r *run) setup() error {
 		return err
 	}
 	size := c.Size
+	if err := c.Fits(dev); err != nil {
+		return err
+	}
 	if c.Kind == UD {
-		if mtu := wire.MTUFromEnum(dev.ActiveMTU()); c.Size > mtu {
-			return fmt.Errorf("pingpong: requested size larger than port MTU (%d)", mtu)
-		}
 		size += grhLen
 	}
 	r.buf = make([]byte, size)
