@@ -101,7 +101,14 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		}
 		undo = append(undo, func() { metricsLn.Close() }) // (closed again by the server's stop)
 	}
-	if e.nd, err = openNetdev(o.dev); err != nil {
+	if o.portKind == "udp" {
+		// The kernel UDP port sends no Ethernet frames: any device with
+		// an address will do, the loopback device included.
+		e.nd, err = netdev.OpenUDP(o.dev)
+	} else {
+		e.nd, err = openNetdev(o.dev)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.nd.Close() })

@@ -229,7 +229,9 @@ func runPerf(args []string, stdout io.Writer) error {
 			return err
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		quiet := sayRetrying(server.String())
 		conn, err = perftest.DialCM(dctx, agent, server)
+		quiet()
 		cancel()
 		if err != nil {
 			return err
@@ -248,7 +250,10 @@ func runPerf(args []string, stdout io.Writer) error {
 		}
 	default:
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		conn, err = perftest.Dial(dctx, net.JoinHostPort(addr, strconv.Itoa(*tcpPort)))
+		to := net.JoinHostPort(addr, strconv.Itoa(*tcpPort))
+		quiet := sayRetrying(to)
+		conn, err = perftest.Dial(dctx, to)
+		quiet()
 		cancel()
 		if err != nil {
 			return err
@@ -400,4 +405,14 @@ func xskError(dev string, err error, udpFlag string) error {
 		hint += ", or use " + udpFlag + " for a kernel UDP socket, which needs no privileges"
 	}
 	return fmt.Errorf("AF_XDP port on %s: not permitted: %s (%w)", dev, hint, err)
+}
+
+// sayRetrying says on stderr, once a second has gone by without a server
+// answering at addr, that the client keeps trying (for 10 s in all, as
+// perftest's clients do); the returned function stops it.
+func sayRetrying(addr string) (stop func()) {
+	t := time.AfterFunc(time.Second, func() {
+		fmt.Fprintf(os.Stderr, "softrnic perf: no server answers at %s yet; retrying for up to 10 s\n", addr)
+	})
+	return func() { t.Stop() }
 }
