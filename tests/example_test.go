@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/testenv"
 	"github.com/softrnic/softrnic/internal/topo"
 )
 
@@ -78,60 +76,13 @@ func TestExampleRDMAWrite(t *testing.T) {
 				t.Fatalf("server verified %s bytes (%s), client says %s (%s), want %d\n%s", sm[1], sm[2], cm[1], cm[2], size, report)
 			}
 			if port == "xsk" {
-				checkREADMEShape(t, "The client's side of one run:", cerr.String()+cout.String())
+				testenv.CheckREADME(t, "../README.md", "The client's side of one run:", cerr.String()+cout.String())
 			}
 			t.Logf("%s", report)
 		})
 	}
 }
 
-// checkREADMEShape compares the output block that follows intro in
-// README.md with what the program printed, line by line, their figures
-// aside (times, numbers, addresses, keys, hashes): README shows what the
-// program prints today.
-func checkREADMEShape(t *testing.T, intro, got string) {
-	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(readme), intro)
-	if !ok {
-		t.Fatalf("README has no %q", intro)
-	}
-	_, block, ok := strings.Cut(after, "```\n")
-	if block, _, ok = strings.Cut(block, "```"); !ok {
-		t.Fatalf("README has no output block after %q", intro)
-	}
-	want, have := shapes(block), shapes(got)
-	if !slices.Equal(want, have) {
-		t.Errorf("README's output after %q is not what the program prints:\nREADME:\n%s\nprinted:\n%s", intro, strings.Join(want, "\n"), strings.Join(have, "\n"))
-	}
-}
-
-// shapes are the lines of out with their figures replaced by placeholders.
-func shapes(out string) []string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		for _, r := range figureREs {
-			l = r.re.ReplaceAllString(l, r.with)
-		}
-		lines = append(lines, l)
-	}
-	return lines
-}
-
-var figureREs = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`time=\S+`), "time=T"},
-	{regexp.MustCompile(`\b[0-9a-f]{64}\b`), "SHA"},
-	{regexp.MustCompile(`\b([0-9a-f]{2}:){5}[0-9a-f]{2}\b`), "MAC"},
-	{regexp.MustCompile(`\b\d+\.\d+\.\d+\.\d+\b`), "IP"},
-	{regexp.MustCompile(`0x[0-9a-f]+`), "0xH"},
-	{regexp.MustCompile(`\d+(\.\d+)?(ms|µs|us|ns|s)?\b`), "N"},
-}
 
 // buildExample builds examples/<name> into a temporary folder.
 func buildExample(t *testing.T, name string) string {

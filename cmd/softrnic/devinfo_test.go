@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softrnic/softrnic/internal/testenv"
 	"github.com/softrnic/softrnic/internal/topo"
 )
 
@@ -77,4 +78,14 @@ func TestDevinfo(t *testing.T) {
 			t.Errorf("the text lacks %q:\n%s", s, text.String())
 		}
 	}
+}
+
+// TestDevinfoREADME: README's devinfo example is what devinfo prints on
+// the loopback device, figures aside.
+func TestDevinfoREADME(t *testing.T) {
+	var out bytes.Buffer
+	if err := runDevinfo([]string{"lo"}, &out); err != nil {
+		t.Skipf("no device on lo here: %v", err)
+	}
+	testenv.CheckREADME(t, "../../README.md", "On the loopback device, with no root:", out.String())
 }
