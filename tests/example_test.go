@@ -83,7 +83,6 @@ func TestExampleRDMAWrite(t *testing.T) {
 	}
 }
 
-
 // buildExample builds examples/<name> into a temporary folder.
 func buildExample(t *testing.T, name string) string {
 	t.Helper()
