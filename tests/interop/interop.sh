@@ -24,6 +24,9 @@
 # each, default 1), INTEROP_LOG (directory for every side's output).
 set -u
 cd "$(dirname "$0")/../.."
+# Debian's binaries the C cells run on lib/ (installed when missing, as root).
+. tests/lib/need.sh
+need interop ib_write_bw perftest ibv_rc_pingpong ibverbs-utils rping rdmacm-utils
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 ITERS=${ITERS:-100}
