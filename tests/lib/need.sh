@@ -1,7 +1,7 @@
 # need WHO CMD PACKAGE [CMD PACKAGE ...]: make sure each command is on
 # PATH, installing its Debian package with apt-get (as root) when it is
 # missing, so that a bench script runs on a fresh machine. WHO names the
-# script in the messages. Sourced by tests/bench/*.sh.
+# script in the messages. Sourced by tests/bench/*.sh and tests/interop.
 need() {
 	local who=$1 missing=() cmd pkg
 	shift
