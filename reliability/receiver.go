@@ -15,6 +15,18 @@ const MaxRdAtomic = 16
 // timeout, so a lost packet is still repaired long before the timer.
 const SeqNAKInterval = 100 * time.Microsecond
 
+// SeqNAKRepeat and SeqNAKRepeatMax pace the NAKs of one gap after its
+// first: while requests beyond the gap keep coming, the gap is NAKed
+// again SeqNAKRepeat after its last NAK, the wait doubling to
+// SeqNAKRepeatMax. A lost NAK would otherwise leave the sender to its
+// local ACK timeout (rdma_cm gives rxe's QPs about 2 s), and the wait,
+// above a round trip, lets the packets sent before the sender's go-back
+// arrive without a NAK of their own.
+const (
+	SeqNAKRepeat    = time.Millisecond
+	SeqNAKRepeatMax = 64 * time.Millisecond
+)
+
 // Class is what a request's PSN makes of it.
 type Class uint8
 
@@ -25,8 +37,9 @@ const (
 	// FindRead, FindAtomic, or an ACK of Expected()-1), never execute it.
 	Duplicate
 	// OutOfSequence is ahead of the expected PSN: drop it; NAK says
-	// whether to send a PSN sequence NAK for Expected() (one per gap, and
-	// not more often than SeqNAKInterval).
+	// whether to send a PSN sequence NAK for Expected() (the first of a
+	// gap no sooner than SeqNAKInterval after the QP's last, and again
+	// while the gap lasts, SeqNAKRepeat after and doubling).
 	OutOfSequence
 	// Ahead is, with selective repeat, a PSN ahead of the expected one
 	// within the receive window: a packet that can be placed on its own
@@ -46,6 +59,7 @@ const SRWindow = 1024
 // ReceiverStats count one QP's responder events.
 type ReceiverStats struct {
 	Duplicates, OutOfSequence, NAKsSuppressed uint64
+	NAKsRepeated                              uint64 // sequence NAKs of a gap NAKed before (SeqNAKRepeat)
 	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
 
@@ -58,6 +72,7 @@ type Receiver struct {
 	msn        uint32
 	nakSent    bool
 	lastNAK    time.Time
+	nakAgain   time.Duration // the wait before the gap's next NAK
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -161,8 +176,13 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 		if r.sr && d < SRWindow {
 			c = Ahead
 		}
-		if !r.nakSent && now.Sub(r.lastNAK) >= SeqNAKInterval {
-			r.nakSent, r.lastNAK = true, now
+		switch since := now.Sub(r.lastNAK); {
+		case !r.nakSent && since >= SeqNAKInterval:
+			r.nakSent, r.lastNAK, r.nakAgain = true, now, SeqNAKRepeat
+			return c, true
+		case r.nakSent && since >= r.nakAgain: // the NAK may be lost: again
+			r.lastNAK, r.nakAgain = now, min(2*r.nakAgain, SeqNAKRepeatMax)
+			r.stats.NAKsRepeated++
 			return c, true
 		}
 		r.stats.NAKsSuppressed++

@@ -1,0 +1,51 @@
+package reliability_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/reliability"
+)
+
+// TestSeqNAKRepeat: a gap is NAKed at its first out-of-sequence request;
+// while requests beyond it keep coming, again 1 ms after, then 2 ms, 4 ms
+// after that (a lost NAK must not leave the sender to its ACK timeout),
+// and not in between; once the gap is filled, the next gap's first NAK
+// comes at once.
+func TestSeqNAKRepeat(t *testing.T) {
+	var r reliability.Receiver
+	r.Init(100, false)
+	t0 := time.Unix(1000, 0)
+	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
+	for i, tc := range []struct {
+		at  time.Time
+		psn wire.PSN
+		nak bool
+	}{
+		{ms(0), 101, true},     // 100 lost: the gap's first NAK
+		{ms(0.01), 102, false}, // its NAK was just sent
+		{ms(0.5), 103, false},
+		{ms(1), 104, true}, // 1 ms on, still beyond the gap: again
+		{ms(2.5), 105, false},
+		{ms(3), 106, true}, // 2 ms after the last
+		{ms(6.9), 107, false},
+		{ms(7), 108, true}, // 4 ms after
+	} {
+		c, nak := r.Classify(tc.psn, tc.at)
+		if c != reliability.OutOfSequence || nak != tc.nak {
+			t.Errorf("step %d: PSN %d at %v: %v, NAK %v; want out of sequence, NAK %v", i, tc.psn, tc.at.Sub(t0), c, nak, tc.nak)
+		}
+	}
+	if got := r.Stats().NAKsRepeated; got != 3 {
+		t.Errorf("%d repeated NAKs counted, want 3", got)
+	}
+	// The go-back fills the gap; a new one is NAKed at once.
+	if c, _ := r.Classify(100, ms(8)); c != reliability.New {
+		t.Fatalf("PSN 100: %v", c)
+	}
+	r.Executed(1, true)
+	if c, nak := r.Classify(102, ms(8.2)); c != reliability.OutOfSequence || !nak {
+		t.Errorf("the next gap: %v, NAK %v; want its first NAK", c, nak)
+	}
+}
