@@ -246,3 +246,19 @@ func TestExchangePeerGoneAfterAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWhenPeerLeft: a peer that leaves within the closing step (its
+// run over, this side's last message not yet acknowledged) ends the run
+// well, on either side; a peer gone for another reason is still an error.
+func TestCloseWhenPeerLeft(t *testing.T) {
+	for _, server := range []bool{false, true} {
+		s := &session{conn: &Conn{l: &goneLink{}, server: server}, local: []Keys{{}}, peer: []Keys{{}}}
+		if err := s.close(time.Second); err != nil {
+			t.Errorf("server %v: %v", server, err)
+		}
+	}
+	s := &session{conn: &Conn{l: &goneLink{}}, local: []Keys{{}}, peer: []Keys{{}}}
+	if err := s.keys("keys exchange", time.Second); !errors.Is(err, errGone) {
+		t.Errorf("a peer gone at a setup step: %v", err)
+	}
+}
