@@ -479,27 +479,11 @@ func (n *NIC) owner(qpn uint32) *engine { return n.engines[qpn%uint32(len(n.engi
 // KernelRx or has no buffer free for it. Any goroutine may call it.
 func (n *NIC) Deliver(frame []byte, noICRC bool) bool {
 	n.counters.KernelRxFrames.Add(1)
-	e := n.engines[0]
-	if e.inbox == nil {
-		n.counters.KernelRxDropped.Add(1)
-		return false
-	}
-	select {
-	case buf := <-e.spare:
-		if len(frame) > cap(buf) {
-			e.spare <- buf
-			n.counters.KernelRxDropped.Add(1)
-			return false
-		}
-		buf = buf[:copy(buf[:cap(buf)], frame)]
-		e.stats.HandoffQueued.Add(1)
-		e.inbox <- handoff{buf: buf, noICRC: noICRC}
-		e.wake()
+	if e := n.engines[0]; e.inbox != nil && e.takeIn(frame, noICRC) {
 		return true
-	default:
-		n.counters.KernelRxDropped.Add(1)
-		return false
 	}
+	n.counters.KernelRxDropped.Add(1)
+	return false
 }
 
 // Ring queues a doorbell for the engine that owns the QP, waking it if it

@@ -106,7 +106,6 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 // must not make the requester go back at each), and with selective
 // repeat a WRITE_ONLY ahead is placed at once.
 func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
-	repeated := r.rcv.Stats().NAKsRepeated
 	switch class, nak := r.rcv.Classify(psn, e.clock()); class {
 	case reliability.Duplicate:
 		e.duplicate(q, r, p, psn)
@@ -120,7 +119,7 @@ func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 			e.counters.PlacedAhead.Add(1)
 		}
 		if nak {
-			if r.rcv.Stats().NAKsRepeated != repeated {
+			if r.rcv.RepeatedNAK() {
 				e.counters.SeqNAKRepeated.Add(1)
 			}
 			e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))

@@ -130,21 +130,32 @@ type handoff struct {
 // the batch. With no spare buffer the frame is dropped and counted, as a
 // NIC drops what it has no room for; RC retransmits it.
 func (e *engine) handOff(to *engine, fr *Frame, verified bool) {
-	select {
-	case buf := <-to.spare:
-		if len(fr.Data) > cap(buf) {
-			to.spare <- buf
-			e.counters.HandoffDropped.Add(1)
-			return
-		}
-		buf = buf[:copy(buf[:cap(buf)], fr.Data)]
-		to.stats.HandoffQueued.Add(1)
-		to.inbox <- handoff{buf: buf, noICRC: fr.NoICRC || verified}
-		e.stats.HandoffOut.Add(1)
-		e.counters.HandedOff.Add(1)
-		to.wake()
-	default:
+	if !to.takeIn(fr.Data, fr.NoICRC || verified) {
 		e.counters.HandoffDropped.Add(1)
+		return
+	}
+	e.stats.HandoffOut.Add(1)
+	e.counters.HandedOff.Add(1)
+}
+
+// takeIn copies a frame into one of the engine's spare buffers and
+// queues it on its inbox, waking it; it reports false when there is no
+// spare buffer, or none large enough (the caller counts the drop). Any
+// goroutine may call it.
+func (e *engine) takeIn(frame []byte, noICRC bool) bool {
+	select {
+	case buf := <-e.spare:
+		if len(frame) > cap(buf) {
+			e.spare <- buf
+			return false
+		}
+		buf = buf[:copy(buf[:cap(buf)], frame)]
+		e.stats.HandoffQueued.Add(1)
+		e.inbox <- handoff{buf: buf, noICRC: noICRC}
+		e.wake()
+		return true
+	default:
+		return false
 	}
 }
 

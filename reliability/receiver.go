@@ -73,6 +73,7 @@ type Receiver struct {
 	nakSent    bool
 	lastNAK    time.Time
 	nakAgain   time.Duration // the wait before the gap's next NAK
+	nakRepeat  bool          // the last NAK Classify asked for repeated its gap's
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -152,6 +153,10 @@ func shiftBits(b []uint64, k int) {
 	}
 }
 
+// RepeatedNAK reports whether the NAK the last Classify asked for was a
+// repeat of its gap's (SeqNAKRepeat), not the gap's first.
+func (r *Receiver) RepeatedNAK() bool { return r.nakRepeat }
+
 // Expected is the PSN of the next new request.
 func (r *Receiver) Expected() wire.PSN { return r.exp }
 
@@ -178,10 +183,10 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 		}
 		switch since := now.Sub(r.lastNAK); {
 		case !r.nakSent && since >= SeqNAKInterval:
-			r.nakSent, r.lastNAK, r.nakAgain = true, now, SeqNAKRepeat
+			r.nakSent, r.lastNAK, r.nakAgain, r.nakRepeat = true, now, SeqNAKRepeat, false
 			return c, true
 		case r.nakSent && since >= r.nakAgain: // the NAK may be lost: again
-			r.lastNAK, r.nakAgain = now, min(2*r.nakAgain, SeqNAKRepeatMax)
+			r.lastNAK, r.nakAgain, r.nakRepeat = now, min(2*r.nakAgain, SeqNAKRepeatMax), true
 			r.stats.NAKsRepeated++
 			return c, true
 		}

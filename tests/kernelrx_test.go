@@ -8,7 +8,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
@@ -88,16 +87,14 @@ func TestFreshBridgedVeth(t *testing.T) {
 	g := verbstest.NewEnd(t, openPort(t, guest, guestEnd, "udp"), wire.MAC(guestEnd.MAC), guestIP.Addr(), 1<<20)
 	// The host: the first XDP program this veth has seen, and the kernel
 	// UDP socket beside it.
-	h := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: openPort(t, host, hostEnd, "xsk"), MAC: wire.MAC(hostEnd.MAC), IP: hostIP.Addr(), KernelRx: true}, 1<<20)
-	err := host.Do(func() error {
-		kr, err := kernelrx.Start(h.Dev.NIC(), hostIP.Addr(), wire.MAC(hostEnd.MAC))
-		if err == nil {
-			t.Cleanup(func() { kr.Close() })
-		}
-		return err
+	hostPort := openPort(t, host, hostEnd, "xsk")
+	var h *verbstest.End
+	host.Do(func() error { // the kernel UDP socket opens in the host's namespace
+		h = verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: hostPort, MAC: wire.MAC(hostEnd.MAC), IP: hostIP.Addr(), KernelRx: true}, 1<<20)
+		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if !h.Dev.KernelRx() {
+		t.Fatal("no kernel UDP socket beside the XSK socket")
 	}
 	verbstest.Connect(t, g, h, 3, 14)
 

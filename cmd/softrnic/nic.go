@@ -8,7 +8,6 @@ import (
 	"net/netip"
 
 	"github.com/softrnic/softrnic/datapath"
-	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/netdev"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/metrics"
@@ -136,15 +135,8 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })
-	if xskPort {
-		// RoCEv2 frames the XDP program misses reach the NIC through the
-		// kernel's UDP stack (kernel_rx_frames), not an ICMP error.
-		kr, err := kernelrx.Start(e.dev.NIC(), e.ip, e.nd.MAC)
-		if err != nil {
-			slog.Debug("no kernel UDP socket beside the XSK sockets", "dev", e.nd.Name, "err", err)
-		} else {
-			undo = append(undo, func() { kr.Close() })
-		}
+	if xskPort && !e.dev.KernelRx() {
+		slog.Debug("no kernel UDP socket beside the XSK sockets (another stack holds port 4791?)", "dev", e.nd.Name)
 	}
 	if metricsLn != nil {
 		undo = append(undo, serveOn(metricsLn, o.pprof, metrics.Handler(metrics.Source{Name: e.nd.Name, Dev: e.dev, Ports: ports})))

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -37,19 +36,18 @@ func udQP(t *testing.T, e *verbstest.End) *verbs.QP {
 	return qp
 }
 
-// TestDelivered: a UD datagram sent to the NIC's address reaches the
+// TestDelivered (kernelrx.Receiver, opened by the device): a UD datagram sent to the NIC's address reaches the
 // kernel's UDP stack (the NIC's own port, in-memory here, never sees it,
 // as an XSK socket does not see what its XDP program missed), and the
 // Receiver hands it to the NIC: the receive completes with the sender's
 // bytes, counted in kernel_rx_frames. Loopback only: no root needed.
 func TestDelivered(t *testing.T) {
 	pa, _ := porttest.NewPair(porttest.Config{Buffers: 256})
+	// The device opens the Receiver (DeviceConfig.KernelRx).
 	nic := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pa, MAC: nicMAC, IP: nicIP, KernelRx: true}, 1<<16)
-	r, err := kernelrx.Start(nic.Dev.NIC(), nicIP, nicMAC)
-	if err != nil {
-		t.Skipf("cannot bind UDP port 4791 on %v (another RoCEv2 stack holds it?): %v", nicIP, err)
+	if !nic.Dev.KernelRx() {
+		t.Skipf("cannot bind UDP port 4791 on %v (another RoCEv2 stack holds it?)", nicIP)
 	}
-	defer r.Close()
 	up, err := udpport.Open(udpport.Config{Local: peerIP, LocalMAC: peerMAC})
 	if err != nil {
 		t.Skipf("cannot bind UDP port 4791 on %v: %v", peerIP, err)

@@ -60,12 +60,14 @@ type Device struct {
 // Open reads the named device in the calling thread's network namespace.
 // The Device keeps a netlink handle there, so its methods work from any
 // goroutine.
-func Open(name string) (*Device, error) {
+func Open(name string) (*Device, error) { return open(name, false) }
+
+func open(name string, anyLink bool) (*Device, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netdev: netlink: %w", err)
 	}
-	d := &Device{Name: name, nl: h}
+	d := &Device{Name: name, nl: h, anyLink: anyLink}
 	if err := d.Refresh(); err != nil {
 		h.Close()
 		return nil, err
@@ -77,18 +79,7 @@ func Open(name string) (*Device, error) {
 // datagrams through the kernel and no Ethernet frames: it also takes a
 // device without an Ethernet address, such as the loopback device (its
 // MAC is zero, its GID table its IP addresses, with no link-local GID).
-func OpenUDP(name string) (*Device, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("netdev: netlink: %w", err)
-	}
-	d := &Device{Name: name, nl: h, anyLink: true}
-	if err := d.Refresh(); err != nil {
-		h.Close()
-		return nil, err
-	}
-	return d, nil
-}
+func OpenUDP(name string) (*Device, error) { return open(name, true) }
 
 // Ethernet reports whether the device has an Ethernet address: the xsk
 // port needs one.

@@ -8,7 +8,6 @@ import "C"
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/capture"
-	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/netdev"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -202,13 +200,6 @@ func openDevice(name string) (_ *device, err error) {
 		return nil, err
 	}
 	d.undo = append(d.undo, func() { d.dev.Close() })
-	if d.kind == "xsk" && d.ip.IsValid() {
-		// What the XDP program misses reaches the NIC through the
-		// kernel's UDP stack (best effort: another stack may hold the port).
-		if kr, err := kernelrx.Start(d.dev.NIC(), d.ip, d.nd.MAC); err == nil {
-			d.undo = append(d.undo, func() { kr.Close() })
-		}
-	}
 	if cfg.metrics != "" {
 		if err := d.serveMetrics(cfg.metrics); err != nil {
 			return nil, err
@@ -230,7 +221,7 @@ func (d *device) openPorts(kind string) error {
 			d.undo = append(d.undo, func() { x.Close() })
 			return nil
 		}
-		denied := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || strings.Contains(err.Error(), "operation not permitted") || strings.Contains(err.Error(), "MEMLOCK")
+		denied := xsk.NotPermitted(err)
 		if kind == "xsk" {
 			if denied {
 				return fmt.Errorf("AF_XDP port on %s: not permitted (%v): run as root (AF_XDP needs CAP_NET_ADMIN, CAP_BPF and CAP_IPC_LOCK), or set SOFTRNIC_PORT=udp for a kernel UDP socket, which needs no privileges: %w", d.nd.Name, err, unix.EPERM)

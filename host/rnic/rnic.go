@@ -17,16 +17,11 @@ package rnic
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/datapath"
-	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/netdev"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -111,15 +106,6 @@ func Open(name string, cfg Config) (_ *Device, err error) {
 		return nil, fmt.Errorf("rnic: %w", err)
 	}
 	d.undo = append(d.undo, func() { d.Device.Close() })
-	if d.Port == "xsk" {
-		// What the XDP program misses reaches the NIC through the kernel's
-		// UDP stack; best effort, as another stack may hold the port.
-		if kr, err := kernelrx.Start(d.Device.NIC(), d.Addr, d.Netdev.MAC); err == nil {
-			d.undo = append(d.undo, func() { kr.Close() })
-		} else {
-			log.Debug("no kernel UDP socket beside the XSK sockets", "dev", name, "err", err)
-		}
-	}
 	cc := cfg.CM
 	if cc.Resolve == nil {
 		cc.Resolve = d.Resolve
@@ -173,7 +159,7 @@ func (d *Device) openPorts(kind string, log *slog.Logger) ([]datapath.Port, erro
 			d.Port, d.XDPMode, d.Queues = "xsk", x.Program().Mode().String(), len(ports)
 			return ports, nil
 		}
-		denied := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || strings.Contains(err.Error(), "MEMLOCK")
+		denied := xsk.NotPermitted(err)
 		if kind == "xsk" || !denied {
 			if denied {
 				return nil, fmt.Errorf("rnic: AF_XDP port on %s not permitted (run as root, or use Port \"udp\"): %w", d.Netdev.Name, err)

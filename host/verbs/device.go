@@ -13,6 +13,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"
@@ -72,8 +73,12 @@ type DeviceConfig struct {
 	// clusters of 8 HPUs), started when the first execution context is
 	// attached (QP.AttachHandlers).
 	HPU hpu.Config
-	// KernelRx: the NIC keeps room for frames taken in outside its ports
-	// (datapath.NICConfig's; package kernelrx).
+	// KernelRx opens a kernel UDP socket on port 4791 at IP beside the
+	// ports (package kernelrx), whose datagrams the NIC takes in: the
+	// RoCEv2 frames an xsk port's XDP program did not see reach the NIC
+	// through it (kernel_rx_frames), not an ICMP error. Best effort:
+	// where another stack holds the port, the device opens without it
+	// (KernelRx reports which).
 	KernelRx bool
 }
 
@@ -98,6 +103,7 @@ type Device struct {
 	mrs                    atomic.Int32
 	qps                    []atomic.Pointer[QP] // by QP number, for queue accounting
 	gsi                    bool                 // QP1 exists (under mu)
+	kernelRx               *kernelrx.Receiver   // DeviceConfig.KernelRx's socket, if it opened
 }
 
 // Open starts a device on a port.
@@ -141,12 +147,19 @@ func Open(cfg DeviceConfig) (*Device, error) {
 		word[0] = iova
 		return nic.Cache(hostmem.MTT).HostWrite(idx, word)
 	}
+	if cfg.KernelRx && cfg.IP.IsValid() {
+		d.kernelRx, _ = kernelrx.Start(nic, cfg.IP, cfg.MAC) // best effort (KernelRx says)
+	}
 	go func() {
 		defer close(d.done)
 		nic.Run()
 	}()
 	return d, nil
 }
+
+// KernelRx reports whether the device has the kernel UDP socket
+// DeviceConfig.KernelRx asks for.
+func (d *Device) KernelRx() bool { return d.kernelRx != nil }
 
 // WritesPlaced counts the RDMA WRITE messages placed in this device's
 // memory by peers. Read a buffer a peer writes only after this count has
@@ -180,6 +193,9 @@ func (d *Device) DMA() *hostmem.DMAStats { return d.dma.Stats() }
 
 // Close stops the device.
 func (d *Device) Close() error {
+	if d.kernelRx != nil {
+		d.kernelRx.Close()
+	}
 	d.nic.Close()
 	<-d.done
 	d.dma.Close()
