@@ -10,8 +10,13 @@ import (
 // Baseline is the blocking design GCCache is measured against: the same
 // sets and ways, but requests are answered strictly in arrival order (first
 // request, first response), so a hit behind a miss waits for the miss's
-// host fetch, and every miss fetches for itself, even a line already on its
-// way.
+// host fetch, and misses are fetched in arrival order too, at most
+// Config.Outstanding at a time, with no merging: a miss fetches for itself,
+// even a line already on its way. With Outstanding 1 it is the classic
+// blocking cache (SRNIC's and ScalaRNIC's, in the GCCache talk): a miss
+// holds up every request behind it for a host round trip, and a miss
+// queued behind another is looked up again when its turn comes (the line
+// may have come in meanwhile).
 type Baseline struct {
 	ad         Adapter
 	dma        *hostmem.DMA
@@ -27,6 +32,7 @@ type Baseline struct {
 	data    []uint64
 	fifo    []breq // requests in arrival order, a ring
 	head, n int
+	fetches int // host fetches in flight (at most cfg.Outstanding)
 	pidFree []uint32
 	pidData []uint64
 	pidBuf  [][]byte // the line each PID's fetch reads into
@@ -36,20 +42,22 @@ type Baseline struct {
 }
 
 type breq struct {
-	pid   uint32
-	pipe  uint16
-	idx   uint64
-	done  bool
-	err   bool
-	hit   bool
-	stale bool // the host changed its line while it was fetched: answer, do not install
-	fresh bool // the host wrote its entry since: Data holds it already
+	pid    uint32
+	pipe   uint16
+	idx    uint64
+	done   bool
+	issued bool // its host fetch was issued (a miss waits for a free fetch slot before)
+	err    bool
+	hit    bool
+	stale  bool // the host changed its line while it was fetched: answer, do not install
+	fresh  bool // the host wrote its entry since: Data holds it already
 }
 
 var _ Cache = (*Baseline)(nil)
 
-// NewBaseline returns a blocking cache with the geometry of cfg
-// (Outstanding is not used: every miss fetches).
+// NewBaseline returns a blocking cache with the geometry of cfg;
+// cfg.Outstanding bounds its host fetches in flight (1: the classic
+// blocking cache).
 func NewBaseline(ad Adapter, dma *hostmem.DMA, cfg Config) (*Baseline, error) {
 	if err := ad.check(); err != nil {
 		return nil, err
@@ -134,24 +142,64 @@ func (b *Baseline) Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32) {
 		b.mu.Unlock()
 		return Miss, pid
 	}
-	b.stats.Misses++
-	b.stats.HostFetches++
+	issue, ok := b.issueNext()
+	b.mu.Unlock()
+	if ok {
+		b.fetch(issue)
+	}
+	return Miss, pid
+}
+
+// issueNext finds the oldest request that waits for a fetch slot and,
+// if a slot is free, looks it up again (an earlier fetch may have brought
+// its line: it is a hit, answered in its turn) until one misses: that one
+// is counted and its PID returned, for the caller to fetch once b.mu is
+// released (the DMA model may answer at once, in DMADone).
+//
+// Preconditions: b.mu is held.
+func (b *Baseline) issueNext() (uint32, bool) {
+	for i := 0; i < b.n && b.fetches < b.cfg.Outstanding; i++ {
+		r := &b.fifo[(b.head+i)%len(b.fifo)]
+		if r.done || r.issued {
+			continue
+		}
+		line, off := b.ad.line(r.idx)
+		if w := b.find(line); w >= 0 {
+			copy(b.Data(r.pid), b.data[w*b.lineWords+off:])
+			b.clock++
+			b.ages[w] = b.clock
+			r.done, r.hit = true, true
+			b.stats.Hits++
+			continue
+		}
+		r.issued = true
+		b.fetches++
+		b.stats.Misses++
+		b.stats.HostFetches++
+		return r.pid, true
+	}
+	return 0, false
+}
+
+// fetch reads the line of PID pid's request from host memory.
+func (b *Baseline) fetch(pid uint32) {
+	b.mu.Lock()
+	line, _ := b.ad.line(b.fifo[b.pidSlot[pid]].idx)
 	addr, n := b.ad.lineAddr(line)
 	buf := b.pidBuf[pid][:n]
 	b.mu.Unlock()
 	if err := b.dma.ReadAsync(addr, buf, b, uint64(pid)); err != nil {
 		b.DMADone(uint64(pid), err)
 	}
-	return Miss, pid
 }
 
-// DMADone installs a fetched line and answers every request at the head of
-// the queue that is ready.
+// DMADone installs a fetched line, answers every request at the head of
+// the queue that is ready and issues the next fetch that waits.
 func (b *Baseline) DMADone(tag uint64, err error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	pid := uint32(tag)
 	r := &b.fifo[b.pidSlot[pid]]
+	b.fetches--
 	line, off := b.ad.line(r.idx)
 	if err != nil {
 		b.stats.Faults++
@@ -168,6 +216,11 @@ func (b *Baseline) DMADone(tag uint64, err error) {
 	}
 	r.done = true
 	b.answer()
+	next, ok := b.issueNext()
+	b.mu.Unlock()
+	if ok {
+		b.fetch(next)
+	}
 }
 
 // answer hands the answered requests at the head of the queue to their
@@ -289,6 +342,9 @@ func (b *Baseline) forget(line, idx uint64, src []uint64) {
 		r := &b.fifo[(b.head+i)%len(b.fifo)]
 		if l, _ := b.ad.line(r.idx); l != line {
 			continue
+		}
+		if !r.done && !r.issued {
+			continue // it looks the line up again when its turn comes
 		}
 		if !r.done {
 			r.stale = true

@@ -296,3 +296,46 @@ func TestHostCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestBaselineOneFetch: the baseline with one fetch in flight is the
+// classic blocking cache. A miss queued behind another waits for it
+// before its own fetch starts (three misses on distinct lines take three
+// round trips, one after another), and a miss queued on a line that the
+// fetch ahead brings in is a hit when its turn comes (no second fetch);
+// the answers keep arrival order.
+func TestBaselineOneFetch(t *testing.T) {
+	const rtt = 20 * time.Millisecond
+	f := newFixture(t, hostmem.QPC, 64, hostmem.PCIe{Latency: rtt})
+	for i := range uint64(64) {
+		f.setHost(i, value(i, 1, 16))
+	}
+	b, err := ctxcache.NewBaseline(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{Sets: 16, Ways: 4, Outstanding: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]uint64, 16)
+	start := time.Now()
+	for _, idx := range []uint64{2, 7, 2, 9} {
+		if st, _ := b.Lookup(0, idx, dst); st != ctxcache.Miss {
+			t.Fatalf("entry %d: %v, want a miss (a ticket)", idx, st)
+		}
+	}
+	got := waitResponses(t, b, 0, 4)
+	elapsed := time.Since(start)
+	for i, want := range []uint64{2, 7, 2, 9} {
+		if got[i].Index != want {
+			t.Fatalf("answers out of order: %+v", got)
+		}
+		checkValue(t, b.Data(got[i].PID), want)
+		b.Release(got[i].PID)
+	}
+	if !got[2].Hit {
+		t.Errorf("the second lookup of entry 2 fetched again: %+v", got[2])
+	}
+	if s := b.Stats(); s.HostFetches != 3 || s.Misses != 3 || s.Hits != 1 {
+		t.Errorf("stats %+v, want 3 fetches, 3 misses, 1 hit", s)
+	}
+	if elapsed < 3*rtt {
+		t.Errorf("three misses answered in %v: their fetches overlapped (round trip %v)", elapsed, rtt)
+	}
+}
