@@ -63,8 +63,12 @@ type NICConfig struct {
 	// BaselineQPC puts the blocking baseline (ctxcache.Baseline) in front
 	// of the QP contexts instead of GCCache, to measure GCCache's effect
 	// on the whole NIC (softrnic bench scale); the other contexts keep
-	// GCCache.
-	BaselineQPC bool
+	// GCCache. BaselineFetches is how many host fetches it has in flight:
+	// 0 or 1 is the classic blocking cache (a miss holds up every lookup
+	// behind it for a host round trip); more is an in-order cache whose
+	// misses overlap but whose answers still wait their turn.
+	BaselineQPC     bool
+	BaselineFetches int
 	// HPU sizes the handler stage (package hpu), started when the first
 	// execution context is attached (zero: hpu's defaults, PsPIN's 4
 	// clusters of 8 HPUs).
@@ -310,6 +314,7 @@ type NIC struct {
 	waiters  atomic.Int32  // goroutines in WaitWritesPlaced
 	placedCh chan struct{} // wakes one of them
 	stopOnce sync.Once
+	running  atomic.Bool // Run was called: Close waits for the engines' goroutines
 	stop     chan struct{}
 	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
 	hpuMu    sync.Mutex
@@ -358,7 +363,12 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 		n.tables[t] = hostmem.NewTable(cfg.Memory, t, hostmem.EntrySizes[t], counts[t])
 		ad := ctxcache.NewAdapter(n.tables[t])
 		if t == hostmem.QPC && cfg.BaselineQPC {
-			b, err := ctxcache.NewBaseline(ad, cfg.DMA, cfg.Cache)
+			bc := cfg.Cache
+			bc.Outstanding = max(1, cfg.BaselineFetches)
+			if bc.PIDs != 0 && bc.PIDs < bc.Outstanding {
+				bc.PIDs = bc.Outstanding
+			}
+			b, err := ctxcache.NewBaseline(ad, cfg.DMA, bc)
 			if err != nil {
 				return nil, err
 			}
@@ -745,6 +755,7 @@ func (n *NIC) Command(fn func()) {
 // Run runs the engines, one goroutine per queue; it returns when Close is
 // called and every engine has stopped.
 func (n *NIC) Run() {
+	n.running.Store(true)
 	var wg sync.WaitGroup
 	for _, e := range n.engines {
 		wg.Add(1)
@@ -765,7 +776,9 @@ func (n *NIC) Close() {
 		}
 	})
 	for _, e := range n.engines {
-		<-e.done
+		if n.running.Load() {
+			<-e.done
+		}
 	}
 	if h := n.hpu.Load(); h != nil {
 		h.engine.Close()

@@ -63,9 +63,19 @@ type DeviceConfig struct {
 	// application.
 	Poll       datapath.PollMode
 	PollBudget time.Duration
+	// Driven, with PollApp, starts no goroutine for the NIC's engines:
+	// only the application's own calls run it (posts, CQ.Poll, CQ.Wait,
+	// NIC.Progress), as a run-to-completion poll-mode driver's thread
+	// does, and nothing moves between them (CQ.Sleep and a connection
+	// manager's waits never return). For a benchmark that measures the
+	// NIC's own work in one thread, with no second thread's turns, and
+	// the scheduler's preemptions of it, in the figures.
+	Driven bool
 	// BaselineQPC: the NIC's QP contexts behind the blocking baseline
-	// cache instead of GCCache (datapath.NICConfig's), for comparison runs.
-	BaselineQPC bool
+	// cache instead of GCCache (datapath.NICConfig's), for comparison runs;
+	// BaselineFetches, its host fetches in flight (0: one, blocking).
+	BaselineQPC     bool
+	BaselineFetches int
 	// Cache sizes the NIC's context caches (datapath.NICConfig's; zero:
 	// 512 sets of 4 ways).
 	Cache ctxcache.Config
@@ -108,6 +118,9 @@ type Device struct {
 
 // Open starts a device on a port.
 func Open(cfg DeviceConfig) (*Device, error) {
+	if cfg.Driven && cfg.Poll != datapath.PollApp {
+		return nil, fmt.Errorf("%w: Driven needs Poll: datapath.PollApp (the application's polling runs the NIC)", ErrInvalid)
+	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = 4096
 	}
@@ -132,7 +145,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
 		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule,
-		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, Cache: cfg.Cache,
+		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, BaselineFetches: cfg.BaselineFetches, Cache: cfg.Cache,
 		KernelRx: cfg.KernelRx,
 	})
 	if err != nil {
@@ -149,6 +162,10 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	}
 	if cfg.KernelRx && cfg.IP.IsValid() {
 		d.kernelRx, _ = kernelrx.Start(nic, cfg.IP, cfg.MAC) // best effort (KernelRx says)
+	}
+	if cfg.Driven {
+		close(d.done)
+		return d, nil
 	}
 	go func() {
 		defer close(d.done)

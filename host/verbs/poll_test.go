@@ -2,6 +2,8 @@ package verbs_test
 
 import (
 	"bytes"
+	"errors"
+	"runtime"
 	"net/netip"
 	"testing"
 	"time"
@@ -150,4 +152,67 @@ func TestPollLingers(t *testing.T) {
 			t.Fatalf("%d writes, one at a time, to a peer that sends nothing lingered %d times", writes, lingers)
 		}
 	})
+}
+
+// TestDriven: a Driven device runs no goroutine of its own; only the
+// application's polling moves it. Two such devices, polled by the test's
+// one thread, complete a WRITE, and close at once. Driven without
+// PollApp is refused.
+func TestDriven(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 256})
+	defer pa.Close()
+	defer pb.Close()
+	if _, err := verbs.Open(verbs.DeviceConfig{Port: pa, Driven: true}); !errors.Is(err, verbs.ErrInvalid) {
+		t.Fatalf("Driven with PollSleep: %v, want ErrInvalid", err)
+	}
+	before := runtime.NumGoroutine()
+	var devs [2]*verbs.Device
+	var qps [2]*verbs.QP
+	var cqs [2]*verbs.CQ
+	var mrs [2]*verbs.MR
+	var bufs [2][]byte
+	ahs := [2]verbs.AH{{DestMAC: wire.MAC{2, 0, 0, 0, 7, 1}, DestGID: netip.MustParseAddr("10.48.0.1")}, {DestMAC: wire.MAC{2, 0, 0, 0, 7, 2}, DestGID: netip.MustParseAddr("10.48.0.2")}}
+	for i, p := range []*porttest.Port{pa, pb} {
+		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: ahs[i].DestMAC, IP: ahs[i].DestGID, Poll: datapath.PollApp, Driven: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs[i] = d
+		pd, _ := d.AllocPD()
+		if cqs[i], err = d.CreateCQ(16); err != nil {
+			t.Fatal(err)
+		}
+		bufs[i] = make([]byte, 4096)
+		if mrs[i], err = pd.RegMR(bufs[i], verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+			t.Fatal(err)
+		}
+		if qps[i], err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cqs[i], RecvCQ: cqs[i], Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines more with two Driven devices open", n-before)
+	}
+	if err := verbs.ConnectRC(qps[0], qps[1], ahs[0], ahs[1], 5, 14); err != nil {
+		t.Fatal(err)
+	}
+	copy(bufs[0], "driven")
+	if _, err := qps[0].PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{{Addr: mrs[0].Addr, Length: 6, LKey: mrs[0].LKey}}, RemoteAddr: mrs[1].Addr, RKey: mrs[1].RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]verbs.WC, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for cqs[0].PollNoDrive(wc) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no completion: nothing drove the devices")
+		}
+		devs[0].NIC().Progress()
+		devs[1].NIC().Progress()
+	}
+	if wc[0].Status != verbs.WCSuccess || string(bufs[1][:6]) != "driven" {
+		t.Fatalf("completion %v, remote buffer %q", wc[0].Status, bufs[1][:6])
+	}
+	for _, d := range devs {
+		d.Close()
+	}
 }

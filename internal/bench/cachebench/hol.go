@@ -17,6 +17,11 @@ import (
 // the QPs hot and half cold (their QP contexts evicted, on both NICs,
 // before each of their WRITEs). What is measured is the hot QPs' WRITE
 // completion latency: a cold QP's context fetch must hold up no one else.
+// Each round posts the cold QPs' WRITEs first, then the hot ones', and
+// the receiving NIC takes a turn after each post, as its own host's
+// thread would meanwhile; one thread runs both NICs (verbs'
+// DeviceConfig.Driven), so that the figures are the NICs' work and not
+// the scheduler's.
 type HOLConfig struct {
 	QPs    int           // QPs, half of them cold (default 32)
 	Rounds int           // rounds of one WRITE on every QP (default 1000)
@@ -44,21 +49,24 @@ func (c *HOLConfig) defaults() {
 
 // HOLRow is one run: the hot QPs' completion latencies.
 type HOLRow struct {
-	Run      string // "all hot", "half cold", "half cold, baseline"
+	Run      string // "all hot", "half cold", "half cold, blocking baseline", "half cold, in-order baseline"
 	Samples  int
 	P50, P99 time.Duration
 	Misses   uint64 // QPC misses on the requester's NIC
 	Waits    uint64 // lookups its engine waited for (ctx_waits)
 }
 
-// NICHOL runs the three runs: all hot with GCCache, half cold with
-// GCCache, half cold with the blocking baseline QPC cache.
+// NICHOL runs the four runs: all hot with GCCache, half cold with
+// GCCache, half cold with the blocking baseline QPC cache (one host fetch
+// at a time), and half cold with the in-order baseline (its fetches
+// overlap, 64 at most, but every answer waits its turn).
 func NICHOL(cfg HOLConfig) ([]HOLRow, error) {
 	cfg.defaults()
 	runs := []struct {
-		name           string
-		cold, baseline bool
-	}{{"all hot", false, false}, {"half cold", true, false}, {"half cold, baseline", true, true}}
+		name     string
+		cold     bool
+		baseline int // openScaleEnd's
+	}{{"all hot", false, 0}, {"half cold", true, 0}, {"half cold, blocking baseline", true, 1}, {"half cold, in-order baseline", true, 64}}
 	var rows []HOLRow
 	for i, r := range runs {
 		if cfg.Progress != nil {
@@ -74,7 +82,7 @@ func NICHOL(cfg HOLConfig) ([]HOLRow, error) {
 	return rows, nil
 }
 
-func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
+func holRun(cfg HOLConfig, cold bool, baseline int) (HOLRow, error) {
 	n := cfg.QPs
 	sc := ScaleConfig{Size: cfg.Size, Depth: n, PCIe: cfg.PCIe}
 	sc.defaults()
@@ -97,6 +105,13 @@ func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	posted := make([]time.Time, n)
+	var order []int // the cold (even) QPs' WRITEs first, then the hot ones'
+	for i := 0; i < n; i += 2 {
+		order = append(order, i)
+	}
+	for i := 1; i < n; i += 2 {
+		order = append(order, i)
+	}
 	var lat []time.Duration
 	wc := make([]verbs.WC, 64)
 	qpc := a.dev.NIC().Cache(hostmem.QPC)
@@ -106,7 +121,7 @@ func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
 			evict(a)
 			evict(b)
 		}
-		for i := range n {
+		for _, i := range order {
 			wr := verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 				SGL:        []verbs.SGE{{Addr: a.mr.Addr + uint64(i*cfg.Size), Length: uint32(cfg.Size), LKey: a.mr.LKey}},
 				RemoteAddr: b.mr.Addr + uint64(i*cfg.Size), RKey: b.mr.RKey}
@@ -114,6 +129,7 @@ func holRun(cfg HOLConfig, cold, baseline bool) (HOLRow, error) {
 			if _, err := a.qps[i].PostSend([]verbs.SendWR{wr}); err != nil {
 				return HOLRow{}, err
 			}
+			pair.b.dev.NIC().Progress() // the peer takes what came, as its own host would meanwhile
 		}
 		for got := 0; got < n; {
 			pair.progress()
@@ -160,9 +176,9 @@ func ReportHOL(w io.Writer, cfg HOLConfig) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	hot, mixed, base := rows[0].P99, rows[1].P99, rows[2].P99
-	fmt.Fprintf(w, "\nhot QPs' p99, half cold: %.2fx all hot (goal at most 1.5x); %.2fx the baseline's (goal at most 0.2x)\n",
-		float64(mixed)/float64(hot), float64(mixed)/float64(base))
+	hot, mixed, base, inorder := rows[0].P99, rows[1].P99, rows[2].P99, rows[3].P99
+	fmt.Fprintf(w, "\nhot QPs' p99, half cold: %.2fx all hot (goal at most 1.5x); %.2fx the blocking baseline's (goal at most 0.2x); %.2fx the in-order baseline's\n",
+		float64(mixed)/float64(hot), float64(mixed)/float64(base), float64(mixed)/float64(inorder))
 	return nil
 }
 

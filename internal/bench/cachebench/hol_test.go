@@ -12,8 +12,8 @@ func TestNICHOL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(rows))
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
 	}
 	for i, r := range rows {
 		if r.Samples != qps/2*rounds {

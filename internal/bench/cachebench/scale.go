@@ -116,12 +116,17 @@ type scaleEnd struct {
 // NICs (PollApp: it calls NIC.Progress on each in turn): no wake-up and
 // no scheduler between a frame and the engine that takes it, so that what
 // is measured is the NICs' own work, on a machine with few cores too.
-func openScaleEnd(name string, p datapath.Port, last byte, n int, cfg ScaleConfig, baseline bool) (*scaleEnd, error) {
+//
+// baseline is 0 for GCCache in front of the QP contexts, else the
+// blocking baseline with that many host fetches in flight (1: the classic
+// blocking cache).
+func openScaleEnd(name string, p datapath.Port, last byte, n int, cfg ScaleConfig, baseline int) (*scaleEnd, error) {
 	e := &scaleEnd{ah: verbs.AH{DestMAC: wire.MAC{2, 0, 0, 0, 9, last}, DestGID: netip.AddrFrom4([4]byte{10, 53, 0, last})}}
 	p = cfg.Observe.WrapPort(name, p)
 	var err error
 	e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
-		PCIe: hostmem.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline, Poll: datapath.PollApp,
+		PCIe: hostmem.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline > 0, BaselineFetches: baseline,
+		Poll: datapath.PollApp, Driven: true,
 		Cache: ctxConfig(cfg)})
 	if err != nil {
 		return nil, err
@@ -162,7 +167,7 @@ type scalePair struct {
 	pa, pb *porttest.Port
 }
 
-func openScalePair(name string, n int, cfg ScaleConfig, baseline bool) (*scalePair, error) {
+func openScalePair(name string, n int, cfg ScaleConfig, baseline int) (*scalePair, error) {
 	p := &scalePair{}
 	p.pa, p.pb = porttest.NewPair(porttest.Config{Buffers: 8192})
 	var err error
@@ -204,7 +209,7 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 	if baseline {
 		nic += " baseline"
 	}
-	pair, err := openScalePair(nic, n, cfg, baseline)
+	pair, err := openScalePair(nic, n, cfg, blockingIf(baseline))
 	if err != nil {
 		return ScaleRow{}, err
 	}
@@ -302,4 +307,13 @@ func ReportScale(w io.Writer, cfg ScaleConfig) error {
 	}
 	fmt.Fprintf(w, "\n%d QPs: GCCache %.2fx one QP (goal 0.8); GCCache %.2fx the baseline\n", last, gc/one["GCCache"], gc/bl)
 	return nil
+}
+
+// blockingIf is openScaleEnd's baseline for the classic blocking cache,
+// if baseline.
+func blockingIf(baseline bool) int {
+	if baseline {
+		return 1
+	}
+	return 0
 }
