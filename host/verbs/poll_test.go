@@ -3,8 +3,8 @@ package verbs_test
 import (
 	"bytes"
 	"errors"
-	"runtime"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
