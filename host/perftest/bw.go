@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/softrnic/softrnic/host/verbs"
@@ -323,4 +324,28 @@ func (c *Config) units() string {
 		return "Gb/sec"
 	}
 	return "MB/sec"
+}
+
+// inOwnUnits returns a client's report in this side's unit. The report
+// does not say its unit (perftest's server prints what the client sent
+// under its own header), but its message rate and size do: a report whose
+// bandwidth matches them in the other unit (the client had
+// --report_gbits and this side not, or the other way) is converted, and
+// converted says so.
+func (c *Config) inOwnUnits(r Report) (out Report, converted bool) {
+	if r.MsgMpp <= 0 || r.AvgBW <= 0 || r.Size == 0 {
+		return r, false
+	}
+	bytesPerSec := r.MsgMpp * 1e6 * float64(r.Size)
+	own := c.bw(bytesPerSec, time.Second)
+	other := Config{Gbits: !c.Gbits}
+	theirs := other.bw(bytesPerSec, time.Second)
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.1*b }
+	if near(r.AvgBW, own) || !near(r.AvgBW, theirs) {
+		return r, false
+	}
+	f := own / theirs
+	r.AvgBW *= f
+	r.PeakBW *= f
+	return r, true
 }

@@ -287,6 +287,11 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 		if err != nil {
 			return err
 		}
+		if r, ok := s.cfg.inOwnUnits(rep); ok {
+			other := Config{Gbits: !s.cfg.Gbits}
+			fmt.Fprintf(s.out, " Note: the client reports in %s (its --report_gbits differs from this side's): shown here in %s\n", other.units(), s.cfg.units())
+			rep = r
+		}
 		s.addResult(Result{Test: s.cfg.Test.String(), Role: "server", Bytes: int(rep.Size), Iters: int(rep.Iters),
 			BWPeak: rep.PeakBW, BWAvg: rep.AvgBW, MsgRate: rep.MsgMpp, Units: s.cfg.units()})
 		s.printFooter()
