@@ -245,7 +245,7 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 			wcs = d.wc[:k]
 			for _, c := range wcs {
 				if c.Status != verbs.WCSuccess {
-					return Result{}, fmt.Errorf("perftest: completion with error: %v (WR %d)", c.Status, c.WRID)
+					return Result{}, fmt.Errorf("perftest: completion with error: %w (WR %d)", c.Status, c.WRID)
 				}
 			}
 		}

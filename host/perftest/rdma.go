@@ -253,7 +253,7 @@ func pollInto(ctx context.Context, cq *verbs.CQ, wc []verbs.WC) ([]verbs.WC, err
 		if k := cq.Poll(wc); k > 0 {
 			for _, c := range wc[:k] {
 				if c.Status != verbs.WCSuccess {
-					return nil, fmt.Errorf("perftest: completion with error: %v (WR %d, opcode %v)", c.Status, c.WRID, c.Opcode)
+					return nil, fmt.Errorf("perftest: completion with error: %w (WR %d, opcode %v)", c.Status, c.WRID, c.Opcode)
 				}
 			}
 			return wc[:k], nil

@@ -368,11 +368,22 @@ func (s *session) bidirBW(ctx context.Context, server bool) error {
 func (s *session) measureSizes(ctx context.Context, server bool) error {
 	for _, size := range s.cfg.sizes() {
 		if err := s.measure(ctx, size, server); err != nil {
-			return err
+			return s.accessHint(err, size)
 		}
 	}
 	s.printFooter()
 	return nil
+}
+
+// accessHint adds the likely cause to a remote access error of a WRITE,
+// READ or atomic test: the peer's region, sized by its own -s (or -a),
+// is smaller than this side's messages. perftest's exchange does not
+// carry the sizes, so the peer's cannot be named.
+func (s *session) accessHint(err error, size int) error {
+	if s.cfg.Test == SendBW || s.cfg.Test == SendLat || !errors.Is(err, verbs.WCRemAccessErr) {
+		return err
+	}
+	return fmt.Errorf("%w; a %d-byte message beyond the peer's region: are both sides run with the same -s (and -a)?", err, size)
 }
 
 // sendTest: send_bw and send_lat. Per size the receivers post their

@@ -1,8 +1,13 @@
 package perftest
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/softrnic/softrnic/host/verbs"
 )
 
 // TestInOwnUnits: a server shows the client's report in its own unit,
@@ -39,5 +44,30 @@ func TestInOwnUnits(t *testing.T) {
 				t.Errorf("peak %v no longer 1.2x avg %v", got.PeakBW, got.AvgBW)
 			}
 		})
+	}
+}
+
+// TestAccessHint: a remote access error of a WRITE test names the
+// likely cause (the two sides' -s differ) and still matches its status;
+// other errors, and a SEND test's, pass unchanged.
+func TestAccessHint(t *testing.T) {
+	access := fmt.Errorf("perftest: completion with error: %w (WR 0, opcode %v)", verbs.WCRemAccessErr, verbs.WCRDMAWrite)
+	other := errors.New("perftest: keys exchange: no answer")
+	for _, tc := range []struct {
+		test Test
+		err  error
+		hint bool
+	}{{WriteBW, access, true}, {ReadLat, access, true}, {SendBW, access, false}, {WriteBW, other, false}} {
+		s := &session{cfg: Config{Test: tc.test}}
+		got := s.accessHint(tc.err, 65536)
+		if has := strings.Contains(got.Error(), "same -s"); has != tc.hint {
+			t.Errorf("%v, %v: %q", tc.test, tc.err, got)
+		}
+		if !errors.Is(got, tc.err) {
+			t.Errorf("%v: the hint lost the error it wraps: %v", tc.test, got)
+		}
+		if tc.err == access && !errors.Is(got, verbs.WCRemAccessErr) {
+			t.Errorf("%v: no longer a remote access error: %v", tc.test, got)
+		}
 	}
 }
