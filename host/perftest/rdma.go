@@ -86,7 +86,7 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	}
 	d.region = cfg.bufSize()
 	d.buf = make([]byte, 2*cfg.QPs*d.region)
-	if d.mr, err = pd.RegMR(d.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic); err != nil {
+	if d.mr, err = pd.RegMR(d.buf, cfg.Test.access()); err != nil {
 		return nil, err
 	}
 	d.wc, d.rwc = make([]verbs.WC, 64), make([]verbs.WC, 64)
@@ -271,4 +271,23 @@ func (d *rdma) ensureTimes(n int) {
 	if cap(d.tposted) < n {
 		d.tposted, d.tdone = make([]time.Time, n), make([]time.Time, n)
 	}
+}
+
+// access is what the test's region lets the peer do, as perftest
+// registers it: WRITE tests take remote writes, READ tests remote reads,
+// atomic tests remote atomics, SEND tests nothing remote. A peer that
+// runs another test than this side (a read-bw client against a write-bw
+// server) gets a remote access error instead of figures under the wrong
+// header.
+func (t Test) access() verbs.Access {
+	a := verbs.AccessLocalWrite
+	switch t {
+	case WriteBW, WriteLat:
+		a |= verbs.AccessRemoteWrite
+	case ReadBW, ReadLat:
+		a |= verbs.AccessRemoteRead
+	case AtomicBW, AtomicLat:
+		a |= verbs.AccessRemoteAtomic
+	}
+	return a
 }

@@ -375,15 +375,16 @@ func (s *session) measureSizes(ctx context.Context, server bool) error {
 	return nil
 }
 
-// accessHint adds the likely cause to a remote access error of a WRITE,
-// READ or atomic test: the peer's region, sized by its own -s (or -a),
-// is smaller than this side's messages. perftest's exchange does not
-// carry the sizes, so the peer's cannot be named.
+// accessHint adds the likely causes to a remote access error of a WRITE,
+// READ or atomic test: the peer runs another test (its region does not
+// take this one's operation, Test.access), or its region, sized by its
+// own -s (or -a), is smaller than this side's messages. perftest's
+// exchange carries neither, so the peer's cannot be named.
 func (s *session) accessHint(err error, size int) error {
 	if s.cfg.Test == SendBW || s.cfg.Test == SendLat || !errors.Is(err, verbs.WCRemAccessErr) {
 		return err
 	}
-	return fmt.Errorf("%w; a %d-byte message beyond the peer's region: are both sides run with the same -s (and -a)?", err, size)
+	return fmt.Errorf("%w: the peer's region refused a %d-byte %s: are both sides run with the same test, -s and -a?", err, size, s.cfg.Test)
 }
 
 // sendTest: send_bw and send_lat. Per size the receivers post their

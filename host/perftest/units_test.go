@@ -60,7 +60,7 @@ func TestAccessHint(t *testing.T) {
 	}{{WriteBW, access, true}, {ReadLat, access, true}, {SendBW, access, false}, {WriteBW, other, false}} {
 		s := &session{cfg: Config{Test: tc.test}}
 		got := s.accessHint(tc.err, 65536)
-		if has := strings.Contains(got.Error(), "same -s"); has != tc.hint {
+		if has := strings.Contains(got.Error(), "same test, -s and -a"); has != tc.hint {
 			t.Errorf("%v, %v: %q", tc.test, tc.err, got)
 		}
 		if !errors.Is(got, tc.err) {

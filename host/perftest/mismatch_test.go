@@ -1,0 +1,74 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/host/verbs"
+)
+
+// runMismatched runs a server and a client with different flags and
+// returns both sides' output and errors.
+func runMismatched(t *testing.T, scfg, ccfg Config) (sout, cout string, serr, cerr error) {
+	t.Helper()
+	se, ce := pairEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var sb, cb bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		c, err := Accept(ctx, ln)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		_, err = Run(ctx, se, c, scfg, &sb)
+		done <- err
+	}()
+	c, err := Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cerr = Run(ctx, ce, c, ccfg, &cb)
+	c.Close()
+	serr = <-done
+	return sb.String(), cb.String(), serr, cerr
+}
+
+// TestMismatchedTests: a read-bw client against a write-bw server (and
+// the other way) fails with a remote access error that asks whether both
+// sides run the same test, as perftest's regions refuse it, instead of
+// printing one test's figures under the other's header.
+func TestMismatchedTests(t *testing.T) {
+	for _, tc := range []struct{ server, client Test }{{WriteBW, ReadBW}, {ReadBW, WriteBW}, {AtomicBW, WriteBW}} {
+		t.Run(tc.server.String()+"/"+tc.client.String(), func(t *testing.T) {
+			_, cout, _, cerr := runMismatched(t, Config{Test: tc.server, Iters: 20}, Config{Test: tc.client, Iters: 20})
+			if !errors.Is(cerr, verbs.WCRemAccessErr) || !strings.Contains(cerr.Error(), "same test") {
+				t.Fatalf("client: %v, want a remote access error naming the mismatch\n%s", cerr, cout)
+			}
+		})
+	}
+}
+
+// TestMismatchedUnits: a server without --report_gbits shows a client's
+// Gbit/s report in MB/sec, and says it converted it.
+func TestMismatchedUnits(t *testing.T) {
+	sout, cout, serr, cerr := runMismatched(t, Config{Test: WriteBW, Iters: 200}, Config{Test: WriteBW, Iters: 200, Gbits: true})
+	if serr != nil || cerr != nil {
+		t.Fatalf("server: %v, client: %v\n%s\n%s", serr, cerr, sout, cout)
+	}
+	if !strings.Contains(sout, "the client reports in Gb/sec") || !strings.Contains(sout, "BW average[MB/sec]") {
+		t.Fatalf("server's output:\n%s", sout)
+	}
+}
