@@ -142,22 +142,30 @@ func (b *Baseline) Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32) {
 		b.mu.Unlock()
 		return Miss, pid
 	}
-	issue, ok := b.issueNext()
+	f, ok := b.issueNext()
 	b.mu.Unlock()
 	if ok {
-		b.fetch(issue)
+		b.fetch(f)
 	}
 	return Miss, pid
+}
+
+// lineFetch is a host read issueNext chose: the PID it answers, the line's
+// address and the PID's buffer.
+type lineFetch struct {
+	pid  uint32
+	addr uint64
+	buf  []byte
 }
 
 // issueNext finds the oldest request that waits for a fetch slot and,
 // if a slot is free, looks it up again (an earlier fetch may have brought
 // its line: it is a hit, answered in its turn) until one misses: that one
-// is counted and its PID returned, for the caller to fetch once b.mu is
+// is counted and its fetch returned, for the caller to issue once b.mu is
 // released (the DMA model may answer at once, in DMADone).
 //
 // Preconditions: b.mu is held.
-func (b *Baseline) issueNext() (uint32, bool) {
+func (b *Baseline) issueNext() (lineFetch, bool) {
 	for i := 0; i < b.n && b.fetches < b.cfg.Outstanding; i++ {
 		r := &b.fifo[(b.head+i)%len(b.fifo)]
 		if r.done || r.issued {
@@ -176,20 +184,16 @@ func (b *Baseline) issueNext() (uint32, bool) {
 		b.fetches++
 		b.stats.Misses++
 		b.stats.HostFetches++
-		return r.pid, true
+		addr, n := b.ad.lineAddr(line)
+		return lineFetch{pid: r.pid, addr: addr, buf: b.pidBuf[r.pid][:n]}, true
 	}
-	return 0, false
+	return lineFetch{}, false
 }
 
-// fetch reads the line of PID pid's request from host memory.
-func (b *Baseline) fetch(pid uint32) {
-	b.mu.Lock()
-	line, _ := b.ad.line(b.fifo[b.pidSlot[pid]].idx)
-	addr, n := b.ad.lineAddr(line)
-	buf := b.pidBuf[pid][:n]
-	b.mu.Unlock()
-	if err := b.dma.ReadAsync(addr, buf, b, uint64(pid)); err != nil {
-		b.DMADone(uint64(pid), err)
+// fetch reads a line from host memory, without b.mu.
+func (b *Baseline) fetch(f lineFetch) {
+	if err := b.dma.ReadAsync(f.addr, f.buf, b, uint64(f.pid)); err != nil {
+		b.DMADone(uint64(f.pid), err)
 	}
 }
 

@@ -775,8 +775,8 @@ func (n *NIC) Close() {
 			e.port.Wake()
 		}
 	})
-	for _, e := range n.engines {
-		if n.running.Load() {
+	if n.running.Load() {
+		for _, e := range n.engines {
 			<-e.done
 		}
 	}

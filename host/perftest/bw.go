@@ -331,21 +331,20 @@ func (c *Config) units() string {
 // under its own header), but its message rate and size do: a report whose
 // bandwidth matches them in the other unit (the client had
 // --report_gbits and this side not, or the other way) is converted, and
-// converted says so.
-func (c *Config) inOwnUnits(r Report) (out Report, converted bool) {
+// from names the client's unit ("" when the report was left as it came).
+func (c *Config) inOwnUnits(r Report) (out Report, from string) {
 	if r.MsgMpp <= 0 || r.AvgBW <= 0 || r.Size == 0 {
-		return r, false
+		return r, ""
 	}
 	bytesPerSec := r.MsgMpp * 1e6 * float64(r.Size)
-	own := c.bw(bytesPerSec, time.Second)
 	other := Config{Gbits: !c.Gbits}
-	theirs := other.bw(bytesPerSec, time.Second)
+	own, theirs := c.bw(bytesPerSec, time.Second), other.bw(bytesPerSec, time.Second)
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.1*b }
 	if near(r.AvgBW, own) || !near(r.AvgBW, theirs) {
-		return r, false
+		return r, ""
 	}
 	f := own / theirs
 	r.AvgBW *= f
 	r.PeakBW *= f
-	return r, true
+	return r, other.units()
 }

@@ -1,13 +1,9 @@
 package perftest
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -17,33 +13,8 @@ import (
 func runMismatched(t *testing.T, scfg, ccfg Config) (sout, cout string, serr, cerr error) {
 	t.Helper()
 	se, ce := pairEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var sb, cb bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		c, err := Accept(ctx, ln)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close()
-		_, err = Run(ctx, se, c, scfg, &sb)
-		done <- err
-	}()
-	c, err := Dial(ctx, ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, cerr = Run(ctx, ce, c, ccfg, &cb)
-	c.Close()
-	serr = <-done
-	return sb.String(), cb.String(), serr, cerr
+	sout, cout, _, _, serr, cerr = runSides(t, se, ce, scfg, ccfg)
+	return sout, cout, serr, cerr
 }
 
 // TestMismatchedTests: a read-bw client against a write-bw server (and

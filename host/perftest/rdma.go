@@ -281,12 +281,12 @@ func (d *rdma) ensureTimes(n int) {
 // header.
 func (t Test) access() verbs.Access {
 	a := verbs.AccessLocalWrite
-	switch t {
-	case WriteBW, WriteLat:
+	switch t.verb() {
+	case WriteBW:
 		a |= verbs.AccessRemoteWrite
-	case ReadBW, ReadLat:
+	case ReadBW:
 		a |= verbs.AccessRemoteRead
-	case AtomicBW, AtomicLat:
+	case AtomicBW:
 		a |= verbs.AccessRemoteAtomic
 	}
 	return a

@@ -287,9 +287,8 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 		if err != nil {
 			return err
 		}
-		if r, ok := s.cfg.inOwnUnits(rep); ok {
-			other := Config{Gbits: !s.cfg.Gbits}
-			fmt.Fprintf(s.out, " Note: the client reports in %s (its --report_gbits differs from this side's): shown here in %s\n", other.units(), s.cfg.units())
+		if r, from := s.cfg.inOwnUnits(rep); from != "" {
+			fmt.Fprintf(s.out, " Note: the client reports in %s (its --report_gbits differs from this side's): shown here in %s\n", from, s.cfg.units())
 			rep = r
 		}
 		s.addResult(Result{Test: s.cfg.Test.String(), Role: "server", Bytes: int(rep.Size), Iters: int(rep.Iters),
@@ -381,7 +380,7 @@ func (s *session) measureSizes(ctx context.Context, server bool) error {
 // own -s (or -a), is smaller than this side's messages. perftest's
 // exchange carries neither, so the peer's cannot be named.
 func (s *session) accessHint(err error, size int) error {
-	if s.cfg.Test == SendBW || s.cfg.Test == SendLat || !errors.Is(err, verbs.WCRemAccessErr) {
+	if s.cfg.Test.send() || !errors.Is(err, verbs.WCRemAccessErr) {
 		return err
 	}
 	return fmt.Errorf("%w: the peer's region refused a %d-byte %s: are both sides run with the same test, -s and -a?", err, size, s.cfg.Test)

@@ -50,6 +50,20 @@ func runPair(t *testing.T, cfg Config) (server, client string, sres, cres []Resu
 // runEnvs is runPair on two given devices, each side with its own flags.
 func runEnvs(t *testing.T, se, ce Env, scfg, ccfg Config) (server, client string, sres, cres []Result) {
 	t.Helper()
+	server, client, sres, cres, serr, cerr := runSides(t, se, ce, scfg, ccfg)
+	if cerr != nil {
+		t.Fatalf("client: %v\n%s", cerr, client)
+	}
+	if serr != nil {
+		t.Fatalf("server: %v\n%s", serr, server)
+	}
+	return server, client, sres, cres
+}
+
+// runSides runs a server on se and a client on ce over a TCP exchange on
+// loopback and returns both sides' output, results and errors.
+func runSides(t *testing.T, se, ce Env, scfg, ccfg Config) (server, client string, sres, cres []Result, serr, cerr error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -58,30 +72,25 @@ func runEnvs(t *testing.T, se, ce Env, scfg, ccfg Config) (server, client string
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var sout, cout bytes.Buffer
-	serr := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
 		c, err := Accept(ctx, ln)
 		if err != nil {
-			serr <- err
+			done <- err
 			return
 		}
 		defer c.Close()
 		sres, err = Run(ctx, se, c, scfg, &sout)
-		serr <- err
+		done <- err
 	}()
 	c, err := Dial(ctx, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	cres, err = Run(ctx, ce, c, ccfg, &cout)
-	if err != nil {
-		t.Fatalf("client: %v\n%s", err, cout.String())
-	}
-	if err := <-serr; err != nil {
-		t.Fatalf("server: %v\n%s", err, sout.String())
-	}
-	return sout.String(), cout.String(), sres, cres
+	cres, cerr = Run(ctx, ce, c, ccfg, &cout)
+	c.Close() // a server still in a step sees the client gone
+	serr = <-done
+	return sout.String(), cout.String(), sres, cres, serr, cerr
 }
 
 // TestRunPair runs every test between two softrnic devices and checks

@@ -36,7 +36,8 @@ func TestInOwnUnits(t *testing.T) {
 			if tc.avg == 0 {
 				rate = 0
 			}
-			got, conv := c.inOwnUnits(Report{Size: 65536, Iters: 1000, AvgBW: tc.avg, PeakBW: tc.peak, MsgMpp: rate})
+			got, from := c.inOwnUnits(Report{Size: 65536, Iters: 1000, AvgBW: tc.avg, PeakBW: tc.peak, MsgMpp: rate})
+			conv := from != ""
 			if conv != tc.converted || math.Abs(got.AvgBW-tc.wantAvg) > 1e-6*tc.wantAvg {
 				t.Fatalf("got avg %v (converted %v), want %v (%v)", got.AvgBW, conv, tc.wantAvg, tc.converted)
 			}
