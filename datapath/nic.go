@@ -144,6 +144,8 @@ type Counters struct {
 	RdmaSends, RdmaRecvs       atomic.Uint64 // as rxe counts them: SEND work requests completed (not flushed), and receive completions (messages, WRITE_WITH_IMM's included)
 	RcvdBadICRC, RcvdMalformed atomic.Uint64 // frames Parse refused
 	RcvdUnknownQP              atomic.Uint64
+	RcvdWrongTransport         atomic.Uint64 // requests of another transport than their QP's (an RC packet for a UC QP: the peer runs another connection type), dropped
+	lastWrongTransport         atomic.Uint32 // the last such request's transport
 	RcvdRNRErr, SendRNRErr     atomic.Uint64
 	RetryExceededErr           atomic.Uint64
 	RetryRNRExceededErr        atomic.Uint64
@@ -211,7 +213,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"sent_pkts", &c.SentPkts}, {"rcvd_pkts", &c.RcvdPkts}, {"duplicate_request", &c.DuplicateRequest},
 		{"out_of_seq_request", &c.OutOfSeqRequest}, {"rcvd_seq_err", &c.RcvdSeqErr}, {"send_err", &c.SendErr},
 		{"rdma_sends", &c.RdmaSends}, {"rdma_recvs", &c.RdmaRecvs}, {"rcvd_bad_icrc", &c.RcvdBadICRC},
-		{"rcvd_malformed", &c.RcvdMalformed}, {"rcvd_unknown_qp", &c.RcvdUnknownQP}, {"rcvd_rnr_err", &c.RcvdRNRErr},
+		{"rcvd_malformed", &c.RcvdMalformed}, {"rcvd_unknown_qp", &c.RcvdUnknownQP}, {"rcvd_wrong_transport", &c.RcvdWrongTransport}, {"rcvd_rnr_err", &c.RcvdRNRErr},
 		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},
 		{"retry_rnr_exceeded_err", &c.RetryRNRExceededErr}, {"retransmits", &c.Retransmits}, {"completer_retry_err", &c.Retransmits}, {"ack_deferred", &c.AckDeferred}, {"parked", &c.Parked},
 		{"park_dropped", &c.ParkDropped}, {"rcvd_bad_response", &c.RcvdBadResponse}, {"send_waits", &c.SendWaits},
@@ -783,4 +785,10 @@ func (n *NIC) Close() {
 	if h := n.hpu.Load(); h != nil {
 		h.engine.Close()
 	}
+}
+
+// LastWrongTransport is the transport of the last request counted in
+// RcvdWrongTransport (0 before any).
+func (c *Counters) LastWrongTransport() wire.Transport {
+	return wire.Transport(c.lastWrongTransport.Load())
 }

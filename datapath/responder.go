@@ -93,7 +93,11 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 		want = wire.TransportUC
 	}
 	if p.Info.Transport != want {
-		e.counters.RcvdMalformed.Add(1) // an RC packet for a UC QP, or the like
+		// An RC packet for a UC QP, or the like: the peer runs another
+		// connection type.
+		e.counters.RcvdMalformed.Add(1)
+		e.counters.RcvdWrongTransport.Add(1)
+		e.counters.lastWrongTransport.Store(uint32(p.Info.Transport))
 		return false
 	}
 	return true

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -44,7 +45,10 @@ func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, er
 	got := 0
 	var first, end time.Time
 	for got < n*q {
-		wcs, err := pollInto(ctx, d.rcq, wc)
+		wcs, err := d.pollRecv(ctx, wc)
+		if err == errPeerDone {
+			break // UC, UD: the rest was lost
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -65,12 +69,50 @@ func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, er
 			posted[i]++
 		}
 	}
-	r := Result{Test: d.cfg.Test.String(), Role: "server", Bytes: size, Iters: n * q, Units: d.cfg.units()}
+	r := Result{Test: d.cfg.Test.String(), Role: "server", Bytes: size, Iters: n * q, Lost: n*q - got, Units: d.cfg.units()}
 	if el := end.Sub(first); el > 0 {
-		r.BWAvg = d.cfg.bw(float64(size)*float64(n*q), el)
-		r.MsgRate = float64(n*q) / el.Seconds() / 1e6
+		r.BWAvg = d.cfg.bw(float64(size)*float64(got), el)
+		r.MsgRate = float64(got) / el.Seconds() / 1e6
 	}
 	return r, nil
+}
+
+// errPeerDone ends a UC or UD receiver's wait: the peer has gone on to
+// its next step and no message came for lossyGrace since.
+var errPeerDone = errors.New("perftest: the peer's run is over")
+
+// lossyGrace is how long a UC or UD receiver waits on, once the peer's run
+// is over, for messages still on their way before it counts the rest
+// lost.
+const lossyGrace = 500 * time.Millisecond
+
+// pollRecv polls the receive CQ into wc as pollInto does. Over UC and UD,
+// where a message lost is not sent again, it returns errPeerDone once the
+// peer has gone on to its next step (session.watch) and nothing more came
+// for lossyGrace: perftest's peer does not say how many it sent.
+func (d *rdma) pollRecv(ctx context.Context, wc []verbs.WC) ([]verbs.WC, error) {
+	if d.cfg.reliable() {
+		return pollInto(ctx, d.rcq, wc)
+	}
+	var since time.Time
+	for {
+		wctx, cancel := context.WithTimeout(ctx, lossyGrace/5)
+		wcs, err := pollInto(wctx, d.rcq, wc)
+		expired := wctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !expired {
+			return wcs, err
+		}
+		select {
+		case <-d.ahead:
+			if since.IsZero() {
+				since = time.Now()
+			} else if time.Since(since) >= lossyGrace {
+				return nil, errPeerDone
+			}
+		default:
+		}
+	}
 }
 
 // receiveTimed is receive for a duration.
@@ -85,7 +127,10 @@ func (d *rdma) receiveTimed(ctx context.Context, size int, wc []verbs.WC) (Resul
 	defer cancel()
 	got := 0
 	for !w.tick(time.Now(), got) {
-		wcs, err := pollInto(ctx, d.rcq, wc)
+		wcs, err := d.pollRecv(ctx, wc)
+		if err == errPeerDone {
+			break
+		}
 		if err != nil {
 			if ctx.Err() == context.DeadlineExceeded {
 				break
@@ -151,6 +196,10 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	}
 	posted := 0
 	wrs := make([]verbs.SendWR, cfg.TxDepth)
+	list := len(wrs) // -l: work requests a PostSend
+	if cfg.PostList > 0 {
+		list = cfg.PostList
+	}
 	sges := make([]verbs.SGE, cfg.TxDepth)
 	op := verbs.WRRDMAWrite
 	switch {
@@ -192,7 +241,10 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 		for i := range streams {
 			st := &streams[i]
 			batch := 0
-			for st.posted < st.target && st.posted-st.completed < cfg.TxDepth && batch < len(wrs) {
+			if cfg.PostList > 0 && st.posted+cfg.PostList <= st.target && st.posted-st.completed+cfg.PostList > cfg.TxDepth {
+				continue // -l: whole lists only, while the run has them
+			}
+			for st.posted < st.target && st.posted-st.completed < cfg.TxDepth && batch < list {
 				k := st.posted
 				off := cycleOffset(k, size)
 				if cfg.Test.atomic() {
@@ -207,6 +259,10 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 				if op != verbs.WRSend {
 					w.RemoteAddr, w.RKey = d.peer[i].VAddr+uint64(off), d.peer[i].RKey
 				}
+				if size <= cfg.Inline {
+					w.Flags |= verbs.SendInline
+				}
+				d.address(w, i)
 				if op == verbs.WRAtomicFetchAdd {
 					w.CompareAdd = 1
 				}
@@ -235,7 +291,7 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 			}
 		}
 		var wcs []verbs.WC
-		if full {
+		if full || cfg.Events {
 			var err error
 			if wcs, err = d.poll(ctx, d.scq); err != nil {
 				return Result{}, err

@@ -230,7 +230,7 @@ func (l *cmLink) recv(b []byte, wait time.Duration) error {
 // exchange; the disconnects follow (close).
 func (l *cmLink) done() error { return nil }
 
-func (l *cmLink) watch() (<-chan error, func()) {
+func (l *cmLink) watch() (<-chan error, <-chan struct{}, func()) {
 	ch := make(chan error, 1)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -241,7 +241,7 @@ func (l *cmLink) watch() (<-chan error, func()) {
 		case <-quit:
 		}
 	}()
-	return ch, func() {
+	return ch, nil, func() {
 		close(quit)
 		<-done
 	}

@@ -218,9 +218,9 @@ func (l *goneLink) recv(b []byte, _ time.Duration) error {
 	copy(b, l.answer)
 	return nil
 }
-func (l *goneLink) done() error                   { return nil }
-func (l *goneLink) watch() (<-chan error, func()) { return nil, func() {} }
-func (l *goneLink) close() error                  { return nil }
+func (l *goneLink) done() error                                    { return nil }
+func (l *goneLink) watch() (<-chan error, <-chan struct{}, func()) { return nil, nil, func() {} }
+func (l *goneLink) close() error                                   { return nil }
 
 // TestExchangePeerGoneAfterAnswer: a client whose message's ACK never
 // came (the server answered and disconnected) takes the server's answer

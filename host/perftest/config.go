@@ -2,7 +2,10 @@ package perftest
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/softrnic/softrnic/host/verbs"
 )
 
 // Test is one of perftest's tests.
@@ -88,6 +91,26 @@ type Config struct {
 	// RDMACM (-R) connects the test's QPs through the CM, as perftest -R
 	// does; the run's Conn must then be one from DialCM or AcceptCM.
 	RDMACM bool
+	// Conn (-c) is the QPs' transport: RC (0 is RC too), UC for the send
+	// and write tests, UD for the send tests, as perftest allows. Both
+	// sides must run the same: perftest's exchange does not carry it, so
+	// a side sees the peer's other transport only in what arrives (a
+	// run stops with ErrTransport).
+	Conn verbs.QPType
+	// Inline (-I) is the most bytes a send carries inline (0: perftest's
+	// default, 236 for the latency tests' sends and writes, none for the
+	// bandwidth tests; at most verbs.MaxInlineData).
+	Inline int
+	// PostList (-l) posts the bandwidth tests' work requests in lists of
+	// this many (0: as many as the send queue has room for).
+	PostList int
+	// Timeout (-u) is the RC QPs' local ACK timeout exponent (0: 14).
+	Timeout uint8
+	// Events (-e) waits for completions by sleeping on the CQ instead of
+	// busy-polling it.
+	Events bool
+
+	maxSize int // the largest size -a runs (UD: the path MTU); 0 is MaxSize
 }
 
 // SelectiveRepeatFlag is the SRQN bit of a keys message by which a
@@ -202,6 +225,89 @@ func (c *Config) setDefaults() error {
 	if c.MTU < 0 || c.MTU > 5 {
 		return fmt.Errorf("perftest: MTU enum %d out of range 1..5", c.MTU)
 	}
+	if err := c.checkConn(); err != nil {
+		return err
+	}
+	if c.Inline < 0 || c.Inline > verbs.MaxInlineData {
+		return fmt.Errorf("perftest: -I %d: inline data is 0..%d bytes", c.Inline, verbs.MaxInlineData)
+	}
+	if c.Inline == 0 && !t.BW() && (t.send() || t == WriteLat) {
+		c.Inline = defaultInlineLat
+	}
+	if c.PostList < 0 || c.PostList > c.TxDepth {
+		return fmt.Errorf("perftest: -l %d: a post list is 1..%d (the send queue depth, -t)", c.PostList, c.TxDepth)
+	}
+	if c.PostList > 0 && !t.BW() {
+		return fmt.Errorf("perftest: -l is for the bandwidth tests")
+	}
+	if c.Timeout == 0 {
+		c.Timeout = defaultTimeout
+	}
+	if c.Timeout > 31 {
+		return fmt.Errorf("perftest: -u %d: a QP timeout exponent is 0..31", c.Timeout)
+	}
+	return nil
+}
+
+// perftest's defaults for -I (latency tests) and -u.
+const (
+	defaultInlineLat = 236
+	defaultTimeout   = 14
+)
+
+// checkConn checks -c against the test, as perftest does: RC runs every
+// test, UC the send and write tests, UD the send tests.
+func (c *Config) checkConn() error {
+	if c.Conn == 0 {
+		c.Conn = verbs.QPTRC
+	}
+	switch c.Conn {
+	case verbs.QPTRC:
+		return nil
+	case verbs.QPTUC:
+		if !c.Test.send() && c.Test.verb() != WriteBW {
+			return fmt.Errorf("perftest: -c UC runs the send and write tests, not %s (RC only)", c.Test)
+		}
+	case verbs.QPTUD:
+		if !c.Test.send() {
+			return fmt.Errorf("perftest: -c UD runs the send tests, not %s", c.Test)
+		}
+	default:
+		return fmt.Errorf("perftest: -c %v: softrnic runs RC, UC and UD", c.Conn)
+	}
+	switch {
+	case c.RDMACM:
+		return fmt.Errorf("perftest: -c %v with -R: the connection manager connects RC QPs here; leave -R out", c.Conn)
+	case c.SR:
+		return fmt.Errorf("perftest: --sr is for RC: a %v QP recovers no losses", c.Conn)
+	}
+	return nil
+}
+
+// ParseConn maps perftest's -c names (RC, UC, UD, any case) to a
+// transport.
+func ParseConn(name string) (verbs.QPType, error) {
+	for _, t := range []verbs.QPType{verbs.QPTRC, verbs.QPTUC, verbs.QPTUD} {
+		if strings.EqualFold(name, t.String()) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("perftest: -c %q: want RC, UC or UD (softrnic runs no XRC, DC or SRD)", name)
+}
+
+// reliable reports whether the run's transport acknowledges every message.
+func (c *Config) reliable() bool { return c.Conn == 0 || c.Conn == verbs.QPTRC }
+
+// fitUD fits a UD run to the path MTU of mtu bytes: a datagram is one
+// packet, so a larger -s is refused, and -a stops at the MTU.
+func (c *Config) fitUD(mtu int) error {
+	if c.Conn != verbs.QPTUD {
+		return nil
+	}
+	if !c.All && c.Size > mtu {
+		return fmt.Errorf("perftest: -c UD: a message is at most the path MTU, %d bytes, not -s %d", mtu, c.Size)
+	}
+	c.maxSize = mtu
 	return nil
 }
 
@@ -210,8 +316,12 @@ func (c *Config) sizes() []int {
 	if !c.All {
 		return []int{c.Size}
 	}
+	top := MaxSize
+	if c.maxSize > 0 {
+		top = c.maxSize
+	}
 	var s []int
-	for b := 2; b <= MaxSize; b *= 2 {
+	for b := 2; b <= top; b *= 2 {
 		s = append(s, b)
 	}
 	return s

@@ -37,6 +37,10 @@ const SetupTimeout = time.Minute
 // perftest sends.
 var ErrPeer = errors.New("perftest: the peer broke the exchange")
 
+// ErrTransport is wrapped by the error of a run whose peer sends packets
+// of another transport than this side's QPs run (its -c differs).
+var ErrTransport = errors.New("perftest: the peer runs another connection type")
+
 // Conn is one side of perftest's out-of-band exchange: lock-step; in
 // every step the client writes first and then reads as many bytes, and
 // the server reads, then writes. It runs over TCP (Dial, Accept), or, as
@@ -60,8 +64,9 @@ type link interface {
 	recv(b []byte, wait time.Duration) error
 	// done ends the exchange as the link's perftest does.
 	done() error
-	// watch reports the peer going away while no step runs.
-	watch() (closed <-chan error, stop func())
+	// watch reports the peer going away while no step runs, and closes
+	// ahead when the peer's next step begins (where the link can see it).
+	watch() (closed <-chan error, ahead <-chan struct{}, stop func())
 	close() error
 }
 
@@ -139,7 +144,7 @@ func (c *Conn) Done() error { return c.l.done() }
 // Watch reports, on the returned channel, the peer going away while no
 // step is running (during a test run); call stop, which waits for it,
 // before the next step.
-func (c *Conn) Watch() (closed <-chan error, stop func()) { return c.l.watch() }
+func (c *Conn) Watch() (closed <-chan error, ahead <-chan struct{}, stop func()) { return c.l.watch() }
 
 // tcpLink is the exchange over TCP: no framing, bytes as the steps have
 // them.
@@ -311,8 +316,9 @@ func (l *tcpLink) done() error {
 
 // watch looks at the connection without consuming: data is the peer's
 // next step, the run over for it.
-func (l *tcpLink) watch() (closed <-chan error, stop func()) {
+func (l *tcpLink) watch() (closed <-chan error, ahead <-chan struct{}, stop func()) {
 	ch := make(chan error, 1)
+	next := make(chan struct{})
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -333,11 +339,12 @@ func (l *tcpLink) watch() (closed <-chan error, stop func()) {
 				ch <- fmt.Errorf("perftest: during the run: the peer closed the connection (%w)", err)
 				return
 			case n > 0:
-				return // the peer's next step has begun: the run is over for it
+				close(next) // the peer's next step has begun: the run is over for it
+				return
 			}
 		}
 	}()
-	return ch, func() {
+	return ch, next, func() {
 		close(quit)
 		<-done
 	}

@@ -41,7 +41,7 @@ func (d *rdma) writeLat(ctx context.Context, size int, server bool) error {
 			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 				SGL:        []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}},
 				RemoteAddr: d.peer[0].VAddr, RKey: d.peer[0].RKey}
-			if size <= maxInline {
+			if size <= d.cfg.Inline {
 				wr.Flags |= verbs.SendInline
 			}
 			if _, err := d.qps[0].PostSend([]verbs.SendWR{wr}); err != nil {
@@ -162,9 +162,10 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 			scnt++
 			wr := verbs.SendWR{WRID: uint64(scnt), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 				SGL: []verbs.SGE{{Addr: d.mr.Addr, Length: uint32(size), LKey: d.mr.LKey}}}
-			if size <= maxInline {
+			if size <= d.cfg.Inline {
 				wr.Flags |= verbs.SendInline
 			}
+			d.address(&wr, 0)
 			if _, err := d.qps[0].PostSend([]verbs.SendWR{wr}); err != nil {
 				return fmt.Errorf("perftest: post send: %w", err)
 			}

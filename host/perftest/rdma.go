@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/verbs"
 )
 
@@ -31,11 +30,20 @@ type rdma struct {
 	wc             []verbs.WC
 	rwc            []verbs.WC // the receiving half of a bidirectional send run
 	tposted, tdone []time.Time
-	lat            *latTimer // a latency run with -D
+	lat            *latTimer       // a latency run with -D
+	ah             verbs.AH        // UD: the peer's address
+	ahead          <-chan struct{} // closed once the peer's next exchange step began (session.watch)
+	mismatch0      uint64          // the device's wrong-transport count when the QPs were made
 }
 
-// maxInline is what softrnic carries inline in a send WQE.
-const maxInline = hostmem.MaxInline
+// udQKey is the Q_Key perftest gives its UD QPs and their sends.
+const udQKey = 0x11111111
+
+// grhLen is the room a UD receive leaves before the message for the GRH.
+const grhLen = 40
+
+// ud reports whether the run's QPs are UD.
+func (d *rdma) ud() bool { return d.cfg.Conn == verbs.QPTUD }
 
 // sendOff and recvOff are the offsets in buf of QP i's regions.
 func (d *rdma) sendOff(i int) int { return i * d.region }
@@ -65,10 +73,7 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	if d.rcq, err = dev.CreateCQ(depth + 16); err != nil {
 		return nil, err
 	}
-	inline := 0
-	if !cfg.Test.BW() && !cfg.Test.read() && !cfg.Test.atomic() {
-		inline = maxInline
-	}
+	inline := cfg.Inline
 	// Each QP's share of the NIC's replay buffer: the default allocation,
 	// or, with more QPs than it holds at that, an equal part of what is
 	// free (at least 16 entries), so that -q takes what the device has.
@@ -76,8 +81,9 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 	if st := dev.NIC().Replay().Stats(); int64(cfg.QPs*replay) > st.Capacity-st.Reserved {
 		replay = max(16, int(st.Capacity-st.Reserved)/cfg.QPs)
 	}
+	d.mismatch0 = dev.NIC().Counters().RcvdWrongTransport.Load()
 	for range cfg.QPs {
-		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: d.scq, RecvCQ: d.rcq, ReplayEntries: replay,
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: cfg.Conn, SendCQ: d.scq, RecvCQ: d.rcq, ReplayEntries: replay,
 			Cap: verbs.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline}})
 		if err != nil {
 			return nil, err
@@ -85,6 +91,9 @@ func (d *rdma) setup(cfg *Config) ([]Keys, error) {
 		d.qps = append(d.qps, qp)
 	}
 	d.region = cfg.bufSize()
+	if d.ud() {
+		d.region += grhLen
+	}
 	d.buf = make([]byte, 2*cfg.QPs*d.region)
 	if d.mr, err = pd.RegMR(d.buf, cfg.Test.access()); err != nil {
 		return nil, err
@@ -127,8 +136,18 @@ func (d *rdma) connect(ctx context.Context, peers []Keys, mtu int, rts bool) err
 	if err != nil {
 		return fmt.Errorf("perftest: resolving the peer %s: %w", ip, err)
 	}
+	d.ah = verbs.AH{DestMAC: mac, DestGID: ip}
 	for i, qp := range d.qps {
-		if err := d.connectQP(qp, d.local[i], peers[i], verbs.AH{DestMAC: mac, DestGID: ip}, mtu, rts); err != nil {
+		var err error
+		switch d.cfg.Conn {
+		case verbs.QPTUD:
+			err = d.readyUD(qp, d.local[i])
+		case verbs.QPTUC:
+			err = d.connectUC(qp, d.local[i], peers[i], mtu)
+		default:
+			err = d.connectQP(qp, d.local[i], peers[i], d.ah, mtu, rts)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -156,12 +175,75 @@ func (d *rdma) connectQP(qp *verbs.QP, local, peer Keys, ah verbs.AH, mtu int, r
 		return nil
 	}
 	rd := uint8(max(1, min(int(peer.OutReads), maxOutReads)))
-	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: rd},
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN, Timeout: d.cfg.Timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: rd},
 		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("perftest: QP to RTS: %w", err)
 	}
 	return nil
 }
+
+// connectUC brings a UC QP to RTS towards the peer's QP: the peer may
+// write into its region (a UC QP takes no READs or atomics), and there is
+// no ACK timeout or retry to set.
+func (d *rdma) connectUC(qp *verbs.QP, local, peer Keys, mtu int) error {
+	steps := []struct {
+		attr verbs.QPAttr
+		mask verbs.AttrMask
+	}{
+		{verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteWrite},
+			verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
+		{verbs.QPAttr{State: verbs.QPSRTR, AH: d.ah, PathMTU: mtu, DestQPN: peer.QPN, RQPSN: peer.PSN},
+			verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN},
+		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN}, verbs.AttrState | verbs.AttrSQPSN},
+	}
+	for _, st := range steps {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return fmt.Errorf("perftest: UC QP to %v: %w", st.attr.State, err)
+		}
+	}
+	return nil
+}
+
+// readyUD brings a UD QP to RTS with perftest's Q_Key, its send PSN the
+// one this side announced.
+func (d *rdma) readyUD(qp *verbs.QP, local Keys) error {
+	steps := []struct {
+		attr verbs.QPAttr
+		mask verbs.AttrMask
+	}{
+		{verbs.QPAttr{State: verbs.QPSInit, Port: 1, QKey: udQKey}, verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrQKey},
+		{verbs.QPAttr{State: verbs.QPSRTR}, verbs.AttrState},
+		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN}, verbs.AttrState | verbs.AttrSQPSN},
+	}
+	for _, st := range steps {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return fmt.Errorf("perftest: UD QP to %v: %w", st.attr.State, err)
+		}
+	}
+	return nil
+}
+
+// address fills in where a send on QP i goes: a UD send names the peer's
+// address, QP and Q_Key in each work request.
+func (d *rdma) address(w *verbs.SendWR, i int) {
+	if d.ud() {
+		w.AH, w.RemoteQPN, w.RemoteQKey = &d.ah, d.peer[i].QPN, udQKey
+	}
+}
+
+// checkTransport reports whether packets of another transport than the
+// run's have reached the device since its QPs were made: the peer runs
+// another -c (its exchange does not say).
+func (d *rdma) checkTransport() error {
+	c := d.env.Dev.NIC().Counters()
+	if c.RcvdWrongTransport.Load() == d.mismatch0 {
+		return nil
+	}
+	got := c.LastWrongTransport()
+	return fmt.Errorf("%w: %v packets arrive for this side's %v QPs: run both sides with the same -c (this side: -c %v)", ErrTransport, got, d.cfg.Conn, d.cfg.Conn)
+}
+
+func (d *rdma) peerAhead(ch <-chan struct{}) { d.ahead = ch }
 
 func (d *rdma) teardown() {
 	for _, qp := range d.qps {
@@ -237,6 +319,9 @@ func (d *rdma) measure(ctx context.Context, size int, server bool) (Result, bool
 // postRecv posts on QP i a receive of size bytes at offset off of its
 // receive region.
 func (d *rdma) postRecv(i int, id uint64, size, off int) error {
+	if d.ud() {
+		size += grhLen // the GRH comes first
+	}
 	_, err := d.qps[i].PostRecv([]verbs.RecvWR{{WRID: id, SGL: []verbs.SGE{{Addr: d.mr.Addr + uint64(d.recvOff(i)+off), Length: uint32(size), LKey: d.mr.LKey}}}})
 	return err
 }

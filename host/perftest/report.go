@@ -13,6 +13,7 @@ type Result struct {
 	Role     string  `json:"role"`
 	Bytes    int     `json:"bytes"`
 	Iters    int     `json:"iterations"`
+	Lost     int     `json:"lost,omitempty"` // UC, UD: messages of Iters that did not arrive (not sent again)
 	Units    string  `json:"bw_units,omitempty"`
 	BWPeak   float64 `json:"bw_peak,omitempty"`
 	BWAvg    float64 `json:"bw_average,omitempty"`

@@ -55,6 +55,13 @@ type dataPath interface {
 	// cmQPs hands the QPs to the connection manager (-R); connect then
 	// only takes the peers' keys. A data path without QPs returns nil.
 	cmQPs() []*verbs.QP
+	// peerAhead hands over, before a measurement, a channel closed once
+	// the peer's next exchange step has begun (nil: never): over UC and
+	// UD, a receiver whose messages were lost stops waiting for them.
+	peerAhead(ahead <-chan struct{})
+	// checkTransport reports (ErrTransport) packets of another transport
+	// than the run's arriving for the QPs.
+	checkTransport() error
 }
 
 // Run runs one test over an established exchange connection, printing
@@ -87,6 +94,9 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 	if err := s.preamble(mtu); err != nil {
 		return nil, err
 	}
+	if err := s.cfg.fitUD(128 << s.mtu); err != nil {
+		return nil, err
+	}
 	if s.local, err = dp.setup(&s.cfg); err != nil {
 		return nil, err
 	}
@@ -97,6 +107,9 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 		}
 	}
 	err = s.run(ctx)
+	if terr := dp.checkTransport(); terr != nil {
+		err = terr // what went wrong, whatever it looked like
+	}
 	return s.results, err
 }
 
@@ -272,6 +285,9 @@ func (s *session) addResult(r Result) {
 	} else {
 		s.printLat(&r)
 	}
+	if r.Lost > 0 {
+		fmt.Fprintf(s.out, " Note: %d of the %d messages did not arrive (%v sends each once; the figures are of those that did)\n", r.Lost, r.Iters, s.cfg.Conn)
+	}
 }
 
 // oneSidedBW: write_bw, read_bw, atomic_bw. The client runs every size,
@@ -286,6 +302,9 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 		rep, err := s.conn.Reports(Report{})
 		if err != nil {
 			return err
+		}
+		if err := s.dp.checkTransport(); err != nil {
+			return err // the client's figures are of packets this side dropped
 		}
 		if r, from := s.cfg.inOwnUnits(rep); from != "" {
 			fmt.Fprintf(s.out, " Note: the client reports in %s (its --report_gbits differs from this side's): shown here in %s\n", from, s.cfg.units())
@@ -380,6 +399,9 @@ func (s *session) measureSizes(ctx context.Context, server bool) error {
 // own -s (or -a), is smaller than this side's messages. perftest's
 // exchange carries neither, so the peer's cannot be named.
 func (s *session) accessHint(err error, size int) error {
+	if errors.Is(err, verbs.WCRetryExcErr) {
+		return fmt.Errorf("%w: the peer acknowledged nothing: does it run with the same -c (this side: -c %v)?", err, s.cfg.Conn)
+	}
 	if s.cfg.Test.send() || !errors.Is(err, verbs.WCRemAccessErr) {
 		return err
 	}
@@ -436,29 +458,47 @@ func (s *session) close(wait time.Duration) error {
 	return s.conn.Done()
 }
 
-// watch runs fn while watching the connection: if the peer closes it, fn's
-// context is cancelled (so a wait for completions ends) and the error says
-// so.
+// watch runs fn while watching the connection and what arrives: if the
+// peer closes the connection, or packets of another transport arrive for
+// the QPs, fn's context is cancelled (so a wait for completions ends) and
+// the error says so.
 func (s *session) watch(ctx context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	closed, stop := s.conn.Watch()
-	var peerErr error
+	closed, ahead, stop := s.conn.Watch()
+	s.dp.peerAhead(ahead)
+	var why error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		select {
-		case peerErr = <-closed:
-			cancel()
-		case <-ctx.Done():
+		tick := time.NewTicker(transportCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case why = <-closed:
+				cancel()
+				return
+			case <-tick.C:
+				if why = s.dp.checkTransport(); why != nil {
+					cancel()
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	err := fn(ctx)
 	cancel()
 	<-done
 	stop()
-	if peerErr != nil {
-		return peerErr
+	s.dp.peerAhead(nil)
+	if why != nil {
+		return why
 	}
 	return err
 }
+
+// transportCheck is how often a run looks for packets of another
+// transport than its own.
+const transportCheck = 100 * time.Millisecond

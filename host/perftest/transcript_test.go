@@ -60,6 +60,9 @@ func (p *replayPlane) connect(context.Context, []Keys, int, bool) error { return
 func (p *replayPlane) prepare(int) error                                { return nil }
 func (p *replayPlane) teardown()                                        {}
 func (p *replayPlane) cmQPs() []*verbs.QP                               { return nil }
+func (p *replayPlane) peerAhead(<-chan struct{})                        {}
+func (p *replayPlane) checkTransport() error                            { return nil }
+
 func (p *replayPlane) measureBidir(ctx context.Context, size int) (Result, error) {
 	r, _, err := p.measure(ctx, size, false)
 	return r, err
