@@ -17,7 +17,7 @@ import (
 //
 //	checkQP        the QP is valid, in RTR or RTS, not in error, of the
 //	               packet's transport (else dropped: rcvd_unknown_qp,
-//	               rcvd_malformed)
+//	               rcvd_wrong_transport)
 //	checkPSN       RC: new, duplicate (answered again: duplicate) or out
 //	               of sequence (a NAK per gap); UC: a gap drops the rest
 //	               of the message (respondUC); UD has none
@@ -95,7 +95,6 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 	if p.Info.Transport != want {
 		// An RC packet for a UC QP, or the like: the peer runs another
 		// connection type.
-		e.counters.RcvdMalformed.Add(1)
 		e.counters.RcvdWrongTransport.Add(1)
 		e.counters.lastWrongTransport.Store(uint32(p.Info.Transport))
 		return false

@@ -107,7 +107,7 @@ func TestResponderChecks(t *testing.T) {
 		{name: "transport not the QP's", send: func(rt *respTest) {
 			rt.request(wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.UCRDMAWriteOnly, DestQP: respQP, PSN: 1},
 				RETH: wire.RETHFields{VA: rt.va, RKey: rt.rkey, DMALen: 1}, Payload: []byte("x")})
-		}, counter: "rcvd_malformed", next: 1},
+		}, counter: "rcvd_wrong_transport", next: 1},
 		{name: "address not the peer's", send: func(rt *respTest) {
 			rt.requestFrom(netip.MustParseAddr("10.9.0.66"), wire.FrameFields{BTH: bth(wire.RCRDMAWriteOnly, 1),
 				RETH: wire.RETHFields{VA: rt.va + 100, RKey: rt.rkey, DMALen: 6}, Payload: []byte("forged")})

@@ -237,7 +237,7 @@ func debugLogger() *slog.Logger { return slog.New(quietHandler{slog.Default().Ha
 // nicDrops are the NIC's counters of packets it dropped: a warning when
 // not zero.
 var nicDrops = map[string]bool{
-	"rcvd_bad_icrc": true, "rcvd_malformed": true, "rcvd_unknown_qp": true, "rcvd_bad_pkey": true,
+	"rcvd_bad_icrc": true, "rcvd_malformed": true, "rcvd_unknown_qp": true, "rcvd_wrong_transport": true, "rcvd_bad_pkey": true,
 	"park_dropped": true, "handoff_dropped": true,
 }
 

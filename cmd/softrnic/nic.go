@@ -17,7 +17,8 @@ import (
 // nicOptions say how a command that runs one NIC on a netdev opens it.
 type nicOptions struct {
 	dev         string // the netdev (-d)
-	gidIndex    int    // -1: the first IPv4 GID
+	gidIndex    int    // -1: the first IPv4 GID (with ipv6, the first IPv6 one)
+	ipv6        bool
 	portKind    string // xsk or udp
 	poll        datapath.PollMode
 	ecn         datapath.ECN
@@ -111,7 +112,7 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.nd.Close() })
-	gid, err := pickGID(e.nd, o.gidIndex)
+	gid, err := pickGID(e.nd, o.gidIndex, o.ipv6)
 	if err != nil {
 		return nil, nil, err
 	}

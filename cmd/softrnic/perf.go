@@ -56,6 +56,13 @@ type perfFlags struct {
 	metricsAddr  *string
 	pprof        *bool
 	commCM       *bool
+	conn         *string
+	timeout      *int
+	sl           *int
+	tos          *int
+	ibPort       *int
+	sourceIP     *string
+	ipv6         *bool
 }
 
 func newPerfFlags() *perfFlags {
@@ -95,7 +102,44 @@ func newPerfFlags() *perfFlags {
 	p.cpu = fs.Bool("cpu", false, "print the process's CPU time per iteration (user and system, every thread: the test's and the NIC's) after the results")
 	p.portKind = fs.String("io", "xsk", "how frames reach the network: xsk (AF_XDP, needs root) or udp (kernel UDP socket)")
 	p.ecn = ecnFlag(fs)
+	p.conn = fs.String("c", "RC", "connection type: RC, UC (send and write tests) or UD (send tests), as perftest's -c; both sides must run the same")
+	fs.IntVar(&cfg.Inline, "I", 0, "most bytes a send carries inline (latency tests 220 for write, 236 for send, 188 for UD send; bandwidth tests 0)")
+	fs.IntVar(&cfg.PostList, "l", 0, "post the work requests in lists of this many (bandwidth tests; signals one completion a list unless -Q)")
+	p.timeout = fs.Int("u", 14, "RC QPs' local ACK timeout exponent: 4.096 us x 2^u")
+	fs.BoolVar(&cfg.Events, "e", false, "sleep on completion events instead of busy-polling (send and READ tests; not with -D)")
+	p.sl = fs.Int("S", 0, "service level 0..15 (accepted: a RoCEv2 frame without a VLAN tag carries none)")
+	p.tos = fs.Int("T", -1, "type of service (perftest takes it with -R for rdma_cm; softrnic's QPs send DSCP 0 and refuse it)")
+	fs.BoolVar(&cfg.NoPeak, "N", false, "leave the bandwidth peak out (0.00)")
+	fs.BoolVar(&cfg.Unsorted, "U", false, "latency tests: print every sample, in the order taken, before the row")
+	fs.BoolVar(&cfg.Histogram, "H", false, "latency tests: print the samples sorted (without the two largest) before the row")
+	fs.BoolVar(&cfg.Infinite, "run_infinitely", false, "bandwidth tests: run until stopped, printing a row every -D seconds (default 5)")
+	fs.BoolVar(&cfg.CPUUtil, "cpu_util", false, "with -D: add the machine's CPU use over the sample (CPU_Util[%], from /proc/stat) to the row")
+	fs.BoolVar(&cfg.WarmUp, "perform_warm_up", false, "WRITE, READ and atomic bandwidth clients: a send queue's worth of work requests on every QP before the measured run")
+	p.sourceIP = fs.String("source_ip", "", "the client's address for the exchange's TCP connection (the server listens on it)")
+	p.ipv6 = fs.Bool("ipv6", false, "use the first IPv6 GID instead of the first IPv4 one (unless -x)")
+	p.ibPort = fs.Int("i", 1, "port of the device (softrnic's devices have one: 1)")
+	// perftest's long forms of the flags, as its getopt_long takes them
+	// (--size 64 and --size=64 alike).
+	for _, a := range [][2]string{
+		{"s", "size"}, {"n", "iters"}, {"q", "qp"}, {"d", "ib-dev"}, {"p", "port"}, {"m", "mtu"},
+		{"t", "tx-depth"}, {"r", "rx-depth"}, {"x", "gid-index"}, {"i", "ib-port"}, {"a", "all"},
+		{"D", "duration"}, {"Q", "cq-mod"}, {"o", "outs"}, {"A", "atomic_type"}, {"c", "connection"},
+		{"I", "inline_size"}, {"l", "post_list"}, {"u", "qp-timeout"}, {"e", "events"}, {"S", "sl"},
+		{"T", "tos"}, {"N", "noPeak"}, {"U", "report-unsorted"}, {"H", "report-histogrm"},
+		{"H", "report-histogram"}, {"F", "CPU-freq"},
+	} {
+		fs.Var(fs.Lookup(a[0]).Value, a[1], "same as -"+a[0])
+	}
 	return p
+}
+
+// perfGiven reports whether a flag was given, by its short name or a long
+// form (newPerfFlags' aliases share the short flag's value).
+func perfGiven(fs *flag.FlagSet, short string) bool {
+	f := fs.Lookup(short)
+	given := false
+	fs.Visit(func(g *flag.Flag) { given = given || g.Value == f.Value })
+	return given
 }
 
 // parse reads the command line: flags anywhere, then the test and at most
@@ -131,10 +175,34 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 	}
 	// perftest.Config takes size 0 for the test's default: an explicit -s
 	// must be a size.
-	if flagGiven(p.fs, "s") && p.cfg.Size < 1 {
+	if perfGiven(p.fs, "s") && p.cfg.Size < 1 {
 		return "", badValue("-s %d: a message size is at least 1 byte (leave -s out for the default: bw 65536, lat 2)", p.cfg.Size)
 	}
 	p.cfg.Duration = time.Duration(*p.dur) * time.Second
+	if p.cfg.Conn, err = perftest.ParseConn(*p.conn); err != nil {
+		return "", badValue("%v", err)
+	}
+	if *p.timeout < 0 || *p.timeout > 31 {
+		return "", badValue("-u %d: a QP timeout exponent is 0..31", *p.timeout)
+	}
+	p.cfg.Timeout = uint8(*p.timeout)
+	if *p.sl < 0 || *p.sl > 15 {
+		return "", badValue("-S %d: a service level is 0..15", *p.sl)
+	}
+	if *p.tos >= 0 {
+		return "", badValue("-T %d: softrnic's QPs send with DSCP 0 (their ECN bits are --ecn's); a type of service per QP is not supported", *p.tos)
+	}
+	if *p.ibPort != 1 {
+		return "", badValue("-i %d: softrnic's devices have one port, 1", *p.ibPort)
+	}
+	if *p.sourceIP != "" {
+		if _, perr := netip.ParseAddr(*p.sourceIP); perr != nil {
+			return "", badValue("--source_ip %q: not an IP address", *p.sourceIP)
+		}
+	}
+	if p.cfg.CPUUtil && p.cfg.Duration == 0 {
+		fmt.Fprintln(os.Stderr, " CPU Utilization works only with Duration mode.")
+	}
 	if *p.mtu != 0 {
 		if p.cfg.MTU = netdev.MTUEnum(*p.mtu); p.cfg.MTU == 0 {
 			return "", badValue("-m %d: want 256, 512, 1024, 2048 or 4096", *p.mtu)
@@ -183,7 +251,12 @@ func runPerf(args []string, stdout io.Writer) error {
 		// with -poll app its NIC polls on its own instead.
 		poll = datapath.PollSpin
 	}
-	e, closeNIC, err := openNIC(nicOptions{dev: *dev, gidIndex: *gidIndex, portKind: *portKind, poll: poll, ecn: pf.ecnMode,
+	if cfg.Events && !perfGiven(pf.fs, "poll") {
+		// -e: the test sleeps on its CQ, so the NIC runs on its own
+		// (PollApp would run it only while the test polls).
+		poll = datapath.PollAdaptive
+	}
+	e, closeNIC, err := openNIC(nicOptions{dev: *dev, gidIndex: *gidIndex, ipv6: *pf.ipv6, portKind: *portKind, poll: poll, ecn: pf.ecnMode,
 		pcap: *pf.pcap, metricsAddr: *pf.metricsAddr, pprof: *pf.pprof, qps: cfg.QPs})
 	if err != nil {
 		return err
@@ -237,7 +310,7 @@ func runPerf(args []string, stdout io.Writer) error {
 			return err
 		}
 	case addr == "":
-		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(*tcpPort)))
+		ln, err := net.Listen("tcp", net.JoinHostPort(*pf.sourceIP, strconv.Itoa(*tcpPort)))
 		if err != nil {
 			return err
 		}
@@ -252,7 +325,11 @@ func runPerf(args []string, stdout io.Writer) error {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		to := net.JoinHostPort(addr, strconv.Itoa(*tcpPort))
 		quiet := sayRetrying(to)
-		conn, err = perftest.Dial(dctx, to)
+		var from netip.Addr
+		if *pf.sourceIP != "" {
+			from = netip.MustParseAddr(*pf.sourceIP) // checked by parse
+		}
+		conn, err = perftest.DialFrom(dctx, to, from)
 		quiet()
 		cancel()
 		if err != nil {
@@ -327,16 +404,19 @@ func passiveServer(t perftest.Test) bool {
 	return false
 }
 
-// pickGID takes GID index x, or with -1 the first IPv4-mapped GID (else
-// index 0), as perftest chooses on RoCE.
-func pickGID(nd *netdev.Device, x int) (netdev.GID, error) {
+// pickGID takes GID index x, or with -1 the first IPv4-mapped GID (with
+// ipv6 the first IPv6 one), else index 0, as perftest chooses on RoCE.
+func pickGID(nd *netdev.Device, x int, ipv6 bool) (netdev.GID, error) {
 	if x >= 0 {
 		return nd.GID(x)
 	}
 	for _, g := range nd.GIDs {
-		if g.IsIPv4() {
+		if g.IsIPv4() != ipv6 {
 			return g, nil
 		}
+	}
+	if ipv6 {
+		return netdev.GID{}, fmt.Errorf("--ipv6: %s has no IPv6 GID", nd.Name)
 	}
 	return nd.GID(0)
 }

@@ -123,10 +123,16 @@ func (d *rdma) receiveTimed(ctx context.Context, size int, wc []verbs.WC) (Resul
 		posted[i] = d.cfg.RxDepth
 	}
 	w := newWindow(d.cfg.Duration, time.Now())
-	ctx, cancel := context.WithDeadline(ctx, w.deadline())
-	defer cancel()
+	w.cpu = d.cfg.CPUUtil
+	if !d.cfg.Infinite {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, w.deadline())
+		defer cancel()
+	}
+	rows := newRows(d.cfg, "server", size, time.Now())
 	got := 0
-	for !w.tick(time.Now(), got) {
+	for d.cfg.Infinite || !w.tick(time.Now(), got) {
+		rows.tick(time.Now(), got)
 		wcs, err := d.pollRecv(ctx, wc)
 		if err == errPeerDone {
 			break
@@ -149,7 +155,9 @@ func (d *rdma) receiveTimed(ctx context.Context, size int, wc []verbs.WC) (Resul
 	}
 	r := Result{Test: d.cfg.Test.String(), Role: "server", Bytes: size, Units: d.cfg.units()}
 	var el time.Duration
-	if r.Iters, el = w.sample(time.Now(), got); el > 0 {
+	r.Iters, el = w.sample(time.Now(), got)
+	r.CPUUtil = w.cpuUtil()
+	if el > 0 {
 		r.BWAvg = d.cfg.bw(float64(size)*float64(r.Iters), el)
 		r.MsgRate = float64(r.Iters) / el.Seconds() / 1e6
 	}
@@ -166,7 +174,7 @@ type qpStream struct {
 // for a timed run (-D) nor one of more than peakMessages messages, as
 // perftest computes none for those (and says so).
 func (c *Config) peakMeasured() bool {
-	return c.Duration == 0 && c.Iters*c.QPs <= peakMessages
+	return !c.NoPeak && c.Duration == 0 && c.Iters*c.QPs <= peakMessages
 }
 
 // peakMessages bounds the runs whose peak is computed (the search is
@@ -201,21 +209,18 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 		list = cfg.PostList
 	}
 	sges := make([]verbs.SGE, cfg.TxDepth)
-	op := verbs.WRRDMAWrite
-	switch {
-	case cfg.Test.send():
-		op = verbs.WRSend
-	case cfg.Test.read():
-		op = verbs.WRRDMARead
-	case cfg.Test.atomic() && cfg.Atomic == CmpAndSwap:
-		op = verbs.WRAtomicCmpAndSwp
-	case cfg.Test.atomic():
-		op = verbs.WRAtomicFetchAdd
+	op := cfg.opcode()
+	if cfg.WarmUp && !cfg.Test.send() {
+		if err := d.warmUp(ctx, size, op, list); err != nil {
+			return Result{}, err
+		}
 	}
 	var w *window
 	if timed {
 		w = newWindow(cfg.Duration, time.Now())
+		w.cpu = cfg.CPUUtil
 	}
+	rows := newRows(cfg, "client", size, time.Now())
 	var first, last time.Time
 	var total int
 	stopped := false
@@ -229,7 +234,9 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 		if !busy {
 			break
 		}
-		if timed && !stopped {
+		if cfg.Infinite {
+			rows.tick(time.Now(), total)
+		} else if timed && !stopped {
 			if w.tick(time.Now(), total) {
 				stopped = true
 				for i := range streams { // stop posting; drain what is out
@@ -331,6 +338,7 @@ func (d *rdma) bwClient(ctx context.Context, size int) (Result, error) {
 	if timed {
 		var el time.Duration
 		r.Iters, el = w.sample(time.Now(), total)
+		r.CPUUtil = w.cpuUtil()
 		if el > 0 {
 			r.BWAvg = cfg.bw(float64(size)*float64(r.Iters), el)
 			r.MsgRate = float64(r.Iters) / el.Seconds() / 1e6
@@ -403,4 +411,82 @@ func (c *Config) inOwnUnits(r Report) (out Report, from string) {
 	r.AvgBW *= f
 	r.PeakBW *= f
 	return r, other.units()
+}
+
+// rows prints --run_infinitely's rows: every period (Duration) one of
+// what completed in it, as perftest's printing thread does.
+type rows struct {
+	cfg       *Config
+	role      string
+	size      int
+	last      time.Time
+	lastCount int
+}
+
+func newRows(cfg *Config, role string, size int, now time.Time) *rows {
+	return &rows{cfg: cfg, role: role, size: size, last: now}
+}
+
+// tick prints a row if a period has passed since the last, count being
+// what has completed so far.
+func (r *rows) tick(now time.Time, count int) {
+	if !r.cfg.Infinite || now.Sub(r.last) < r.cfg.Duration {
+		return
+	}
+	n, el := count-r.lastCount, now.Sub(r.last)
+	res := Result{Test: r.cfg.Test.String(), Role: r.role, Bytes: r.size, Iters: n, Units: r.cfg.units()}
+	res.BWAvg = r.cfg.bw(float64(r.size)*float64(n), el)
+	res.MsgRate = float64(n) / el.Seconds() / 1e6
+	if r.cfg.emit != nil {
+		r.cfg.emit(res)
+	}
+	r.last, r.lastCount = now, count
+}
+
+// opcode is the work request a bandwidth test posts.
+func (c *Config) opcode() verbs.WROpcode {
+	switch {
+	case c.Test.send():
+		return verbs.WRSend
+	case c.Test.read():
+		return verbs.WRRDMARead
+	case c.Test.atomic() && c.Atomic == CmpAndSwap:
+		return verbs.WRAtomicCmpAndSwp
+	case c.Test.atomic():
+		return verbs.WRAtomicFetchAdd
+	}
+	return verbs.WRRDMAWrite
+}
+
+// warmUp is perftest's --perform_warm_up for the WRITE, READ and atomic
+// tests: a list (-l, else the send queue's depth) of size-byte work
+// requests on every QP, each waited for, before the measured run.
+func (d *rdma) warmUp(ctx context.Context, size int, op verbs.WROpcode, list int) error {
+	k := min(list, d.cfg.TxDepth)
+	wrs, sges := make([]verbs.SendWR, k), make([]verbs.SGE, k)
+	for i, qp := range d.qps {
+		for j := range wrs {
+			off := cycleOffset(j, size)
+			if d.cfg.Test.atomic() {
+				off = j % (cycleBuffer / cacheLine) * cacheLine
+			}
+			sges[j] = verbs.SGE{Addr: d.mr.Addr + uint64(d.sendOff(i)+off), Length: uint32(size), LKey: d.mr.LKey}
+			wrs[j] = verbs.SendWR{WRID: uint64(j), Opcode: op, Flags: verbs.SendSignaled, SGL: sges[j : j+1],
+				RemoteAddr: d.peer[i].VAddr + uint64(off), RKey: d.peer[i].RKey}
+			if op == verbs.WRAtomicFetchAdd {
+				wrs[j].CompareAdd = 1
+			}
+		}
+		if j, err := qp.PostSend(wrs); err != nil {
+			return fmt.Errorf("perftest: warm-up: post %d on QP %d: %w", j, i, err)
+		}
+		for done := 0; done < k; {
+			wcs, err := d.poll(ctx, d.scq)
+			if err != nil {
+				return fmt.Errorf("perftest: warm-up: %w", err)
+			}
+			done += len(wcs)
+		}
+	}
+	return nil
 }

@@ -110,7 +110,24 @@ type Config struct {
 	// busy-polling it.
 	Events bool
 
-	maxSize int // the largest size -a runs (UD: the path MTU); 0 is MaxSize
+	// Unsorted (-U) and Histogram (-H) print a latency test's samples
+	// before its row: in the order taken, and sorted without the two
+	// largest, as perftest's "#, usec" lists.
+	Unsorted, Histogram bool
+	// NoPeak (-N) leaves the bandwidth peak out (0.00).
+	NoPeak bool
+	// Infinite (--run_infinitely) runs a bandwidth test until it is
+	// stopped, printing a row for every Duration (default 5 s).
+	Infinite bool
+	// CPUUtil (--cpu_util) adds the machine's CPU use over the sample to
+	// a timed (-D) bandwidth row, as perftest reads it from /proc/stat.
+	CPUUtil bool
+	// WarmUp (--perform_warm_up) sends a send queue's worth on every QP
+	// before each measured WRITE, READ or atomic bandwidth run.
+	WarmUp bool
+
+	maxSize int          // the largest size -a runs (UD: the path MTU); 0 is MaxSize
+	emit    func(Result) // prints a row as it comes (--run_infinitely)
 }
 
 // SelectiveRepeatFlag is the SRQN bit of a keys message by which a
@@ -170,8 +187,25 @@ func (c *Config) setDefaults() error {
 	if c.Iters < 5 {
 		return fmt.Errorf("perftest: at least 5 iterations, not %d", c.Iters)
 	}
+	if c.Infinite {
+		switch {
+		case !t.BW():
+			return fmt.Errorf("perftest: --run_infinitely is for the bandwidth tests")
+		case c.All || c.Bidir || c.Events:
+			return fmt.Errorf("perftest: --run_infinitely runs one size one way, without -a, -b or -e")
+		case c.Duration == 0:
+			c.Duration = 5 * time.Second // the period of its rows
+		}
+		c.NoPeak = true
+	}
 	if c.Duration > 0 && c.Duration < time.Second {
 		return fmt.Errorf("perftest: -D is at least a second")
+	}
+	if (c.Unsorted || c.Histogram) && t.BW() {
+		return fmt.Errorf("perftest: -U and -H are for the latency tests")
+	}
+	if c.Unsorted || c.Histogram {
+		c.Samples = true
 	}
 	if c.Bidir && (!c.Test.BW() || c.Test.atomic()) {
 		return fmt.Errorf("perftest: -b is for send-bw, write-bw and read-bw")
@@ -203,6 +237,9 @@ func (c *Config) setDefaults() error {
 	if c.Duration == 0 { // no deeper than the run is long
 		c.TxDepth, c.RxDepth = min(c.TxDepth, c.Iters), min(c.RxDepth, c.Iters)
 	}
+	if err := c.checkPostList(); err != nil {
+		return err
+	}
 	if c.CQMod == 0 {
 		c.CQMod = 100
 		if c.Size > 8192 || !t.BW() {
@@ -231,14 +268,24 @@ func (c *Config) setDefaults() error {
 	if c.Inline < 0 || c.Inline > verbs.MaxInlineData {
 		return fmt.Errorf("perftest: -I %d: inline data is 0..%d bytes", c.Inline, verbs.MaxInlineData)
 	}
-	if c.Inline == 0 && !t.BW() && (t.send() || t == WriteLat) {
-		c.Inline = defaultInlineLat
+	if c.Inline > 0 && (t.read() || t.atomic()) {
+		return fmt.Errorf("perftest: -I: inline data is for sends and writes, not %s", t)
 	}
-	if c.PostList < 0 || c.PostList > c.TxDepth {
-		return fmt.Errorf("perftest: -l %d: a post list is 1..%d (the send queue depth, -t)", c.PostList, c.TxDepth)
+	if c.Inline == 0 && !t.BW() {
+		switch {
+		case t == WriteLat:
+			c.Inline = defaultInlineWriteLat
+		case t.send() && c.Conn == verbs.QPTUD:
+			c.Inline = defaultInlineUDSendLat
+		case t.send():
+			c.Inline = defaultInlineSendLat
+		}
 	}
-	if c.PostList > 0 && !t.BW() {
-		return fmt.Errorf("perftest: -l is for the bandwidth tests")
+	if c.Events && t.verb() == WriteBW {
+		return fmt.Errorf("perftest: -e: a WRITE test's server sees no completions to wait for (perftest refuses it too)")
+	}
+	if c.Events && c.Duration > 0 {
+		return fmt.Errorf("perftest: -e and -D do not go together (as in perftest)")
 	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
@@ -249,11 +296,37 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// perftest's defaults for -I (latency tests) and -u.
+// perftest's defaults for -I (latency tests; the bandwidth tests send
+// nothing inline unless asked) and -u.
 const (
-	defaultInlineLat = 236
-	defaultTimeout   = 14
+	defaultInlineWriteLat  = 220
+	defaultInlineSendLat   = 236
+	defaultInlineUDSendLat = 188
+	defaultTimeout         = 14
 )
+
+// checkPostList checks -l as perftest does: bandwidth tests only, whole
+// lists of iterations, a list the send queue holds; the completions are
+// signalled once a list unless -Q says otherwise, and then a list holds
+// whole moderation periods. It runs before CQMod takes its default.
+func (c *Config) checkPostList() error {
+	if c.PostList == 0 {
+		return nil
+	}
+	switch {
+	case c.PostList < 0 || c.PostList > c.TxDepth:
+		return fmt.Errorf("perftest: -l %d: a post list is 1..%d (the send queue depth, -t)", c.PostList, c.TxDepth)
+	case !c.Test.BW():
+		return fmt.Errorf("perftest: -l is for the bandwidth tests")
+	case c.Duration == 0 && c.Iters%c.PostList != 0:
+		return fmt.Errorf("perftest: -l %d: the iterations (-n %d) must be a multiple of the post list", c.PostList, c.Iters)
+	case c.CQMod == 0:
+		c.CQMod = c.PostList
+	case c.PostList%c.CQMod != 0:
+		return fmt.Errorf("perftest: -l %d: the post list must be a multiple of -Q %d", c.PostList, c.CQMod)
+	}
+	return nil
+}
 
 // checkConn checks -c against the test, as perftest does: RC runs every
 // test, UC the send and write tests, UD the send tests.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -100,7 +101,13 @@ func TestConnChecks(t *testing.T) {
 		{Config{Test: WriteBW, Conn: verbs.QPTUC}, true},
 		{Config{Test: WriteBW, Inline: verbs.MaxInlineData + 1}, false},
 		{Config{Test: WriteBW, PostList: 200}, false},
-		{Config{Test: WriteBW, PostList: 16}, true},
+		{Config{Test: WriteBW, PostList: 8}, true},
+		{Config{Test: WriteBW, PostList: 16}, false}, // 5000 iterations are no whole lists of 16
+		{Config{Test: SendBW, PostList: 8, CQMod: 3}, false},
+		{Config{Test: ReadBW, Inline: 16}, false},
+		{Config{Test: WriteBW, Events: true}, false},
+		{Config{Test: SendBW, Events: true, Duration: 2 * time.Second}, false},
+		{Config{Test: SendBW, Events: true}, true},
 		{Config{Test: SendLat, PostList: 1}, false},
 		{Config{Test: WriteBW, Timeout: 32}, false},
 	} {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,7 +74,16 @@ type link interface {
 // Dial connects to a perftest server, retrying until ctx ends (a server
 // may not listen yet).
 func Dial(ctx context.Context, addr string) (*Conn, error) {
+	return DialFrom(ctx, addr, netip.Addr{})
+}
+
+// DialFrom is Dial from a local address (perftest's --source_ip); the
+// zero address lets the kernel choose.
+func DialFrom(ctx context.Context, addr string, local netip.Addr) (*Conn, error) {
 	var d net.Dialer
+	if local.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
+	}
 	for {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {

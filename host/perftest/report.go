@@ -2,6 +2,8 @@ package perftest
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -13,7 +15,8 @@ type Result struct {
 	Role     string  `json:"role"`
 	Bytes    int     `json:"bytes"`
 	Iters    int     `json:"iterations"`
-	Lost     int     `json:"lost,omitempty"` // UC, UD: messages of Iters that did not arrive (not sent again)
+	Lost     int     `json:"lost,omitempty"`             // UC, UD: messages of Iters that did not arrive (not sent again)
+	CPUUtil  float64 `json:"cpu_util_percent,omitempty"` // --cpu_util: the machine's CPU use over a timed run's sample
 	Units    string  `json:"bw_units,omitempty"`
 	BWPeak   float64 `json:"bw_peak,omitempty"`
 	BWAvg    float64 `json:"bw_average,omitempty"`
@@ -76,7 +79,7 @@ func (s *session) printHeader() {
 	fmt.Fprintf(w, "%*s\n", 20+len(s.title()), s.title())
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", s.devName)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", c.QPs)
-	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(w, " Connection type : %v\t\tUsing SRQ      : OFF\n", c.Conn)
 	if c.Test.BW() {
 		fmt.Fprintf(w, " TX depth        : %d\n", c.TxDepth)
 		if c.Test.send() {
@@ -110,23 +113,44 @@ func (s *session) printHeader() {
 	switch {
 	case c.Test.BW():
 		u := s.cfg.units()
-		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", u, u)
+		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]%s", u, u, s.cfg.cpuColumn())
 	case (c.Test.read() || c.Test.atomic()) && s.conn.Server():
 		// The passive side of READ and atomic latency measures nothing.
 	case c.Duration > 0:
 		fmt.Fprintf(w, " #bytes        #iterations       t_avg[usec]    tps average\n")
 	default:
-		fmt.Fprintf(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec] \n")
+		fmt.Fprint(w, latHeader)
 	}
+}
+
+// latHeader is perftest's latency table header.
+const latHeader = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+
+// cpuColumn ends the bandwidth header: with --cpu_util on a timed run,
+// perftest's CPU_Util column.
+func (c *Config) cpuColumn() string {
+	if c.CPUUtil && c.Duration > 0 && !c.Infinite {
+		return "    CPU_Util[%]\n"
+	}
+	return "\n"
 }
 
 // printBW prints a bandwidth row in perftest's format.
 func (s *session) printBW(r *Result) {
 	if s.cfg.Gbits && r.BWAvg < 0.1 {
-		fmt.Fprintf(s.out, " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n", r.Bytes, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate)
+		fmt.Fprintf(s.out, " %-7d    %d           %-7.6f            %-7.6f            %-7.6f%s", r.Bytes, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate, s.cpuCell(r))
 		return
 	}
-	fmt.Fprintf(s.out, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n", r.Bytes, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate)
+	fmt.Fprintf(s.out, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f%s", r.Bytes, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate, s.cpuCell(r))
+}
+
+// cpuCell ends a bandwidth row: its CPU_Util cell where the header has
+// the column.
+func (s *session) cpuCell(r *Result) string {
+	if s.cfg.cpuColumn() == "\n" {
+		return "\n"
+	}
+	return fmt.Sprintf("\t    %-3.2f\n", r.CPUUtil)
 }
 
 // printLat prints a latency row in perftest's format.
@@ -135,8 +159,43 @@ func (s *session) printLat(r *Result) {
 		fmt.Fprintf(s.out, " %-7d       %d            %-7.2f        %-7.2f\n", r.Bytes, r.Iters, r.TAvg, r.TPS)
 		return
 	}
+	if s.cfg.Unsorted || s.cfg.Histogram {
+		s.printSamples(r.Samples)
+	}
 	fmt.Fprintf(s.out, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
 		r.Bytes, r.Iters, r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.P99, r.P999)
 }
 
 func (s *session) printFooter() { fmt.Fprint(s.out, resultLine) }
+
+// printSamples prints perftest's -U and -H lists before a latency row:
+// every sample in the order taken (-U), then the samples sorted without
+// the latTail largest (-H), each "index, usec"; then the header again.
+func (s *session) printSamples(samples []float64) {
+	w := s.out
+	if s.cfg.Unsorted {
+		fmt.Fprintln(w, "#, usec")
+		for i, v := range samples {
+			fmt.Fprintf(w, "%d, %g\n", i+1, roundG(v))
+		}
+	}
+	if s.cfg.Histogram {
+		sorted := slices.Clone(samples)
+		slices.Sort(sorted)
+		if len(sorted) > latTail {
+			sorted = sorted[:len(sorted)-latTail]
+		}
+		fmt.Fprintln(w, "#, usec")
+		for i, v := range sorted {
+			fmt.Fprintf(w, "%d, %g\n", i+1, roundG(v))
+		}
+	}
+	fmt.Fprint(w, resultLine)
+	fmt.Fprint(w, latHeader)
+}
+
+// roundG rounds v to the 6 significant digits C's %g prints.
+func roundG(v float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return r
+}

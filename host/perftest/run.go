@@ -30,7 +30,12 @@ const runSlack = 10 * time.Minute
 // runWait is how long a step that waits for the peer's test run may take:
 // runSlack, and with -D the run's duration on top (a 10-minute -D run
 // would otherwise end with its server gone).
-func (s *session) runWait() time.Duration { return runSlack + s.cfg.Duration }
+func (s *session) runWait() time.Duration {
+	if s.cfg.Infinite {
+		return 1<<63 - 1 // until the client is stopped
+	}
+	return runSlack + s.cfg.Duration
+}
 
 // dataPath is what a run does on the NIC between the exchange's steps;
 // the exchange itself (session) is the same whatever carries the data.
@@ -86,6 +91,7 @@ func run(ctx context.Context, dp dataPath, mtu int, devName string, conn *Conn, 
 		return nil, errors.New("perftest: -R runs over an exchange connected through the CM (DialCM, AcceptCM)")
 	}
 	s := &session{dp: dp, conn: conn, cfg: cfg, out: out, devName: devName}
+	s.cfg.emit = s.addResult
 	defer func() {
 		if err != nil {
 			dp.teardown()
