@@ -87,6 +87,19 @@ func TestPerfUsage(t *testing.T) {
 		{[]string{"write-bw", "-d", "lo"}, "lo has no Ethernet address (it is the loopback device)"},
 		{[]string{"-d", "lo", "write-bw"}, "lo has no Ethernet address"},
 		{[]string{"write-lat", "-d", "lo", "-s", "2"}, "lo has no Ethernet address"},
+		{[]string{"read-bw", "-d", "lo", "-c", "UC"}, "-c UC runs the send and write tests"},
+		{[]string{"write-bw", "-d", "lo", "-c", "UD"}, "-c UD runs the send tests"},
+		{[]string{"send-bw", "-d", "lo", "-c", "XRC"}, "want RC, UC or UD"},
+		{[]string{"send-bw", "-d", "lo", "-T", "32"}, "-T 32"},
+		{[]string{"send-bw", "-d", "lo", "-S", "16"}, "-S 16"},
+		{[]string{"send-bw", "-d", "lo", "-u", "40"}, "-u 40"},
+		{[]string{"send-bw", "-d", "lo", "--ib-port", "2"}, "-i 2"},
+		{[]string{"send-bw", "-d", "lo", "--source_ip", "host"}, "--source_ip"},
+		{[]string{"write-bw", "-d", "lo", "-e"}, "-e"},
+		{[]string{"write-lat", "-d", "lo", "--run_infinitely"}, "--run_infinitely is for the bandwidth tests"},
+		{[]string{"write-bw", "-d", "lo", "-H"}, "-U and -H are for the latency tests"},
+		{[]string{"write-bw", "-d", "lo", "--post_list", "7"}, "multiple of the post list"},
+		{[]string{"read-bw", "-d", "lo", "--inline_size", "64"}, "-I"},
 	} {
 		var out bytes.Buffer
 		err := runPerf(tc.args, &out)
@@ -110,6 +123,9 @@ func TestPerfSizeDefault(t *testing.T) {
 		{[]string{"atomic-bw", "-d", "eth0"}, 8},
 		{[]string{"write-bw", "-d", "eth0", "-s", "1"}, 1},
 		{[]string{"write-lat", "-s", "4096", "-d", "eth0"}, 4096},
+		// perftest's long forms, with a space or an '='
+		{[]string{"write-lat", "--size", "64", "--ib-dev", "eth0"}, 64},
+		{[]string{"write-bw", "--size=128", "--ib-dev=eth0", "--iters=100", "--qp", "2", "--tx-depth", "16"}, 128},
 	} {
 		pf := newPerfFlags()
 		if _, err := pf.parse(tc.args); err != nil {
@@ -122,6 +138,42 @@ func TestPerfSizeDefault(t *testing.T) {
 		}
 		if cfg.Size != tc.want {
 			t.Errorf("perf %v: size %d, want %d", tc.args, cfg.Size, tc.want)
+		}
+	}
+}
+
+// TestPerfFlags: perftest's flags reach the run's configuration, by
+// their short and long names alike.
+func TestPerfFlags(t *testing.T) {
+	pf := newPerfFlags()
+	args := []string{"send-bw", "--ib-dev", "eth0", "--connection=UD", "--iters", "300", "--qp=3", "--tx-depth", "64",
+		"--rx-depth", "32", "--cq-mod", "4", "--post_list", "4", "--inline_size", "100", "--qp-timeout", "18", "-N",
+		"--mtu", "1024", "--gid-index", "1", "--port", "18600", "--duration", "3", "--cpu_util"}
+	if _, err := pf.parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pf.cfg.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := struct {
+		conn                               string
+		iters, qps, tx, rx, cqmod, list, i int
+		timeout                            uint8
+		mtu, gid, port                     int
+	}{"UD", 300, 3, 64, 32, 4, 4, 100, 18, 3, 1, 18600}
+	got := want
+	got.conn, got.iters, got.qps, got.tx, got.rx, got.cqmod, got.list, got.i = c.Conn.String(), c.Iters, c.QPs, c.TxDepth, c.RxDepth, c.CQMod, c.PostList, c.Inline
+	got.timeout, got.mtu, got.gid, got.port = c.Timeout, c.MTU, *pf.gidIndex, *pf.tcpPort
+	if got != want || !c.NoPeak || !c.CPUUtil || c.Duration != 3e9 {
+		t.Errorf("parsed %+v (NoPeak %v CPUUtil %v Duration %v), want %+v", got, c.NoPeak, c.CPUUtil, c.Duration, want)
+	}
+	// -H's long form is perftest's own spelling, report-histogrm; the
+	// spelling its usage text gives works too.
+	for _, f := range []string{"--report-histogrm", "--report-histogram", "-H"} {
+		pf := newPerfFlags()
+		if _, err := pf.parse([]string{"send-lat", "-d", "eth0", f, "--report-unsorted"}); err != nil || !pf.cfg.Histogram || !pf.cfg.Unsorted {
+			t.Errorf("%s: %v, histogram %v unsorted %v", f, err, pf.cfg.Histogram, pf.cfg.Unsorted)
 		}
 	}
 }

@@ -1,7 +1,11 @@
 package perftest
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +127,133 @@ func TestConnChecks(t *testing.T) {
 		if got != tc.want || (err == nil) != (tc.want != 0) {
 			t.Errorf("ParseConn(%q) = %v, %v", tc.in, got, err)
 		}
+	}
+}
+
+// TestFlagRuns runs the tests with perftest's other flags between two
+// devices: each run completes with figures on both sides.
+func TestFlagRuns(t *testing.T) {
+	for _, tc := range []Config{
+		{Test: WriteBW, Iters: 200, Size: 4096, PostList: 8},
+		{Test: SendBW, Iters: 200, Size: 1024, PostList: 4, CQMod: 2, Events: true},
+		{Test: ReadBW, Iters: 100, Size: 4096, WarmUp: true, QPs: 2},
+		{Test: AtomicBW, Iters: 100, WarmUp: true},
+		{Test: WriteBW, Iters: 100, Size: 4096, NoPeak: true, Timeout: 18},
+		{Test: SendLat, Iters: 50, Size: 200, Inline: 200},
+		{Test: ReadLat, Iters: 50, Events: true},
+	} {
+		t.Run(fmt.Sprintf("%s/%+v", tc.Test, tc), func(t *testing.T) {
+			sout, cout, _, cres := runPair(t, tc)
+			if len(cres) != 1 || tc.Test.BW() && cres[0].BWAvg <= 0 || !tc.Test.BW() && cres[0].TTypical <= 0 {
+				t.Fatalf("client results %+v\n%s\n%s", cres, sout, cout)
+			}
+			if tc.NoPeak && cres[0].BWPeak != 0 {
+				t.Errorf("-N: peak %v", cres[0].BWPeak)
+			}
+		})
+	}
+}
+
+// TestLatencyLists: -U prints every sample in the order taken and -H the
+// sorted ones without the two largest, each as perftest's "#, usec"
+// list, and the header is printed again before the row.
+func TestLatencyLists(t *testing.T) {
+	const n = 20
+	_, cout, _, _ := runPair(t, Config{Test: SendLat, Iters: n, Unsorted: true, Histogram: true})
+	blocks := strings.Split(cout, "#, usec\n")
+	if len(blocks) != 3 {
+		t.Fatalf("%d lists, want 2:\n%s", len(blocks)-1, cout)
+	}
+	count := func(b string) (k int, sorted bool) {
+		sorted = true
+		prev := -1.0
+		for _, line := range strings.Split(b, "\n") {
+			var i int
+			var v float64
+			if _, err := fmt.Sscanf(line, "%d, %g", &i, &v); err != nil {
+				break
+			}
+			if k++; i != k {
+				t.Errorf("index %d at line %d", i, k)
+			}
+			sorted = sorted && v >= prev
+			prev = v
+		}
+		return k, sorted
+	}
+	if k, _ := count(blocks[1]); k != n-1 {
+		t.Errorf("-U: %d samples, want %d", k, n-1)
+	}
+	if k, sorted := count(blocks[2]); k != n-1-latTail || !sorted {
+		t.Errorf("-H: %d samples (sorted %v), want %d sorted", k, sorted, n-1-latTail)
+	}
+	if strings.Count(cout, " #bytes #iterations") != 2 {
+		t.Errorf("the header is printed %d times, want 2:\n%s", strings.Count(cout, " #bytes #iterations"), cout)
+	}
+}
+
+// TestRunInfinitely: --run_infinitely prints a row every period until the
+// run is stopped.
+func TestRunInfinitely(t *testing.T) {
+	se, ce := pairEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+	defer cancel()
+	cfg := Config{Test: WriteBW, Size: 4096, Infinite: true, Duration: time.Second}
+	served := make(chan struct{})
+	defer func() { cancel(); <-served }()
+	go func() {
+		defer close(served)
+		c, err := Accept(ctx, ln)
+		if err == nil {
+			defer c.Close()
+			Run(ctx, se, c, cfg, nil)
+		}
+	}()
+	c, err := Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out bytes.Buffer
+	_, err = Run(ctx, ce, c, cfg, &out)
+	if err == nil {
+		t.Fatal("an endless run ended by itself")
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		var size, iters int
+		if _, err := fmt.Sscanf(line, " %d %d", &size, &iters); err == nil && size == 4096 && iters > 0 {
+			rows++
+		}
+	}
+	if rows < 2 {
+		t.Errorf("%d rows in 3.5 s of 1 s periods, want at least 2:\n%s", rows, out.String())
+	}
+}
+
+// TestParseCPUTime: --cpu_util's reading of /proc/stat's first line.
+func TestParseCPUTime(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want cpuTime
+	}{
+		{"cpu  100 5 30 900 1 0 2 0 0 0\ncpu0 50 2 15 450\n", cpuTime{user: 100, idle: 900}},
+		{"cpu 1 2 3 4\n", cpuTime{user: 1, idle: 4}},
+		{"cpu0 1 2 3 4\n", cpuTime{}},
+		{"cpu 1 2\n", cpuTime{}},
+		{"cpu x 2 3 4\n", cpuTime{}},
+		{"", cpuTime{}},
+	} {
+		if got := parseCPUTime([]byte(tc.in)); got != tc.want {
+			t.Errorf("parseCPUTime(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+	if u := (cpuTime{user: 150, idle: 950}).since(cpuTime{user: 100, idle: 900}); u != 50 {
+		t.Errorf("since: %v, want 50", u)
 	}
 }

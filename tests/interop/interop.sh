@@ -538,6 +538,13 @@ for mtu in 1500 9000; do
 		# -D: a duration instead of iterations (each side measures its own)
 		cell send-bw xsk $mtu 4096 -D 3
 		cell write-lat xsk $mtu 2 -D 2
+		# perftest's other connection types: UC (send and write tests)
+		# and UD (send tests, a message at most the path MTU)
+		cell send-bw xsk $mtu 4096 -c UC
+		cell write-bw xsk $mtu 65536 -c UC
+		cell write-lat xsk $mtu 2 -c UC
+		cell send-bw xsk $mtu 1024 -c UD
+		cell send-lat xsk $mtu 2 -c UD
 		# rdma-core's example programs (UD: at most the port's MTU, 1024)
 		ppcell rc -c
 		ppcell uc -c
