@@ -126,8 +126,9 @@ type Config struct {
 	// before each measured WRITE, READ or atomic bandwidth run.
 	WarmUp bool
 
-	maxSize int          // the largest size -a runs (UD: the path MTU); 0 is MaxSize
-	emit    func(Result) // prints a row as it comes (--run_infinitely)
+	maxSize     int          // the largest size -a runs (UD: the path MTU); 0 is MaxSize
+	sizeDefault bool         // Size was left to its default
+	emit        func(Result) // prints a row as it comes (--run_infinitely)
 }
 
 // SelectiveRepeatFlag is the SRQN bit of a keys message by which a
@@ -158,6 +159,7 @@ func (c Config) WithDefaults() (Config, error) {
 
 func (c *Config) setDefaults() error {
 	t := c.Test
+	c.sizeDefault = c.sizeDefault || c.Size == 0
 	switch {
 	case t.atomic():
 		if c.Size != 0 && c.Size != 8 {
@@ -372,10 +374,14 @@ func ParseConn(name string) (verbs.QPType, error) {
 func (c *Config) reliable() bool { return c.Conn == 0 || c.Conn == verbs.QPTRC }
 
 // fitUD fits a UD run to the path MTU of mtu bytes: a datagram is one
-// packet, so a larger -s is refused, and -a stops at the MTU.
+// packet, so a larger -s is refused, the default size is cut to the MTU,
+// and -a stops at the MTU.
 func (c *Config) fitUD(mtu int) error {
 	if c.Conn != verbs.QPTUD {
 		return nil
+	}
+	if c.sizeDefault {
+		c.Size = min(c.Size, mtu) // as perftest: the default size is cut to the MTU
 	}
 	if !c.All && c.Size > mtu {
 		return fmt.Errorf("perftest: -c UD: a message is at most the path MTU, %d bytes, not -s %d", mtu, c.Size)

@@ -44,12 +44,17 @@ func TestRunConn(t *testing.T) {
 }
 
 // TestUDSize: a UD message larger than the path MTU is refused before the
-// run, naming the MTU; with -a the sizes stop at the MTU.
+// run, naming the MTU; the default size is cut to the MTU, and with -a
+// the sizes stop there.
 func TestUDSize(t *testing.T) {
 	se, ce := pairEnv(t) // 1024-byte path MTU
 	_, cout, _, _, serr, cerr := runSides(t, se, ce, Config{Test: SendBW, Conn: verbs.QPTUD, Size: 2048}, Config{Test: SendBW, Conn: verbs.QPTUD, Size: 2048})
 	if cerr == nil || !strings.Contains(cerr.Error(), "MTU") {
 		t.Fatalf("client: %v, want the MTU named (server: %v)\n%s", cerr, serr, cout)
+	}
+	_, _, _, cres := runPair(t, Config{Test: SendBW, Conn: verbs.QPTUD, Iters: 20})
+	if len(cres) != 1 || cres[0].Bytes != 1024 {
+		t.Fatalf("UD's default size: %+v, want the 1024-byte MTU", cres)
 	}
 	_, _, sres, cres := runPair(t, Config{Test: SendBW, Conn: verbs.QPTUD, All: true, Iters: 20})
 	if len(cres) != 10 || cres[len(cres)-1].Bytes != 1024 || len(sres) != len(cres) {

@@ -570,6 +570,10 @@ for mtu in 1500 9000; do
 				ptcell ib_send_lat 2 "$ITERS_LAT" $R
 				ptcell ib_read_lat 2 "$ITERS_LAT" $R
 			done
+			ptcell ib_send_bw 4096 "$ITERS" -c UC
+			ptcell ib_write_bw 65536 "$ITERS_BIG" -c UC
+			ptcell ib_send_bw 1024 "$ITERS" -c UD
+			ptcell ib_send_lat 2 "$ITERS_LAT" -c UD
 			for k in rc uc srq; do
 				ccell pingpong "ibv_${k}_pingpong -c" "ibv_${k}_pingpong -d softrnic_$HOSTIF -g 1 -n $ITERS_PP -c" \
 					"ibv_${k}_pingpong -d rxe0 -g 1 -n $ITERS_PP -c" "ibv_${k}_pingpong -d rxe0 -g 1 -n $ITERS_PP -c" \
