@@ -146,6 +146,7 @@ type Counters struct {
 	RcvdUnknownQP              atomic.Uint64
 	RcvdWrongTransport         atomic.Uint64 // requests of another transport than their QP's (an RC packet for a UC QP: the peer runs another connection type), dropped
 	lastWrongTransport         atomic.Uint32 // the last such request's transport
+	LinkDowned                 atomic.Uint64 // times the port's netdev lost its link (rxe's link_downed; counted by whoever follows the netdev: netdev.WatchLink)
 	RcvdRNRErr, SendRNRErr     atomic.Uint64
 	RetryExceededErr           atomic.Uint64
 	RetryRNRExceededErr        atomic.Uint64
@@ -211,7 +212,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		v    *atomic.Uint64
 	}{
 		{"sent_pkts", &c.SentPkts}, {"rcvd_pkts", &c.RcvdPkts}, {"duplicate_request", &c.DuplicateRequest},
-		{"out_of_seq_request", &c.OutOfSeqRequest}, {"rcvd_seq_err", &c.RcvdSeqErr}, {"send_err", &c.SendErr},
+		{"out_of_seq_request", &c.OutOfSeqRequest}, {"rcvd_seq_err", &c.RcvdSeqErr}, {"send_err", &c.SendErr}, {"link_downed", &c.LinkDowned},
 		{"rdma_sends", &c.RdmaSends}, {"rdma_recvs", &c.RdmaRecvs}, {"rcvd_bad_icrc", &c.RcvdBadICRC},
 		{"rcvd_malformed", &c.RcvdMalformed}, {"rcvd_unknown_qp", &c.RcvdUnknownQP}, {"rcvd_wrong_transport", &c.RcvdWrongTransport}, {"rcvd_rnr_err", &c.RcvdRNRErr},
 		{"send_rnr_err", &c.SendRNRErr}, {"retry_exceeded_err", &c.RetryExceededErr},

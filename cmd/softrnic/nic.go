@@ -136,6 +136,11 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })
+	if stop, err := e.nd.CountDowns(&e.dev.NIC().Counters().LinkDowned); err == nil {
+		undo = append(undo, stop)
+	} else {
+		slog.Debug("link_downed will not count", "err", err)
+	}
 	if xskPort && !e.dev.KernelRx() {
 		slog.Debug("no kernel UDP socket beside the XSK sockets (another stack holds port 4791?)", "dev", e.nd.Name)
 	}

@@ -133,3 +133,41 @@ func TestLoopbackUDP(t *testing.T) {
 		t.Errorf("lo: Ethernet %v, first IPv4 %v (%v), GIDs %v", d.Ethernet(), a, err, d.GIDs)
 	}
 }
+
+// TestWatchLink: setting the peer's end of a veth pair down takes this
+// end's carrier, and the watch reports down, then up again.
+func TestWatchLink(t *testing.T) {
+	tp := topo.Pair(t, 1500, 1)
+	d := openIn(t, tp.NS("a"))
+	if !d.LinkUp() {
+		t.Fatal("veth0 is not up")
+	}
+	done := make(chan struct{})
+	defer close(done)
+	states := make(chan bool, 8)
+	if err := tp.NS("a").Do(func() error { return d.WatchLink(done, func(up bool) { states <- up }) }); err != nil {
+		t.Fatal(err)
+	}
+	peer := tp.NS("b")
+	for _, up := range []bool{false, true} {
+		l, err := peer.Link("veth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := peer.Netlink().LinkSetDown
+		if up {
+			set = peer.Netlink().LinkSetUp
+		}
+		if err := set(l); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-states:
+			if got != up || d.LinkUp() != up {
+				t.Fatalf("reported up=%v (LinkUp %v), want %v", got, d.LinkUp(), up)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no report of up=%v", up)
+		}
+	}
+}

@@ -200,6 +200,9 @@ func openDevice(name string) (_ *device, err error) {
 		return nil, err
 	}
 	d.undo = append(d.undo, func() { d.dev.Close() })
+	if stop, err := d.nd.CountDowns(&d.dev.NIC().Counters().LinkDowned); err == nil {
+		d.undo = append(d.undo, stop)
+	}
 	if cfg.metrics != "" {
 		if err := d.serveMetrics(cfg.metrics); err != nil {
 			return nil, err

@@ -106,6 +106,11 @@ func Open(name string, cfg Config) (_ *Device, err error) {
 		return nil, fmt.Errorf("rnic: %w", err)
 	}
 	d.undo = append(d.undo, func() { d.Device.Close() })
+	if stop, err := d.Netdev.CountDowns(&d.Device.NIC().Counters().LinkDowned); err == nil {
+		d.undo = append(d.undo, stop)
+	} else {
+		slog.Debug("link_downed will not count", "err", err)
+	}
 	cc := cfg.CM
 	if cc.Resolve == nil {
 		cc.Resolve = d.Resolve

@@ -138,4 +138,32 @@ func TestVeth(t *testing.T) {
 	srv, cli := open("a", "10.47.0.1"), open("b", "10.47.0.2")
 	roundTrip(t, srv, cli)
 	t.Logf("xsk port, XDP mode %s", srv.XDPMode)
+
+	// The peer's end going down takes this end's link: link_downed
+	// counts it, as rxe's does, once.
+	peer := tp.NS("b")
+	l, err := peer.Link("veth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downs := &srv.Device.NIC().Counters().LinkDowned
+	if err := peer.Netlink().LinkSetDown(l); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); downs.Load() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("link_downed %d after the link went down, want 1", downs.Load())
+		}
+	}
+	if err := peer.Netlink().LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !srv.Netdev.LinkUp(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the link did not come back")
+		}
+	}
+	if downs.Load() != 1 {
+		t.Errorf("link_downed %d, want 1", downs.Load())
+	}
 }
