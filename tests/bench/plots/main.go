@@ -1,15 +1,22 @@
-// Command plots draws the benchmark figures as SVG (gonum/plot) from the
-// data tests/bench/plots.sh collects: bandwidth against message size for
-// softrnic and the raw port, the latency CDF against kernel UDP, and the
-// QP-scaling curve with GCCache and with the blocking baseline.
+// Command plots draws the benchmark figures as SVG (gonum/plot, fonts
+// embedded) from the data tests/bench/plots.sh collects over several
+// rounds: bandwidth against message size for softrnic beside the kernel's
+// TCP and UDP and the xsk port's raw frames, the latency CDF beside the
+// kernel's UDP ping-pong (sleeping and busy-polling), and the QP-scaling
+// curve with GCCache and with the blocking baseline.
 //
 //	go run ./tests/bench/plots -data DIR -out DIR
 //
-// DIR holds bw.txt (size and Gbit/s per line, softrnic perf write-bw -a),
-// raw.txt (payload size and Gbit/s, the xsk port's raw frames),
-// lat-softrnic.txt and lat-udp.txt (one latency in microseconds per line)
-// and scale.txt (cache name, QPs and Gbit/s per line); a missing file
-// leaves its curve out.
+// DIR holds, one measurement a line, the round first:
+//
+//	bw.txt, tcp.txt, udp.txt, raw.txt   round size Gbit/s
+//	scale.txt                           round cache QPs Gbit/s
+//	lat-softrnic.R.txt, lat-udp.R.txt, lat-udp-busy.R.txt
+//	                                    one latency (us) a line, round R
+//
+// A curve of several rounds is drawn through each x's median, with a bar
+// from its smallest to its largest value and a marker on every measured
+// point; a missing file leaves its curve out.
 package main
 
 import (
@@ -28,6 +35,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 func main() {
@@ -81,88 +90,230 @@ func readColumns(name string) ([][]string, error) {
 	return rows, sc.Err()
 }
 
-// xy reads columns x and y of a data file as numbers.
-func xy(name string, x, y int) (plotter.XYs, error) {
+// numbers parses the fields of a row.
+func numbers(name string, r []string) ([]float64, error) {
+	v := make([]float64, len(r))
+	for i, f := range r {
+		x, err := strconv.ParseFloat(f, 64)
+		if err != nil || math.IsNaN(x) {
+			return nil, fmt.Errorf("%s: not numbers: %q", name, strings.Join(r, " "))
+		}
+		v[i] = x
+	}
+	return v, nil
+}
+
+// rounds is a curve measured in several rounds: every round's y at each x.
+type rounds map[float64][]float64
+
+// readRounds reads "round x y" lines (with key, "round key x y" lines of
+// that key) into their rounds.
+func readRounds(name, key string) (rounds, error) {
 	rows, err := readColumns(name)
 	if err != nil {
 		return nil, err
 	}
-	var pts plotter.XYs
+	rs := rounds{}
 	for _, r := range rows {
-		if len(r) <= max(x, y) {
-			return nil, fmt.Errorf("%s: short line %q", name, strings.Join(r, " "))
+		if key != "" {
+			if len(r) != 4 {
+				return nil, fmt.Errorf("%s: want round key x y: %q", name, strings.Join(r, " "))
+			}
+			if r[1] != key {
+				continue
+			}
+			r = []string{r[0], r[2], r[3]}
 		}
-		a, err1 := strconv.ParseFloat(r[x], 64)
-		b, err2 := strconv.ParseFloat(r[y], 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%s: not numbers: %q", name, strings.Join(r, " "))
+		if len(r) != 3 {
+			return nil, fmt.Errorf("%s: want round x y: %q", name, strings.Join(r, " "))
 		}
-		pts = append(pts, plotter.XY{X: a, Y: b})
+		v, err := numbers(name, r)
+		if err != nil {
+			return nil, err
+		}
+		rs[v[1]] = append(rs[v[1]], v[2])
 	}
-	return pts, nil
+	return rs, nil
 }
 
-func line(p *plot.Plot, name string, pts plotter.XYs, c color.Color, dashed bool) error {
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return err
+// summary is a curve's medians with their spread, ordered by x.
+type summary struct {
+	pts    plotter.XYs
+	errs   plotter.YErrors
+	rounds int // the most rounds any point has
+}
+
+func (rs rounds) summary() summary {
+	xs := make([]float64, 0, len(rs))
+	for x := range rs {
+		xs = append(xs, x)
 	}
-	l.Color = c
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	slices.Sort(xs)
+	var s summary
+	for _, x := range xs {
+		ys := slices.Clone(rs[x])
+		slices.Sort(ys)
+		m := median(ys)
+		s.pts = append(s.pts, plotter.XY{X: x, Y: m})
+		s.errs = append(s.errs, struct{ Low, High float64 }{Low: m - ys[0], High: ys[len(ys)-1] - m})
+		s.rounds = max(s.rounds, len(ys))
 	}
-	p.Add(l)
-	p.Legend.Add(name, l)
-	return nil
+	return s
+}
+
+// median of sorted values.
+func median(v []float64) float64 {
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// top is the largest y a summary reaches, its bars included.
+func (s summary) top() float64 {
+	t := 0.0
+	for i, p := range s.pts {
+		t = max(t, p.Y+s.errs[i].High)
+	}
+	return t
+}
+
+// style is how a curve looks: its colour, marker, and a dashed line for
+// a reference.
+type style struct {
+	c      color.Color
+	shape  draw.GlyphDrawer
+	dashed bool
 }
 
 var (
-	blue  = color.RGBA{31, 119, 180, 255}
-	red   = color.RGBA{214, 39, 40, 255}
-	green = color.RGBA{44, 160, 44, 255}
+	blue   = color.RGBA{31, 119, 180, 255}
+	red    = color.RGBA{214, 39, 40, 255}
+	green  = color.RGBA{44, 160, 44, 255}
+	orange = color.RGBA{255, 127, 14, 255}
+	purple = color.RGBA{148, 103, 189, 255}
 )
 
-// bandwidth: softrnic write-bw against message size, the raw frame rate
-// as the ceiling.
+// addCurve draws a summary: a line through the medians, a marker on each,
+// and the min-max bars of a curve of more than one round.
+func addCurve(p *plot.Plot, name string, s summary, st style) error {
+	l, pts, err := plotter.NewLinePoints(s.pts)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Width = st.c, vg.Points(1.5)
+	if st.dashed {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	pts.Color, pts.Shape, pts.Radius = st.c, st.shape, vg.Points(2.5)
+	p.Add(l, pts)
+	if s.rounds > 1 {
+		bars, err := plotter.NewYErrorBars(struct {
+			plotter.XYer
+			plotter.YErrorer
+		}{s.pts, s.errs})
+		if err != nil {
+			return err
+		}
+		bars.Color, bars.Width = st.c, vg.Points(1)
+		p.Add(bars)
+	}
+	p.Legend.Add(name, l, pts)
+	return nil
+}
+
+// save writes the plot as SVG with its fonts embedded, so that it reads
+// the same where they are not installed. The legend goes in the band at
+// the top that headroom leaves free above the data.
+func save(p *plot.Plot, name string) error {
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Title.Padding = vg.Points(6)
+	c := vgsvg.NewWith(vgsvg.UseWH(8*vg.Inch, 5*vg.Inch), vgsvg.EmbedFonts(true))
+	p.Draw(draw.New(c))
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// headroom sets the y axis from 0 to above the data, leaving the top band
+// (legendRows rows of the legend) clear.
+func headroom(p *plot.Plot, top float64, legendRows int) {
+	p.Y.Min = 0
+	p.Y.Max = top * (1.15 + 0.07*float64(legendRows))
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(8)
+}
+
+// roundsNote names how many rounds the curves are of.
+func roundsNote(n int) string {
+	if n > 1 {
+		return fmt.Sprintf("medians of %d rounds, bars from min to max", n)
+	}
+	return "one round"
+}
+
+// bandwidth: softrnic write-bw against message size, beside the kernel's
+// TCP and UDP and the raw frames, all measured in the same rounds.
 func bandwidth(data, out string) (bool, error) {
-	bw, err := xy(filepath.Join(data, "bw.txt"), 0, 1)
-	if err != nil || len(bw) == 0 {
-		return false, err
+	curves := []struct {
+		file, name string
+		st         style
+	}{
+		{"bw.txt", "softrnic perf write-bw (RDMA WRITE)", style{blue, draw.CircleGlyph{}, false}},
+		{"tcp.txt", "kernel TCP (iperf3, one stream, -l size)", style{green, draw.TriangleGlyph{}, true}},
+		{"udp.txt", "kernel UDP received (iperf3 -u -b 0, -l size)", style{orange, draw.SquareGlyph{}, true}},
+		{"raw.txt", "xsk port, raw frames (bench frames, size = payload)", style{red, draw.CrossGlyph{}, true}},
 	}
 	p := plot.New()
-	p.Title.Text = "RDMA WRITE bandwidth against message size (one veth pair)"
 	p.X.Label.Text = "message size (bytes)"
 	p.Y.Label.Text = "Gbit/s"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	if err := line(p, "softrnic perf write-bw", bw, blue, false); err != nil {
-		return false, err
-	}
-	raw, err := xy(filepath.Join(data, "raw.txt"), 0, 1)
-	if err != nil {
-		return false, err
-	}
-	if len(raw) > 0 {
-		top := raw[len(raw)-1].Y // the port's rate at its largest payload: the ceiling from there on
-		ceil := plotter.XYs{{X: bw[0].X, Y: top}, {X: bw[len(bw)-1].X, Y: top}}
-		if err := line(p, fmt.Sprintf("xsk raw frames, %g-byte payloads", raw[len(raw)-1].X), ceil, red, true); err != nil {
+	top, n, drawn := 0.0, 0, 0
+	for _, c := range curves {
+		rs, err := readRounds(filepath.Join(data, c.file), "")
+		if err != nil {
 			return false, err
 		}
+		if len(rs) == 0 {
+			if c.file == "bw.txt" {
+				return false, nil
+			}
+			continue
+		}
+		s := rs.summary()
+		if err := addCurve(p, c.name, s, c.st); err != nil {
+			return false, err
+		}
+		top, n, drawn = max(top, s.top()), max(n, s.rounds), drawn+1
 	}
-	p.Legend.Top = true
-	return true, p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "bandwidth.svg"))
+	p.Title.Text = "Bandwidth against message size, one veth pair (MTU 9000)\n" + roundsNote(n)
+	headroom(p, top, drawn)
+	return true, save(p, filepath.Join(out, "bandwidth.svg"))
 }
 
-// cdf turns latency samples into their empirical distribution.
+// cdf turns latency samples into their empirical distribution (at most
+// about 500 points).
 func cdf(name string) (plotter.XYs, error) {
-	pts, err := xy(name, 0, 0)
-	if err != nil || len(pts) == 0 {
+	rows, err := readColumns(name)
+	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	v := make([]float64, len(pts))
-	for i, p := range pts {
-		v[i] = p.X
+	v := make([]float64, 0, len(rows))
+	for _, r := range rows {
+		x, err := numbers(name, r[:1])
+		if err != nil {
+			return nil, err
+		}
+		v = append(v, x[0])
 	}
 	slices.Sort(v)
 	out := make(plotter.XYs, 0, 512)
@@ -170,72 +321,106 @@ func cdf(name string) (plotter.XYs, error) {
 	for i := 0; i < len(v); i += step {
 		out = append(out, plotter.XY{X: v[i], Y: float64(i+1) / float64(len(v))})
 	}
-	out = append(out, plotter.XY{X: v[len(v)-1], Y: 1})
-	return out, nil
+	return append(out, plotter.XY{X: v[len(v)-1], Y: 1}), nil
 }
 
-// latencyCDF: softrnic write-lat against kernel UDP ping-pong.
+// latencyCDF: softrnic write-lat against the kernel's UDP ping-pong,
+// sleeping and busy-polling; one line a round, so the spread between
+// rounds shows.
 func latencyCDF(data, out string) (bool, error) {
-	s, err := cdf(filepath.Join(data, "lat-softrnic.txt"))
-	if err != nil || len(s) == 0 {
-		return false, err
-	}
-	u, err := cdf(filepath.Join(data, "lat-udp.txt"))
-	if err != nil {
-		return false, err
+	kinds := []struct {
+		file, name string
+		st         style
+	}{
+		{"lat-softrnic", "softrnic perf write-lat, 2 B", style{blue, draw.CircleGlyph{}, false}},
+		{"lat-udp-busy", "kernel UDP, busy-polling (sockperf), 14 B", style{purple, draw.SquareGlyph{}, true}},
+		{"lat-udp", "kernel UDP, sleeping (sockperf), 14 B", style{red, draw.TriangleGlyph{}, true}},
 	}
 	p := plot.New()
-	p.Title.Text = "Latency (half round trip), CDF"
-	p.X.Label.Text = "microseconds"
+	p.X.Label.Text = "microseconds (log)"
 	p.Y.Label.Text = "fraction of iterations"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	if err := line(p, "softrnic perf write-lat, 2 B", s, blue, false); err != nil {
-		return false, err
-	}
-	if len(u) > 0 {
-		if err := line(p, "kernel UDP ping-pong (sockperf), 14 B", u, red, true); err != nil {
-			return false, err
+	n := 0
+	for _, k := range kinds {
+		for r := 1; ; r++ {
+			pts, err := cdf(filepath.Join(data, fmt.Sprintf("%s.%d.txt", k.file, r)))
+			if err != nil {
+				return false, err
+			}
+			if len(pts) == 0 {
+				break
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return false, err
+			}
+			l.Color, l.Width = k.st.c, vg.Points(1.2)
+			if k.st.dashed {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
+			p.Add(l)
+			// A marker at each round's median and 99th percentile.
+			marks := plotter.XYs{pts[len(pts)/2], pts[min(len(pts)-1, len(pts)*99/100)]}
+			sc, err := plotter.NewScatter(marks)
+			if err != nil {
+				return false, err
+			}
+			sc.Color, sc.Shape, sc.Radius = k.st.c, k.st.shape, vg.Points(3)
+			p.Add(sc)
+			if r == 1 {
+				p.Legend.Add(k.name, l, sc)
+			}
+			n = max(n, r)
+		}
+		if k.file == "lat-softrnic" && n == 0 {
+			return false, nil
 		}
 	}
-	p.Legend.Left, p.Legend.Top = false, false
-	return true, p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "latency-cdf.svg"))
+	p.Title.Text = "Latency (half round trip), CDF, one veth pair (MTU 9000)\n" +
+		"one line a round (" + strconv.Itoa(n) + "), markers at each round's p50 and p99"
+	p.Y.Min, p.Y.Max = 0, 1
+	// A CDF leaves its lower right empty: the legend goes there, its
+	// text growing rightwards (a viewer without the embedded font draws
+	// wider text than gonum measured).
+	p.Legend.Top, p.Legend.Left = false, true
+	p.Legend.XOffs, p.Legend.YOffs = 3.9*vg.Inch, 0.45*vg.Inch
+	return true, save(p, filepath.Join(out, "latency-cdf.svg"))
 }
 
 // scaling: aggregate WRITE throughput against QPs, each cache.
 func scaling(data, out string) (bool, error) {
-	rows, err := readColumns(filepath.Join(data, "scale.txt"))
-	if err != nil || len(rows) == 0 {
-		return false, err
-	}
-	curves := map[string]plotter.XYs{}
-	var names []string
-	for _, r := range rows {
-		if len(r) < 3 {
-			return false, fmt.Errorf("scale.txt: short line %q", strings.Join(r, " "))
-		}
-		q, err1 := strconv.ParseFloat(r[1], 64)
-		g, err2 := strconv.ParseFloat(r[2], 64)
-		if err1 != nil || err2 != nil || q <= 0 || math.IsNaN(g) {
-			return false, fmt.Errorf("scale.txt: bad line %q", strings.Join(r, " "))
-		}
-		if _, ok := curves[r[0]]; !ok {
-			names = append(names, r[0])
-		}
-		curves[r[0]] = append(curves[r[0]], plotter.XY{X: q, Y: g})
+	caches := []struct {
+		key, name string
+		st        style
+	}{
+		{"GCCache", "GCCache (non-blocking)", style{blue, draw.CircleGlyph{}, false}},
+		{"baseline", "blocking baseline cache", style{red, draw.TriangleGlyph{}, true}},
 	}
 	p := plot.New()
-	p.Title.Text = "WRITE throughput against QPs, QP contexts behind each cache"
 	p.X.Label.Text = "QPs"
 	p.Y.Label.Text = "Gbit/s"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min = 0
-	for i, n := range names {
-		if err := line(p, n, curves[n], []color.Color{blue, red, green}[i%3], i > 0); err != nil {
+	top, n, drawn := 0.0, 0, 0
+	for _, c := range caches {
+		rs, err := readRounds(filepath.Join(data, "scale.txt"), c.key)
+		if err != nil {
 			return false, err
 		}
+		if len(rs) == 0 {
+			continue
+		}
+		s := rs.summary()
+		if err := addCurve(p, c.name, s, c.st); err != nil {
+			return false, err
+		}
+		top, n, drawn = max(top, s.top()), max(n, s.rounds), drawn+1
 	}
-	p.Legend.Top = false
-	return true, p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "qp-scaling.svg"))
+	if drawn == 0 {
+		return false, nil
+	}
+	p.Title.Text = "WRITE throughput against QPs (softrnic bench scale, in-memory port)\n" + roundsNote(n)
+	headroom(p, top, drawn)
+	return true, save(p, filepath.Join(out, "qp-scaling.svg"))
 }
