@@ -59,6 +59,9 @@ func (d *rdma) receive(ctx context.Context, size int, wc []verbs.WC) (Result, er
 		got += len(wcs)
 		end = now
 		for _, c := range wcs {
+			if err := d.cfg.checkLen(c.ByteLen, size); err != nil {
+				return Result{}, err
+			}
 			i := d.qpIndex(c.QPNum)
 			if i < 0 || posted[i] >= n {
 				continue
@@ -145,6 +148,9 @@ func (d *rdma) receiveTimed(ctx context.Context, size int, wc []verbs.WC) (Resul
 		}
 		got += len(wcs)
 		for _, c := range wcs {
+			if err := d.cfg.checkLen(c.ByteLen, size); err != nil {
+				return Result{}, err
+			}
 			if i := d.qpIndex(c.QPNum); i >= 0 {
 				if err := d.postRecv(i, uint64(posted[i]), size, cycleOffset(posted[i], size)); err != nil {
 					return Result{}, err

@@ -406,6 +406,41 @@ func (c *Config) sizes() []int {
 	return s
 }
 
+// sizesText names the run's sizes as a message says them: "-s 4096",
+// or "-a (2 to 8388608)".
+func (c *Config) sizesText() string {
+	if !c.All {
+		return fmt.Sprintf("%d (-s %d)", c.Size, c.Size)
+	}
+	s := c.sizes()
+	return fmt.Sprintf("%d to %d (-a)", s[0], s[len(s)-1])
+}
+
+// checkLen reports a received message of another length than the run's
+// size: the peer runs another -s or -a. A UD message comes after its
+// GRH.
+func (c *Config) checkLen(got uint32, size int) error {
+	want := size
+	if c.Conn == verbs.QPTUD {
+		want += 40
+	}
+	if int(got) == want {
+		return nil
+	}
+	if c.Conn == verbs.QPTUD {
+		got -= min(got, 40)
+	}
+	return fmt.Errorf("%w: a %d-byte message arrived where this side runs %s: run both sides with the same -s and -a", ErrMismatch, got, c.sizesTextAt(size))
+}
+
+// sizesTextAt is sizesText, naming the size under way with -a.
+func (c *Config) sizesTextAt(size int) string {
+	if !c.All {
+		return c.sizesText()
+	}
+	return fmt.Sprintf("%d now, of %s", size, c.sizesText())
+}
+
 // bufSize is the size of each half of the buffer (send and receive),
 // perftest's BUFF_SIZE: at least a page, the cycle through which small
 // messages move.

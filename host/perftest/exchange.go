@@ -38,6 +38,10 @@ const SetupTimeout = time.Minute
 // perftest sends.
 var ErrPeer = errors.New("perftest: the peer broke the exchange")
 
+// ErrMismatch is wrapped by the error of a run whose peer runs other
+// sizes than this side (its -s or -a differs), seen in what arrives.
+var ErrMismatch = errors.New("perftest: the two sides run different sizes")
+
 // ErrTransport is wrapped by the error of a run whose peer sends packets
 // of another transport than this side's QPs run (its -c differs).
 var ErrTransport = errors.New("perftest: the peer runs another connection type")

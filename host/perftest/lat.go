@@ -146,7 +146,10 @@ func (d *rdma) sendLat(ctx context.Context, size int, server bool) error {
 				}
 				return err
 			}
-			for range wcs {
+			for _, c := range wcs {
+				if err := d.cfg.checkLen(c.ByteLen, size); err != nil {
+					return err
+				}
 				rcnt++
 				if rcnt+d.cfg.RxDepth <= n {
 					if err := d.postRecv(0, uint64(rcnt), size, 0); err != nil {

@@ -43,3 +43,32 @@ func TestMismatchedUnits(t *testing.T) {
 		t.Fatalf("server's output:\n%s", sout)
 	}
 }
+
+// TestMismatchedSizes: sides run with different -s or -a stop with an
+// error naming both sizes, where what arrives shows them: a SEND's
+// length, a WRITE or READ client's report.
+func TestMismatchedSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		server, client Config
+		want           string
+	}{
+		{"send-bw -s", Config{Test: SendBW, Iters: 20, Size: 4096}, Config{Test: SendBW, Iters: 20, Size: 1024}, "1024-byte message arrived where this side runs 4096"},
+		{"send-lat -s", Config{Test: SendLat, Iters: 20, Size: 64}, Config{Test: SendLat, Iters: 20, Size: 32}, "32-byte message"},
+		{"send-bw -a", Config{Test: SendBW, Iters: 20}, Config{Test: SendBW, Iters: 20, All: true}, "2-byte message arrived where this side runs 65536"},
+		{"write-bw -s", Config{Test: WriteBW, Iters: 20, Size: 8192}, Config{Test: WriteBW, Iters: 20, Size: 4096}, "last messages were 4096 bytes, this side's are 8192"},
+		{"write-bw -a", Config{Test: WriteBW, Iters: 20, All: true}, Config{Test: WriteBW, Iters: 20}, "this side's are 2 to 8388608 (-a)"},
+		{"read-bw -s", Config{Test: ReadBW, Iters: 20, Size: 8192}, Config{Test: ReadBW, Iters: 20, Size: 2048}, "last messages were 2048 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sout, cout, serr, cerr := runMismatched(t, tc.server, tc.client)
+			var named bool
+			for _, err := range []error{serr, cerr} {
+				named = named || errors.Is(err, ErrMismatch) && strings.Contains(err.Error(), tc.want)
+			}
+			if !named {
+				t.Fatalf("server: %v\nclient: %v\nwant ErrMismatch saying %q\n%s\n%s", serr, cerr, tc.want, sout, cout)
+			}
+		})
+	}
+}

@@ -312,6 +312,10 @@ func (s *session) oneSidedBW(ctx context.Context, server bool) error {
 		if err := s.dp.checkTransport(); err != nil {
 			return err // the client's figures are of packets this side dropped
 		}
+		if sizes := s.cfg.sizes(); rep.Size != uint64(sizes[len(sizes)-1]) {
+			return fmt.Errorf("%w: the client's last messages were %d bytes, this side's are %s: run both sides with the same -s and -a",
+				ErrMismatch, rep.Size, s.cfg.sizesText())
+		}
 		if r, from := s.cfg.inOwnUnits(rep); from != "" {
 			fmt.Fprintf(s.out, " Note: the client reports in %s (its --report_gbits differs from this side's): shown here in %s\n", from, s.cfg.units())
 			rep = r
