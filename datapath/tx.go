@@ -68,14 +68,18 @@ func (e *engine) frameTo(f *wire.FrameFields, q *hostmem.QPCEntry, op wire.Opcod
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: e.cfg.MAC}
 	dst := gidAddr(q.DestGID)
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{TOS: e.ecn, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{TOS: dscp(q.TClass) | e.ecn, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{TrafficClass: e.ecn, HopLimit: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{TrafficClass: dscp(q.TClass) | e.ecn, HopLimit: 64, Src: e.cfg.IP, Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}
 }
+
+// dscp is the DSCP bits of a traffic class, where the frame's ECN field
+// is the NIC's to set.
+func dscp(tclass uint8) uint8 { return tclass &^ 3 }
 
 // send encodes one frame into a transmit buffer and queues it; frames go
 // out in batches (flushTX), one system call for many.

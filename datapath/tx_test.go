@@ -47,3 +47,26 @@ func TestECNChoice(t *testing.T) {
 		t.Fatalf("sent %d packets; want one ACK, ECT(0)", len(sent))
 	}
 }
+
+// TestTrafficClass: a QP's traffic class (its AV's, rdma_cm's TOS) gives
+// its frames' DSCP, for responses too, and the NIC keeps the ECN bits its
+// own; a UD send takes its WQE's address vector's.
+func TestTrafficClass(t *testing.T) {
+	h := newHarness(t)
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	q.TClass = 46<<2 | 3 // DSCP 46 (EF) and ECN bits the NIC must not take
+	h.rcQPAt(17, q)
+	key, va := h.mr(make([]byte, 64), ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
+	h.write(17, 0, key, va, []byte("x"))
+	for range 8 {
+		h.after(pcieLatency)
+	}
+	sent := h.sent()
+	if len(sent) != 1 {
+		t.Fatalf("sent %d packets; want one ACK", len(sent))
+	}
+	if tos := sent[0].Frame[sent[0].IPOff+1]; tos>>2 != 46 || sent[0].ECN() != wire.ECT0 {
+		t.Errorf("ACK's TOS %#x: want DSCP 46 and ECT(0)", tos)
+	}
+}

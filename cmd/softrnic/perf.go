@@ -108,7 +108,7 @@ func newPerfFlags() *perfFlags {
 	p.timeout = fs.Int("u", 14, "RC QPs' local ACK timeout exponent: 4.096 us x 2^u")
 	fs.BoolVar(&cfg.Events, "e", false, "sleep on completion events instead of busy-polling (send and READ tests; not with -D)")
 	p.sl = fs.Int("S", 0, "service level 0..15 (accepted: a RoCEv2 frame without a VLAN tag carries none)")
-	p.tos = fs.Int("T", -1, "type of service (perftest takes it with -R for rdma_cm; softrnic's QPs send DSCP 0 and refuse it)")
+	p.tos = fs.Int("T", -1, "with -R: the test QPs' type of service 0..255, rdma_cm's TOS (their frames' DSCP is its upper six bits; the ECN bits are --ecn's)")
 	fs.BoolVar(&cfg.NoPeak, "N", false, "leave the bandwidth peak out (0.00)")
 	fs.BoolVar(&cfg.Unsorted, "U", false, "latency tests: print every sample, in the order taken, before the row")
 	fs.BoolVar(&cfg.Histogram, "H", false, "latency tests: print the samples sorted (without the two largest) before the row")
@@ -190,7 +190,13 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 		return "", badValue("-S %d: a service level is 0..15", *p.sl)
 	}
 	if *p.tos >= 0 {
-		return "", badValue("-T %d: softrnic's QPs send with DSCP 0 (their ECN bits are --ecn's); a type of service per QP is not supported", *p.tos)
+		if *p.tos > 255 {
+			return "", badValue("-T %d: a type of service is 0..255", *p.tos)
+		}
+		if !p.cfg.RDMACM {
+			return "", badValue("-T %d: a type of service is rdma_cm's: give -R too (as perftest)", *p.tos)
+		}
+		p.cfg.TOS = uint8(*p.tos)
 	}
 	if *p.ibPort != 1 {
 		return "", badValue("-i %d: softrnic's devices have one port, 1", *p.ibPort)

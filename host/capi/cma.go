@@ -572,7 +572,7 @@ func srn_cm_connect(h C.int, p *C.struct_srn_cm_param) C.int {
 	// REJ destroys its ids twice.
 	qc := cm.QPConfig{Existing: q.qp, Private: private, ResponderResources: uint8(p.responder_resources),
 		InitiatorDepth: uint8(p.initiator_depth), RetryCount: uint8(p.retry_count), RNRRetryCount: uint8(p.rnr_retry_count),
-		ServiceWait: time.Second}
+		ServiceWait: time.Second, TrafficClass: uint8(p.tos)}
 	go func() {
 		conn, err := a.Dial(id.ctx, addr, qc)
 		if err != nil {

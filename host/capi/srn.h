@@ -89,7 +89,7 @@ struct srn_qp_attr {
 	uint32_t rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic;
 	uint8_t dgid[16]; /* the AV's destination GID */
 	uint32_t sgid_index;
-	uint32_t pad;
+	uint32_t traffic_class; /* the AV's GRH traffic class */
 };
 
 /* Connection manager events (librdmacm): enum rdma_cm_event_type. */
@@ -121,6 +121,7 @@ struct srn_cm_param {
 	uint32_t qp_num, qkey;
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
 	uint32_t private_len;
+	uint32_t tos; /* rdma_set_option(RDMA_OPTION_ID_TOS): the connection's traffic class */
 	const void *private_data;
 };
 
@@ -149,7 +150,7 @@ extern int srn_qp_state(int qp);
 extern int srn_destroy_qp(int qp);
 extern int srn_post_send(int qp, int n, struct srn_send_wr *wr, int *bad);
 extern int srn_post_recv(int qp, int n, struct srn_recv_wr *wr, int *bad);
-extern int srn_create_ah(int pd, const uint8_t *dgid, uint8_t *dmac);
+extern int srn_create_ah(int pd, const uint8_t *dgid, uint8_t tclass, uint8_t *dmac);
 extern int srn_destroy_ah(int ah);
 extern int srn_last_error(char *buf, int len);
 extern int srn_cm_channel(int fd);

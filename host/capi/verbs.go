@@ -335,7 +335,7 @@ func srn_modify_qp(h C.int, a *C.struct_srn_qp_attr, mask C.int) C.int {
 		if err != nil {
 			return errno(err)
 		}
-		attr.AH = verbs.AH{DestMAC: mac, DestGID: netip.AddrFrom16(gid).Unmap()}
+		attr.AH = verbs.AH{DestMAC: mac, DestGID: netip.AddrFrom16(gid).Unmap(), TrafficClass: uint8(a.traffic_class)}
 	}
 	return errno(q.qp.Modify(&attr, m))
 }
@@ -425,7 +425,7 @@ func srn_post_recv(h C.int, n C.int, wr *C.struct_srn_recv_wr, bad *C.int) C.int
 // (written to dmac).
 //
 //export srn_create_ah
-func srn_create_ah(h C.int, dgid *C.uint8_t, dmac *C.uint8_t) C.int {
+func srn_create_ah(h C.int, dgid *C.uint8_t, tclass C.uint8_t, dmac *C.uint8_t) C.int {
 	p := pds.get(h)
 	if p == nil {
 		return -C.int(unix.EINVAL)
@@ -437,7 +437,7 @@ func srn_create_ah(h C.int, dgid *C.uint8_t, dmac *C.uint8_t) C.int {
 		return errno(err)
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(dmac)), 6), mac[:])
-	return C.int(ahs.put(&ah{ah: verbs.AH{DestMAC: mac, DestGID: netip.AddrFrom16(gid).Unmap()}}))
+	return C.int(ahs.put(&ah{ah: verbs.AH{DestMAC: mac, DestGID: netip.AddrFrom16(gid).Unmap(), TrafficClass: uint8(tclass)}}))
 }
 
 //export srn_destroy_ah

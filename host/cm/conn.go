@@ -28,6 +28,11 @@ type QPConfig struct {
 	// ResponderResources and InitiatorDepth: the READs and atomics this
 	// side answers at once, and has out at once (0: 16 each).
 	ResponderResources, InitiatorDepth uint8
+	// TrafficClass is the connection's frames' traffic class, both ways
+	// (rdma_cm's TOS, rdma_set_option(RDMA_OPTION_ID_TOS)): a client
+	// sends it in its REQ's path and the server's QP takes the REQ's. The
+	// IP header's DSCP is its upper six bits; the ECN bits are the NIC's.
+	TrafficClass uint8
 	// RetryCount is the retries after a local ACK timeout (0: 7), and
 	// RNRRetryCount those after an RNR NAK the peer is asked to make (7:
 	// without end).
@@ -448,7 +453,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 		RemoteCMResponseTimeout: a.cfg.ResponseTimeout, TransportType: TransportRC, StartingPSN: psn,
 		LocalCMResponseTimeout: a.cfg.ResponseTimeout, RetryCount: qc.RetryCount, PKey: 0xffff, PathMTU: mtu,
 		RNRRetryCount: qc.RNRRetryCount, MaxCMRetries: uint8(min(15, a.cfg.MaxRetries)), SRQ: qc.SRQ != nil,
-		Primary: Path{LocalGID: a.ip.As16(), RemoteGID: peer.As16(), HopLimit: 64, LocalACKTimeout: 14},
+		Primary: Path{LocalGID: a.ip.As16(), RemoteGID: peer.As16(), HopLimit: 64, LocalACKTimeout: 14, TrafficClass: qc.TrafficClass},
 		Private: private}
 	start := time.Now()
 	for try := 0; try <= a.cfg.MaxRetries; try++ {
@@ -495,7 +500,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 					c.remoteID = m.LocalCommID
 					c.mu.Unlock()
 					opts := verbs.ConnectOptions{Timeout: 14, RetryCnt: qc.RetryCount, RNRRetry: m.RNRRetryCount,
-						MaxRdAtomic: min(qc.InitiatorDepth, m.ResponderResources), MaxDestRdAtomic: qc.ResponderResources}
+						MaxRdAtomic: min(qc.InitiatorDepth, m.ResponderResources), MaxDestRdAtomic: qc.ResponderResources, TrafficClass: qc.TrafficClass}
 					// The REQ's starting PSN is the one the passive side sends
 					// from, the REP's the one this side sends from (as Linux's
 					// CM sets its QPs).
@@ -771,7 +776,7 @@ func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (
 		ackTimeout = 14
 	}
 	opts := verbs.ConnectOptions{Timeout: ackTimeout, RetryCnt: req.RetryCount, RNRRetry: req.RNRRetryCount,
-		MaxRdAtomic: min(qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: qc.ResponderResources}
+		MaxRdAtomic: min(qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: qc.ResponderResources, TrafficClass: req.Primary.TrafficClass}
 	// This side sends from the REQ's starting PSN and expects the REP's
 	// (as Linux's CM sets its QPs: each message's starting PSN is the
 	// one its sender expects first).

@@ -67,6 +67,7 @@ type SendWQE struct {
 	HasAV      bool            // UD: DestMAC and DestGID are set (at most two SGEs then)
 	DestMAC    [6]byte         // UD
 	DestGID    [16]byte        // UD
+	TClass     uint8           // UD: the AV's traffic class (its DSCP bits are sent)
 }
 
 // Encode writes the WQE into b (SendWQESize bytes).
@@ -95,6 +96,7 @@ func (w *SendWQE) Encode(b []byte) {
 	if w.HasAV {
 		clear(b[96:128])
 		copy(b[96:102], w.DestMAC[:])
+		b[102] = w.TClass
 		copy(b[104:120], w.DestGID[:])
 	}
 }
@@ -115,6 +117,7 @@ func (w *SendWQE) Decode(b []byte) {
 	if b[11] == 1 {
 		w.HasAV = true
 		copy(w.DestMAC[:], b[96:102])
+		w.TClass = b[102]
 		copy(w.DestGID[:], b[104:120])
 		w.SGE[0].decode(b[64:])
 		w.SGE[1].decode(b[80:])
@@ -254,7 +257,8 @@ type QPCEntry struct {
 	DestMAC                      [6]byte
 	SQBase, RQBase               uint64
 	DestGID                      [16]byte
-	Flags                        uint32    // QPFlag*
+	Flags                        uint32    // QPFlag* (16 bits in the entry)
+	TClass                       uint8     // the IP header's DSCP (the traffic class's upper six bits; the ECN bits are the NIC's)
 	NIC                          [8]uint32 // the NIC's running state, kept in the context
 }
 
@@ -281,7 +285,8 @@ func (q *QPCEntry) Encode(b []byte) {
 	}
 	le.PutUint16(b[52:], q.SrcPort)
 	copy(b[54:60], q.DestMAC[:])
-	le.PutUint32(b[60:], q.Flags)
+	le.PutUint16(b[60:], uint16(q.Flags))
+	b[62], b[63] = q.TClass, 0
 	le.PutUint64(b[64:], q.SQBase)
 	le.PutUint64(b[72:], q.RQBase)
 	copy(b[80:96], q.DestGID[:])
@@ -302,7 +307,7 @@ func (q *QPCEntry) Decode(b []byte) {
 		*p = le.Uint32(b[12+4*i:])
 	}
 	copy(q.DestMAC[:], b[54:60])
-	q.Flags = le.Uint32(b[60:])
+	q.Flags, q.TClass = uint32(le.Uint16(b[60:])), b[62]
 	copy(q.DestGID[:], b[80:96])
 	for i := range q.NIC {
 		q.NIC[i] = le.Uint32(b[96+4*i:])

@@ -309,7 +309,7 @@ func (l *cmLink) listen(qps []*verbs.QP, reads uint8) error {
 // connection a QP (a rejected attempt is made again, 100 ms later, up to
 // perftest's ten times: the server may not listen yet); the server
 // accepts as many.
-func (l *cmLink) connectQPs(ctx context.Context, qps []*verbs.QP, reads uint8) error {
+func (l *cmLink) connectQPs(ctx context.Context, qps []*verbs.QP, reads, tos uint8) error {
 	ctx, cancel := context.WithTimeout(ctx, cmConnectWait)
 	defer cancel()
 	if l.server {
@@ -326,6 +326,7 @@ func (l *cmLink) connectQPs(ctx context.Context, qps []*verbs.QP, reads uint8) e
 	}
 	for _, qp := range qps {
 		qc := testQPConfig(reads, func() (*verbs.QP, error) { return qp, nil }) // each attempt on it
+		qc.TrafficClass = tos // the server's QP takes it from the REQ
 		for try := 1; ; try++ {
 			c, err := l.agent.Dial(ctx, l.addr.String(), qc)
 			if err == nil {

@@ -106,6 +106,10 @@ type Config struct {
 	PostList int
 	// Timeout (-u) is the RC QPs' local ACK timeout exponent (0: 14).
 	Timeout uint8
+	// TOS (-T, with -R) is the test QPs' traffic class, set as rdma_cm's
+	// TOS on the client's connections (the server's QPs take the REQ's):
+	// the IP header's DSCP is its upper six bits.
+	TOS uint8
 	// Events (-e) waits for completions by sleeping on the CQ instead of
 	// busy-polling it.
 	Events bool
@@ -291,6 +295,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
+	}
+	if c.TOS != 0 && !c.RDMACM {
+		return fmt.Errorf("perftest: -T: a type of service is rdma_cm's, for -R (as in perftest)")
 	}
 	if c.Timeout > 31 {
 		return fmt.Errorf("perftest: -u %d: a QP timeout exponent is 0..31", c.Timeout)

@@ -119,6 +119,8 @@ func TestConnChecks(t *testing.T) {
 		{Config{Test: SendBW, Events: true}, true},
 		{Config{Test: SendLat, PostList: 1}, false},
 		{Config{Test: WriteBW, Timeout: 32}, false},
+		{Config{Test: WriteBW, TOS: 0xb8}, false}, // rdma_cm's, for -R
+		{Config{Test: WriteBW, TOS: 0xb8, RDMACM: true}, true},
 	} {
 		if err := tc.cfg.Check(); (err == nil) != tc.ok {
 			t.Errorf("%+v: Check() = %v, want ok %v", tc.cfg, err, tc.ok)

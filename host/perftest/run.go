@@ -179,7 +179,7 @@ func (s *session) connectCM(ctx context.Context) error {
 	if _, err := s.conn.Keys("sync before connecting through the CM", Keys{}, StepTimeout); err != nil {
 		return err
 	}
-	if err := s.conn.cm().connectQPs(ctx, qps, reads); err != nil {
+	if err := s.conn.cm().connectQPs(ctx, qps, reads, s.cfg.TOS); err != nil {
 		return err
 	}
 	_, err := s.conn.Keys("sync after connecting through the CM", Keys{}, StepTimeout)

@@ -32,6 +32,9 @@ type ConnectOptions struct {
 	Timeout, RetryCnt, RNRRetry  uint8
 	MinRNRTimer                  uint8
 	MaxRdAtomic, MaxDestRdAtomic uint8
+	// TrafficClass is the QP's frames' traffic class (AH.TrafficClass):
+	// rdma_cm's TOS.
+	TrafficClass uint8
 }
 
 // DefaultConnectOptions returns the options Connect uses when given none:
@@ -105,7 +108,7 @@ func (qp *QP) Connect(local, remote Endpoint, opts *ConnectOptions) error {
 		return fmt.Errorf("%w: QP %d is %v: Connect takes a QP in RESET (or INIT)", ErrInvalidTransition, qp.Num, s)
 	}
 	sr := qp.Type == QPTRC && local.SelectiveRepeat && remote.SelectiveRepeat
-	return qp.bringUp(remote.QPN, local.PSN, remote.PSN, AH{DestMAC: mac, DestGID: remote.GID}, mtu, sr, &o)
+	return qp.bringUp(remote.QPN, local.PSN, remote.PSN, AH{DestMAC: mac, DestGID: remote.GID, TrafficClass: o.TrafficClass}, mtu, sr, &o)
 }
 
 // bringUp takes the QP through INIT and RTR to RTS towards the peer's QP

@@ -41,6 +41,10 @@ type QPInitAttr struct {
 type AH struct {
 	DestMAC wire.MAC
 	DestGID netip.Addr // an IPv4 address means RoCEv2 over IPv4
+	// TrafficClass is the GRH's traffic class (ibv_global_route's
+	// traffic_class): the IP header's DSCP is its upper six bits; the ECN
+	// bits are the NIC's (DeviceConfig.ECN).
+	TrafficClass uint8
 }
 
 // QPAttr holds the attributes Modify sets, as ibv_qp_attr does.
@@ -345,6 +349,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	if mask&AttrAV != 0 {
 		c.DestMAC = attr.AH.DestMAC
 		c.DestGID = attr.AH.DestGID.As16()
+		c.TClass = attr.AH.TrafficClass
 	}
 	if mask&AttrPathMTU != 0 {
 		if attr.PathMTU < 1 || attr.PathMTU > 5 {
@@ -494,7 +499,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			w.Compare, w.SwapAdd = 0, wr.CompareAdd
 		}
 		if qp.Type == QPTUD {
-			w.HasAV, w.DestMAC, w.DestGID = true, wr.AH.DestMAC, wr.AH.DestGID.As16()
+			w.HasAV, w.DestMAC, w.DestGID, w.TClass = true, wr.AH.DestMAC, wr.AH.DestGID.As16(), wr.AH.TrafficClass
 			w.DestQPN, w.QKey = wr.RemoteQPN, wr.RemoteQKey
 		}
 		if wr.Flags&SendInline != 0 {

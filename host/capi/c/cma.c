@@ -46,6 +46,7 @@ struct srn_cm_id {
 	uint32_t qkey;		 /* a UD QP's */
 	struct ibv_ah *ud_ah;	 /* a UD connection's address handle (in its ESTABLISHED event) */
 	struct ibv_sa_path_rec path;
+	uint8_t tos; /* RDMA_OPTION_ID_TOS */
 };
 
 struct srn_event {
@@ -573,6 +574,7 @@ static void to_param(struct srn_cm_id *c, struct rdma_conn_param *cp, struct srn
 	p->qp = c->id.qp ? srn_qp_of(c->id.qp)->h : -1;
 	p->qp_num = c->id.qp ? c->id.qp->qp_num : (cp ? cp->qp_num : 0);
 	p->qkey = c->qkey;
+	p->tos = c->tos;
 	if (cp) {
 		p->responder_resources = cp->responder_resources;
 		p->initiator_depth = cp->initiator_depth;
@@ -692,10 +694,13 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *
 {
 	if (!id || !optval)
 		return fail(EINVAL);
-	(void)optlen;
 	if (level == RDMA_OPTION_ID) {
 		switch (optname) {
-		case RDMA_OPTION_ID_TOS:	 /* softrnic's frames carry DSCP 0 */
+		case RDMA_OPTION_ID_TOS: /* the connection's traffic class, both ways */
+			if (optlen < sizeof(uint8_t))
+				return fail(EINVAL);
+			cid(id)->tos = *(uint8_t *)optval;
+			return 0;
 		case RDMA_OPTION_ID_REUSEADDR:	 /* a port's listener goes with its id */
 		case RDMA_OPTION_ID_AFONLY:	 /* IPv4 only */
 		case RDMA_OPTION_ID_ACK_TIMEOUT: /* the CM states its own */

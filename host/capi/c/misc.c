@@ -325,7 +325,7 @@ EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *ctx, struct ibv_ah_at
 	if (!pd)
 		return errno;
 	uint8_t mac[6];
-	int h = srn_create_ah(((struct srn_pd *)pd)->h, attr->grh.dgid.raw, mac);
+	int h = srn_create_ah(((struct srn_pd *)pd)->h, attr->grh.dgid.raw, attr->grh.traffic_class, mac);
 	int rc = h < 0 ? -h : 0;
 	if (h >= 0) {
 		srn_destroy_ah(h);

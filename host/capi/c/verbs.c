@@ -1073,6 +1073,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 			return EINVAL;
 		memcpy(a.dgid, attr->ah_attr.grh.dgid.raw, 16);
 		a.sgid_index = attr->ah_attr.grh.sgid_index;
+		a.traffic_class = attr->ah_attr.grh.traffic_class;
 	}
 	pthread_mutex_lock(&q->mu);
 	int rc = srn_modify_qp(q->h, &a, mask & ~(IBV_QP_CAP | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
@@ -1470,7 +1471,7 @@ EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		return NULL;
 	}
 	uint8_t mac[6];
-	int h = srn_create_ah(container_of(pd, struct srn_pd, pd)->h, attr->grh.dgid.raw, mac);
+	int h = srn_create_ah(container_of(pd, struct srn_pd, pd)->h, attr->grh.dgid.raw, attr->grh.traffic_class, mac);
 	if (h < 0) {
 		free(a);
 		errno = -h;
