@@ -326,7 +326,8 @@ func (l *cmLink) connectQPs(ctx context.Context, qps []*verbs.QP, reads, tos uin
 	}
 	for _, qp := range qps {
 		qc := testQPConfig(reads, func() (*verbs.QP, error) { return qp, nil }) // each attempt on it
-		qc.TrafficClass = tos                                                   // the server's QP takes it from the REQ
+		// The server's QP takes the REQ's traffic class.
+		qc.TrafficClass = tos
 		for try := 1; ; try++ {
 			c, err := l.agent.Dial(ctx, l.addr.String(), qc)
 			if err == nil {
