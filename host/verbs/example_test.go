@@ -8,8 +8,8 @@ import (
 
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
-	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/hpu"
 )
 
 // side is one device of the examples with an RC QP and a region.
