@@ -10,6 +10,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/reliability"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,8 +36,9 @@ type engine struct {
 	id        int        // its queue, and its pipeline in every context cache
 	port      Port
 	stats     EngineStats
-	doorbells chan Doorbell // send queues
-	recvBells chan Doorbell // receive queues: the responder may drain them mid-batch
+	path      reliability.PathRTT // the longest round trip its QPs have seen lately (their early timers wait beyond it)
+	doorbells chan Doorbell       // send queues
+	recvBells chan Doorbell       // receive queues: the responder may drain them mid-batch
 	cmds      chan func()
 	inbox     chan handoff  // frames for its QPs that came in on other queues
 	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands

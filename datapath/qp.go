@@ -179,12 +179,12 @@ func (r *qpRun) startReceiver(q *hostmem.QPCEntry) {
 
 // startSender takes a QP's first PSN and its retry attributes from its
 // context, when it first sends (at RTS).
-func (r *qpRun) startSender(q *hostmem.QPCEntry, cfg *NICConfig) {
+func (r *qpRun) startSender(q *hostmem.QPCEntry, cfg *NICConfig, path *reliability.PathRTT) {
 	if !r.sndStarted {
 		r.sndStarted = true
 		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
 			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&hostmem.QPFlagSelectiveRepeat != 0,
-			NoCongestionControl: cfg.NoCongestionControl, Delay: cfg.DelayRule})
+			NoCongestionControl: cfg.NoCongestionControl, Delay: cfg.DelayRule, Path: path})
 		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
 }

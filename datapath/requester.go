@@ -34,12 +34,12 @@ func (e *engine) request(qpn uint32) {
 	if q.Type == ibv.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := e.openQP(qpn, r, 0); err != nil {
-			r.startSender(&q, e.cfg)
+			r.startSender(&q, e.cfg, &e.path)
 			e.fail(qpn, &q, r, ibv.WCLocQPOpErr)
 			return
 		}
 	}
-	r.startSender(&q, e.cfg)
+	r.startSender(&q, e.cfg, &e.path)
 	r.sizeInflight(q.SQSize)
 	if r.errored { // a QP in error flushes what is posted to it
 		e.fail(qpn, &q, r, ibv.WCWRFlushErr)

@@ -196,3 +196,46 @@ func (c *congestion) onDelay(r *rttStats, now time.Time) (exitSlowStart, cut boo
 	c.ssthresh = min(c.ssthresh, c.cwnd)
 	return exitSlowStart, cut
 }
+
+// PathRTT is the longest round trip that the QPs sharing a path (an
+// engine's, towards its port) have seen lately, forgotten by half every
+// PathRTTDecay. A QP that sends rarely among many (a thousand QPs on one
+// queue) has few samples of its own, while the queue they share, or a
+// peer starved of CPU, delays them all alike: its early timer waits
+// beyond what any of them has seen. Not safe for concurrent use (an
+// engine's QPs share it under the engine's lock).
+type PathRTT struct {
+	max time.Duration
+	at  time.Time // when max was last halved, or first set
+}
+
+// PathRTTDecay is how long PathRTT takes to forget half its maximum.
+const PathRTTDecay = time.Second
+
+// Sample takes a round trip measured at now.
+func (p *PathRTT) Sample(d time.Duration, now time.Time) {
+	p.decay(now)
+	if d > p.max {
+		p.max = d
+	}
+}
+
+// Max is the longest round trip seen lately, as of now.
+func (p *PathRTT) Max(now time.Time) time.Duration {
+	if p == nil {
+		return 0
+	}
+	p.decay(now)
+	return p.max
+}
+
+func (p *PathRTT) decay(now time.Time) {
+	if p.at.IsZero() {
+		p.at = now
+		return
+	}
+	if k := now.Sub(p.at) / PathRTTDecay; k > 0 {
+		p.max >>= min(k, 62)
+		p.at = p.at.Add(k * PathRTTDecay)
+	}
+}

@@ -77,6 +77,9 @@ type Params struct {
 	// delay shrinks the window before a shallow queue overflows, on paths
 	// that mark no ECN.
 	Delay DelayRule
+	// Path, when set, is the round trips of the QPs this one shares its
+	// path with: its early timer waits beyond the longest of theirs too.
+	Path *PathRTT
 	// MaxRdAtomic is how many READs and atomics may be outstanding
 	// (max_rd_atomic): the responder remembers the answers of no more.
 	// 0 means 1; it is at most MaxRdAtomic.
@@ -308,6 +311,9 @@ func (s *Sender) RTT() time.Duration { return s.rtt.srtt }
 // sample updates the round-trip estimate, and the window by the delay
 // rule.
 func (s *Sender) sample(d time.Duration, now time.Time) {
+	if d > 0 && s.params.Path != nil {
+		s.params.Path.Sample(d, now)
+	}
 	if !s.rtt.update(d) || !s.delayRule() || s.params.NoCongestionControl {
 		return
 	}
@@ -518,9 +524,10 @@ func (s *Sender) arm(now time.Time) {
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
 	if s.rtt.srtt > 0 && !s.params.NoCongestionControl {
-		wait := max(s.rtt.srtt+4*s.rtt.rttvar, minEarly, s.rtt.max+s.rtt.max/4)
+		longest := max(s.rtt.max, s.params.Path.Max(now))
+		wait := max(s.rtt.srtt+4*s.rtt.rttvar, minEarly, longest+longest/4)
 		if !s.params.SelectiveRepeat {
-			wait = max(2*s.rtt.srtt+4*s.rtt.rttvar, minProbe, 2*s.rtt.max)
+			wait = max(2*s.rtt.srtt+4*s.rtt.rttvar, minProbe, 2*longest)
 		}
 		if t := now.Add(wait << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t

@@ -665,3 +665,40 @@ func TestProbeWaitsForTheSlowestAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeWaitsForThePath: QPs that share a path (an engine's PathRTT)
+// wait beyond the longest answer any of them has had lately: a QP with
+// fast answers of its own, beside one that waited 30 ms, probes no sooner
+// than 60 ms; after the path forgets (half a PathRTTDecay at a time), it
+// is back to its own.
+func TestProbeWaitsForThePath(t *testing.T) {
+	var path reliability.PathRTT
+	slow, _ := newSender(t, 16, reliability.Params{Timeout: 20, RetryCnt: 3, Path: &path})
+	fast, _ := newSender(t, 16, reliability.Params{Timeout: 20, RetryCnt: 3, Path: &path})
+	now := t0
+	if admitN(slow, 1, now) != 1 || slow.OnAck(wire.PSN(100), now.Add(30*time.Millisecond)) != reliability.Accepted {
+		t.Fatal("the slow QP's packet")
+	}
+	for i := range 8 {
+		if admitN(fast, 1, now) != 1 || fast.OnAck(wire.PSN(100+i), now.Add(time.Millisecond)) != reliability.Accepted {
+			t.Fatalf("packet %d", i)
+		}
+		now = now.Add(time.Millisecond)
+	}
+	if admitN(fast, 1, now) != 1 {
+		t.Fatal("last packet")
+	}
+	if wait := fast.Deadline().Sub(now); wait < 59*time.Millisecond {
+		t.Errorf("early timer in %v beside a 30 ms answer on the path, want at least 59ms", wait)
+	}
+	if v := fast.Tick(now.Add(55 * time.Millisecond)); v != reliability.Ignored {
+		t.Errorf("tick at 55 ms: %v", v)
+	}
+	if got := path.Max(now.Add(5 * reliability.PathRTTDecay)); got >= 2*time.Millisecond {
+		t.Errorf("after 5 decays the path's longest round trip is %v, want below 2 ms (30 ms halved five times)", got)
+	}
+	var none *reliability.PathRTT
+	if none.Max(now) != 0 {
+		t.Error("a nil path has a round trip")
+	}
+}
