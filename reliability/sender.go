@@ -515,7 +515,13 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 }
 
 func (s *Sender) arm(now time.Time) {
-	s.deadline = now.Add(AckTimeout(s.params.Timeout) << s.backoff)
+	// The local ACK timeout, or twice the longest round trip this QP or
+	// its path has seen lately if that is longer: a queue of a thousand
+	// QPs' packets, or a peer starved of CPU, answers later than the
+	// timeout the QP was given, and what it has not yet answered is not
+	// lost (as MinTimeout, a floor a loaded host needs).
+	longest := max(s.rtt.max, s.params.Path.Max(now))
+	s.deadline = now.Add(max(AckTimeout(s.params.Timeout), 2*longest) << s.backoff)
 	s.armEarly(now)
 }
 
