@@ -170,7 +170,7 @@ func runBenchFrames(args []string, stdout io.Writer) error {
 	sizes := fs.String("s", "64,1024,4096", "IB payload sizes, comma-separated")
 	dur := fs.Duration("d", 2*time.Second, "measurement time per cell")
 	batch := fs.Int("b", 64, "frames per batch")
-	methods := fs.String("m", "", "methods, comma-separated (default all: xsk,udp port,kernel UDP,iperf3 TCP)")
+	methods := fs.String("m", "", "methods, comma-separated (default all: xsk,udp port,kernel UDP,kernel UDP GSO,iperf3 TCP)")
 	mtu := fs.Int("mtu", 9000, "veth MTU")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -5,6 +5,9 @@
 //	xsk         the AF_XDP port (datapath/xsk), XDP program attached
 //	udp port    the kernel-UDP port (datapath/udpport)
 //	kernel UDP  plain UDP sockets with sendmmsg/recvmmsg batches, the baseline
+//	kernel UDP GSO  one send of up to 64 datagrams a call (UDP_SEGMENT, each
+//	            segment one whole RoCEv2 packet) into a socket with UDP_GRO:
+//	            the kernel's per-call cost paid once for many packets
 //	iperf3 TCP  a TCP stream, for scale (bytes only: TCP has no frames of ours)
 //
 // One side sends RoCEv2 RDMA WRITE ONLY frames of a given payload as fast as
@@ -43,6 +46,7 @@ const (
 	XSK       = "xsk"
 	UDPPort   = "udp port"
 	KernelUDP = "kernel UDP"
+	UDPGSO    = "kernel UDP GSO"
 	IPerf3    = "iperf3 TCP"
 )
 
@@ -92,7 +96,7 @@ func (c *Config) defaults() {
 		c.Batch = 64
 	}
 	if len(c.Methods) == 0 {
-		c.Methods = []string{XSK, UDPPort, KernelUDP, IPerf3}
+		c.Methods = []string{XSK, UDPPort, KernelUDP, UDPGSO, IPerf3}
 	}
 	if c.MTU == 0 {
 		c.MTU = 9000
@@ -130,6 +134,8 @@ func Run(cfg Config) ([]Result, error) {
 				r = b.runPorts(r, b.openUDP)
 			case KernelUDP:
 				r = b.runKernelUDP(r)
+			case UDPGSO:
+				r = b.runUDPGSO(r)
 			case IPerf3:
 				r = b.runIPerf3(r)
 			default:
@@ -358,6 +364,100 @@ func (b *bench) runKernelUDP(r Result) Result {
 	stop.Store(true)
 	wg.Wait()
 	return r
+}
+
+// gsoSegments bounds the datagrams of one UDP_SEGMENT send: the kernel
+// takes at most 64 (UDP_MAX_SEGMENTS is 128 on newer kernels), within
+// one UDP datagram's 65,507 bytes.
+const gsoSegments = 64
+
+// runUDPGSO sends the same RoCEv2 datagrams as runKernelUDP (from a
+// connected socket), laid back
+// to back, as many as fit one call, with UDP generic segmentation
+// offload: the kernel cuts the buffer into one datagram per segment (each
+// a whole RoCEv2 packet: BTH, payload, ICRC). The receiving socket takes
+// them coalesced (UDP_GRO); frames are counted by the segment size.
+func (b *bench) runUDPGSO(r Result) Result {
+	l := b.spec.Links[0]
+	frame := b.frame(r.Payload)
+	r.FrameSize = len(frame)
+	datagram := frame[wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen:]
+	seg := len(datagram)
+	k := min(gsoSegments, 65507/seg)
+	buf := bytes.Repeat(datagram, k)
+	dst := netip.AddrPortFrom(l.B.Addrs[0].Addr(), wire.RoCEv2Port)
+	var rc, tc *net.UDPConn
+	if err := b.b.Do(func() (err error) { rc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); return }); err != nil {
+		r.Err = err
+		return r
+	}
+	defer rc.Close()
+	if err := b.a.Do(func() (err error) {
+		tc, err = net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(l.A.Addrs[0].Addr(), 0)), net.UDPAddrFromAddrPort(dst))
+		return
+	}); err != nil {
+		r.Err = err
+		return r
+	}
+	defer tc.Close()
+	rc.SetReadBuffer(16 << 20)
+	tc.SetWriteBuffer(16 << 20)
+	if err := setSockopt(tc, unix.IPPROTO_UDP, unix.UDP_SEGMENT, seg); err != nil {
+		r.Err = fmt.Errorf("UDP_SEGMENT: %w", err)
+		return r
+	}
+	if err := setSockopt(rc, unix.IPPROTO_UDP, unix.UDP_GRO, 1); err != nil {
+		r.Err = fmt.Errorf("UDP_GRO: %w", err)
+		return r
+	}
+	var frames, sent atomic.Uint64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		in := make([]byte, 65536)
+		for i := 0; !stop.Load(); i++ {
+			if i%256 == 0 { // a deadline now and then, to see stop
+				rc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			}
+			n, err := rc.Read(in)
+			if err != nil {
+				i = -1
+				continue
+			}
+			frames.Add(uint64(n / seg)) // coalesced: equal segments
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		for !stop.Load() {
+			if _, err := tc.Write(buf); err != nil {
+				runtime.Gosched()
+				continue
+			}
+			sent.Add(uint64(k))
+		}
+	}()
+	r = measure(r, b.cfg, &frames, &sent)
+	stop.Store(true)
+	wg.Wait()
+	return r
+}
+
+// setSockopt sets an integer socket option on c.
+func setSockopt(c *net.UDPConn, level, opt, v int) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, v) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 // iperf3Report is the part of iperf3's JSON report the benchmark reads.
