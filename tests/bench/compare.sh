@@ -13,7 +13,8 @@
 # softrnic perf write-lat, send-lat and read-lat (2 bytes) and write-bw,
 # read-bw and send-bw (64 KiB) between two softrnic NICs, write-bw with
 # four QPs on the one-queue pair, and write-bw with one QP and with four on
-# a second veth pair with two queues (two engines) a side; then softrnic bench scale (QP scaling with each cache) and the
+# a second veth pair with two queues (two engines) a side, and write-lat
+# and write-bw with both sides pinned to one core (taskset); then softrnic bench scale (QP scaling with each cache) and the
 # allocations per work request (go test -bench RCWrite). The latency
 # tests run with -poll app (the tool's polling drives its NIC, as
 # perftest busy-polls) and report the CPU time per iteration, both
@@ -32,6 +33,7 @@ ROUNDS=${ROUNDS:-3}
 LATN=${LATN:-5000}
 BWN=${BWN:-3000}
 SECS=${SECS:-2}
+PIN="" # a command prefix for both perf sides (taskset)
 MTU=9000
 [ "$(id -u)" = 0 ] || { echo "bench-compare: needs root (network namespaces)" >&2; exit 2; }
 . tests/lib/need.sh
@@ -76,11 +78,11 @@ perf() {
 	if [ "$t" = mq ]; then # write-bw on the two-queue pair
 		t=write-bw dev=veth1 server=10.50.1.1
 	fi
-	ip netns exec $A "$BIN" perf "$t" -d $dev "$@" >"$OUT/server.log" 2>&1 &
+	ip netns exec $A $PIN "$BIN" perf "$t" -d $dev "$@" >"$OUT/server.log" 2>&1 &
 	local spid=$!
 	pids+=($spid)
 	wait_port $A 18515 || { echo "bench-compare: softrnic perf $t server did not listen" >&2; cat "$OUT/server.log" >&2; exit 1; }
-	ip netns exec $B "$BIN" perf "$t" -d $dev "$@" $server >"$OUT/client.log" 2>&1 || { cat "$OUT/client.log" >&2; exit 1; }
+	ip netns exec $B $PIN "$BIN" perf "$t" -d $dev "$@" $server >"$OUT/client.log" 2>&1 || { cat "$OUT/client.log" >&2; exit 1; }
 	wait $spid || { cat "$OUT/server.log" >&2; exit 1; }
 	pids=()
 }
@@ -150,6 +152,12 @@ for r in $(seq "$ROUNDS"); do
 		perf $t -n "$BWN" --report_gbits
 		record "${t}_gbps" "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
 	done
+	# Both sides pinned to one core (an oversubscribed host: the NICs'
+	# and the tests' threads outnumber the cores): latency and bandwidth.
+	PIN="taskset -c 0" perf write-lat -n "$LATN" -poll app
+	record pin_lat_p50 "$(awk '$1=="2" && NF>=9 {print $5; exit}' "$OUT/client.log")"
+	PIN="taskset -c 0" perf write-bw -n "$BWN" --report_gbits
+	record pin_bw_gbps "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
 	# Four QPs on the one-queue pair (one engine a side).
 	perf write-bw -n "$BWN" --report_gbits -q 4
 	record q4one_gbps "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
@@ -212,6 +220,8 @@ r=$(ratio "$(scale GCCache 16384)" "$(scale GCCache 1)")
 row "16K QPs / 1 QP, GCCache (Gbit/s)" "$(scale GCCache 16384)" "$(scale GCCache 1)" "$r" ">=0.8" "$(holds "$r" ">=" 0.8)" ""
 r=$(ratio "$(scale GCCache 16384)" "$(scale baseline 16384)")
 row "16K QPs, GCCache / baseline" "$(scale GCCache 16384)" "$(scale baseline 16384)" "$r" ">=1.5" "$(holds "$r" ">=" 1.5)" ""
+row "write-lat 2 B, both on one core (us)" "$(median pin_lat_p50)" "$(median write-lat_p50)" "$(ratio "$(median pin_lat_p50)" "$(median write-lat_p50)")" "-" "-" ""
+row "write-bw 64 KiB, both on one core" "$(median pin_bw_gbps)" "$bw" "$(ratio "$(median pin_bw_gbps)" "$bw")" "-" "-" ""
 row "allocations per WRITE (whole path)" "$allocs" "0" "-" "0" "$(awk -v a="$allocs" 'BEGIN {print (a=="nan") ? "-" : ((a+0 < 0.05) ? "yes" : "no")}')" ""
 echo
 echo "against rdma_rxe: make bench-rxe (in the rxe VM); plots: make bench-plots"
