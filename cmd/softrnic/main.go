@@ -264,10 +264,16 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// flagGiven reports whether the flag was on the command line.
+// flagGiven reports whether the flag was on the command line, by its
+// name or by another that shares its value (a long form, "--size" for
+// "-s").
 func flagGiven(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
 	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	fs.Visit(func(g *flag.Flag) { given = given || g.Value == f.Value })
 	return given
 }
 

@@ -133,15 +133,6 @@ func newPerfFlags() *perfFlags {
 	return p
 }
 
-// perfGiven reports whether a flag was given, by its short name or a long
-// form (newPerfFlags' aliases share the short flag's value).
-func perfGiven(fs *flag.FlagSet, short string) bool {
-	f := fs.Lookup(short)
-	given := false
-	fs.Visit(func(g *flag.Flag) { given = given || g.Value == f.Value })
-	return given
-}
-
 // parse reads the command line: flags anywhere, then the test and at most
 // one server address. It checks the configuration as Run would, and
 // refuses a size given as less than one byte instead of taking the default.
@@ -175,7 +166,7 @@ func (p *perfFlags) parse(args []string) (addr string, err error) {
 	}
 	// perftest.Config takes size 0 for the test's default: an explicit -s
 	// must be a size.
-	if perfGiven(p.fs, "s") && p.cfg.Size < 1 {
+	if flagGiven(p.fs, "s") && p.cfg.Size < 1 {
 		return "", badValue("-s %d: a message size is at least 1 byte (leave -s out for the default: bw 65536, lat 2)", p.cfg.Size)
 	}
 	p.cfg.Duration = time.Duration(*p.dur) * time.Second
@@ -257,7 +248,7 @@ func runPerf(args []string, stdout io.Writer) error {
 		// with -poll app its NIC polls on its own instead.
 		poll = datapath.PollSpin
 	}
-	if cfg.Events && !perfGiven(pf.fs, "poll") {
+	if cfg.Events && !flagGiven(pf.fs, "poll") {
 		// -e: the test sleeps on its CQ, so the NIC runs on its own
 		// (PollApp would run it only while the test polls).
 		poll = datapath.PollAdaptive

@@ -100,7 +100,7 @@ func runPingpong(args []string, stdout io.Writer) error {
 		return badValue("-o: on-demand paging is not supported by softrnic")
 	case ts:
 		return badValue("-t: completion timestamps are not supported by softrnic")
-	case flagGiven(fs, "s") && cfg.Size < 1 || flagGiven(fs, "size") && cfg.Size < 1:
+	case flagGiven(fs, "s") && cfg.Size < 1:
 		return badValue("-s %d: a message is at least 1 byte", cfg.Size)
 	}
 	if _, err := cfg.WithDefaults(); err != nil {

@@ -8,7 +8,6 @@ import "C"
 
 import (
 	"encoding/binary"
-	"net"
 	"slices"
 
 	"github.com/vishvananda/netlink"
@@ -49,51 +48,29 @@ func srn_async(h C.int, fd C.int, add C.int) C.int {
 	return 0
 }
 
-// watchPort follows the netdev's link and addresses until done.
+// watchPort follows the netdev's link (netdev.WatchLink) and addresses
+// until done.
 func (d *device) watchPort(done chan struct{}) {
-	links := make(chan netlink.LinkUpdate, 16)
-	addrs := make(chan netlink.AddrUpdate, 16)
-	if err := netlink.LinkSubscribe(links, done); err != nil {
+	err := d.nd.WatchLink(done, func(up bool) {
+		if up {
+			d.asyncEvent(evPortActive)
+		} else {
+			d.asyncEvent(evPortErr)
+		}
+	})
+	if err != nil {
 		return
 	}
+	addrs := make(chan netlink.AddrUpdate, 16)
 	if err := netlink.AddrSubscribe(addrs, done); err != nil {
 		return
 	}
-	up := d.portUp()
-	for {
-		select {
-		case <-done:
-			return
-		case u, ok := <-links:
-			if !ok {
-				return
-			}
-			if u.Attrs().Index != d.nd.Index {
-				continue
-			}
-			if now := d.portUp(); now != up {
-				up = now
-				if up {
-					d.asyncEvent(evPortActive)
-				} else {
-					d.asyncEvent(evPortErr)
-				}
-			}
-		case u, ok := <-addrs:
-			if !ok {
-				return
-			}
-			if u.LinkIndex == d.nd.Index {
-				d.nd.Refresh()
-				d.asyncEvent(evGIDChange)
-			}
+	for u := range addrs { // closed once done is
+		if u.LinkIndex == d.nd.Index {
+			d.nd.Refresh()
+			d.asyncEvent(evGIDChange)
 		}
 	}
-}
-
-func (d *device) portUp() bool {
-	ifi, err := net.InterfaceByName(d.nd.Name)
-	return err == nil && ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0
 }
 
 func (d *device) asyncEvent(kind uint32) {

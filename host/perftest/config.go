@@ -427,15 +427,11 @@ func (c *Config) sizesText() string {
 // size: the peer runs another -s or -a. A UD message comes after its
 // GRH.
 func (c *Config) checkLen(got uint32, size int) error {
-	want := size
 	if c.Conn == verbs.QPTUD {
-		want += 40
+		got -= min(got, grhLen)
 	}
-	if int(got) == want {
+	if int(got) == size {
 		return nil
-	}
-	if c.Conn == verbs.QPTUD {
-		got -= min(got, 40)
 	}
 	return fmt.Errorf("%w: a %d-byte message arrived where this side runs %s: run both sides with the same -s and -a", ErrMismatch, got, c.sizesTextAt(size))
 }

@@ -141,7 +141,7 @@ func (d *rdma) connect(ctx context.Context, peers []Keys, mtu int, rts bool) err
 		var err error
 		switch d.cfg.Conn {
 		case verbs.QPTUD:
-			err = d.readyUD(qp, d.local[i])
+			err = verbs.ReadyUD(qp, udQKey)
 		case verbs.QPTUC:
 			err = d.connectUC(qp, d.local[i], peers[i], mtu)
 		default:
@@ -182,43 +182,14 @@ func (d *rdma) connectQP(qp *verbs.QP, local, peer Keys, ah verbs.AH, mtu int, r
 	return nil
 }
 
-// connectUC brings a UC QP to RTS towards the peer's QP: the peer may
-// write into its region (a UC QP takes no READs or atomics), and there is
-// no ACK timeout or retry to set.
+// connectUC brings a UC QP to RTS towards the peer's QP, as QP.Connect
+// connects one: the peer may write into its region (a UC QP takes no
+// READs or atomics), and there is no ACK timeout or retry to set.
 func (d *rdma) connectUC(qp *verbs.QP, local, peer Keys, mtu int) error {
-	steps := []struct {
-		attr verbs.QPAttr
-		mask verbs.AttrMask
-	}{
-		{verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteWrite},
-			verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
-		{verbs.QPAttr{State: verbs.QPSRTR, AH: d.ah, PathMTU: mtu, DestQPN: peer.QPN, RQPSN: peer.PSN},
-			verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN},
-		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN}, verbs.AttrState | verbs.AttrSQPSN},
-	}
-	for _, st := range steps {
-		if err := qp.Modify(&st.attr, st.mask); err != nil {
-			return fmt.Errorf("perftest: UC QP to %v: %w", st.attr.State, err)
-		}
-	}
-	return nil
-}
-
-// readyUD brings a UD QP to RTS with perftest's Q_Key, its send PSN the
-// one this side announced.
-func (d *rdma) readyUD(qp *verbs.QP, local Keys) error {
-	steps := []struct {
-		attr verbs.QPAttr
-		mask verbs.AttrMask
-	}{
-		{verbs.QPAttr{State: verbs.QPSInit, Port: 1, QKey: udQKey}, verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrQKey},
-		{verbs.QPAttr{State: verbs.QPSRTR}, verbs.AttrState},
-		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: local.PSN}, verbs.AttrState | verbs.AttrSQPSN},
-	}
-	for _, st := range steps {
-		if err := qp.Modify(&st.attr, st.mask); err != nil {
-			return fmt.Errorf("perftest: UD QP to %v: %w", st.attr.State, err)
-		}
+	l := verbs.Endpoint{Type: verbs.QPTUC, QPN: qp.Num, PSN: local.PSN, GID: d.env.GID}
+	r := verbs.Endpoint{Type: verbs.QPTUC, QPN: peer.QPN, PSN: peer.PSN, GID: d.ah.DestGID, MAC: d.ah.DestMAC}
+	if err := qp.Connect(l, r, &verbs.ConnectOptions{PathMTU: mtu, Access: verbs.AccessRemoteWrite}); err != nil {
+		return fmt.Errorf("perftest: UC QP: %w", err)
 	}
 	return nil
 }

@@ -293,27 +293,16 @@ func measure(r Result, cfg Config, frames, sent *atomic.Uint64) Result {
 // runKernelUDP sends the same RoCEv2 datagrams through plain UDP sockets,
 // batched with sendmmsg and recvmmsg.
 func (b *bench) runKernelUDP(r Result) Result {
-	l := b.spec.Links[0]
 	frame := b.frame(r.Payload)
 	r.FrameSize = len(frame)
 	datagram := frame[wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen:]
-	dst := netip.AddrPortFrom(l.B.Addrs[0].Addr(), wire.RoCEv2Port)
-	var rc, tc *net.UDPConn
-	if err := b.b.Do(func() (err error) { rc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); return }); err != nil {
+	rc, tc, dst, err := b.udpPair(false, 4<<20)
+	if err != nil {
 		r.Err = err
 		return r
 	}
 	defer rc.Close()
-	if err := b.a.Do(func() (err error) {
-		tc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(l.A.Addrs[0].Addr(), 0)))
-		return
-	}); err != nil {
-		r.Err = err
-		return r
-	}
 	defer tc.Close()
-	rc.SetReadBuffer(4 << 20)
-	tc.SetWriteBuffer(4 << 20)
 
 	var frames, sent atomic.Uint64
 	var stop atomic.Bool
@@ -378,30 +367,19 @@ const gsoSegments = 64
 // a whole RoCEv2 packet: BTH, payload, ICRC). The receiving socket takes
 // them coalesced (UDP_GRO); frames are counted by the segment size.
 func (b *bench) runUDPGSO(r Result) Result {
-	l := b.spec.Links[0]
 	frame := b.frame(r.Payload)
 	r.FrameSize = len(frame)
 	datagram := frame[wire.EthernetLen+wire.IPv4MinLen+wire.UDPLen:]
 	seg := len(datagram)
 	k := min(gsoSegments, 65507/seg)
 	buf := bytes.Repeat(datagram, k)
-	dst := netip.AddrPortFrom(l.B.Addrs[0].Addr(), wire.RoCEv2Port)
-	var rc, tc *net.UDPConn
-	if err := b.b.Do(func() (err error) { rc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); return }); err != nil {
+	rc, tc, _, err := b.udpPair(true, 16<<20)
+	if err != nil {
 		r.Err = err
 		return r
 	}
 	defer rc.Close()
-	if err := b.a.Do(func() (err error) {
-		tc, err = net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(l.A.Addrs[0].Addr(), 0)), net.UDPAddrFromAddrPort(dst))
-		return
-	}); err != nil {
-		r.Err = err
-		return r
-	}
 	defer tc.Close()
-	rc.SetReadBuffer(16 << 20)
-	tc.SetWriteBuffer(16 << 20)
 	if err := setSockopt(tc, unix.IPPROTO_UDP, unix.UDP_SEGMENT, seg); err != nil {
 		r.Err = fmt.Errorf("UDP_SEGMENT: %w", err)
 		return r
@@ -445,6 +423,32 @@ func (b *bench) runUDPGSO(r Result) Result {
 	stop.Store(true)
 	wg.Wait()
 	return r
+}
+
+// udpPair opens the receiving socket at B's RoCEv2 port and the sending
+// one at A (connected to the receiver with connect), each with socket
+// buffers of bufs bytes.
+func (b *bench) udpPair(connect bool, bufs int) (rc, tc *net.UDPConn, dst netip.AddrPort, err error) {
+	l := b.spec.Links[0]
+	dst = netip.AddrPortFrom(l.B.Addrs[0].Addr(), wire.RoCEv2Port)
+	if err := b.b.Do(func() (err error) { rc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); return }); err != nil {
+		return nil, nil, dst, err
+	}
+	src := net.UDPAddrFromAddrPort(netip.AddrPortFrom(l.A.Addrs[0].Addr(), 0))
+	if err := b.a.Do(func() (err error) {
+		if connect {
+			tc, err = net.DialUDP("udp4", src, net.UDPAddrFromAddrPort(dst))
+		} else {
+			tc, err = net.ListenUDP("udp4", src)
+		}
+		return
+	}); err != nil {
+		rc.Close()
+		return nil, nil, dst, err
+	}
+	rc.SetReadBuffer(bufs)
+	tc.SetWriteBuffer(bufs)
+	return rc, tc, dst, nil
 }
 
 // setSockopt sets an integer socket option on c.

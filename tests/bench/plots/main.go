@@ -263,41 +263,53 @@ func roundsNote(n int) string {
 // bandwidth: softrnic write-bw against message size, beside the kernel's
 // TCP and UDP and the raw frames, all measured in the same rounds.
 func bandwidth(data, out string) (bool, error) {
-	curves := []struct {
-		file, name string
-		st         style
-	}{
-		{"bw.txt", "softrnic perf write-bw (RDMA WRITE)", style{blue, draw.CircleGlyph{}, false}},
-		{"tcp.txt", "kernel TCP (iperf3, one stream, -l size)", style{green, draw.TriangleGlyph{}, true}},
-		{"udp.txt", "kernel UDP received (iperf3 -u -b 0, -l size)", style{orange, draw.SquareGlyph{}, true}},
-		{"raw.txt", "xsk port, raw frames (bench frames, size = payload)", style{red, draw.CrossGlyph{}, true}},
+	p, n, drawn, err := roundsPlot(data, "message size (bytes)", []curve{
+		{"bw.txt", "", "softrnic perf write-bw (RDMA WRITE)", style{blue, draw.CircleGlyph{}, false}},
+		{"tcp.txt", "", "kernel TCP (iperf3, one stream, -l size)", style{green, draw.TriangleGlyph{}, true}},
+		{"udp.txt", "", "kernel UDP received (iperf3 -u -b 0, -l size)", style{orange, draw.SquareGlyph{}, true}},
+		{"raw.txt", "", "xsk port, raw frames (bench frames, size = payload)", style{red, draw.CrossGlyph{}, true}},
+	})
+	if err != nil || !drawn[0] {
+		return false, err // no softrnic curve, no plot
 	}
-	p := plot.New()
-	p.X.Label.Text = "message size (bytes)"
+	p.Title.Text = "Bandwidth against message size, one veth pair (MTU 9000)\n" + roundsNote(n)
+	return true, save(p, filepath.Join(out, "bandwidth.svg"))
+}
+
+// curve is one curve of a plot of rounds: its data file (with key, the
+// rows of that key), legend and look.
+type curve struct {
+	file, key, name string
+	st              style
+}
+
+// roundsPlot draws the curves that have data against a log x axis,
+// leaving headroom for the legend; it reports the most rounds a point
+// has and which curves were drawn.
+func roundsPlot(data, xLabel string, curves []curve) (p *plot.Plot, n int, drawn []bool, err error) {
+	p = plot.New()
+	p.X.Label.Text = xLabel
 	p.Y.Label.Text = "Gbit/s"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	top, n, drawn := 0.0, 0, 0
-	for _, c := range curves {
-		rs, err := readRounds(filepath.Join(data, c.file), "")
+	top, count := 0.0, 0
+	drawn = make([]bool, len(curves))
+	for i, c := range curves {
+		rs, err := readRounds(filepath.Join(data, c.file), c.key)
 		if err != nil {
-			return false, err
+			return nil, 0, nil, err
 		}
 		if len(rs) == 0 {
-			if c.file == "bw.txt" {
-				return false, nil
-			}
 			continue
 		}
 		s := rs.summary()
 		if err := addCurve(p, c.name, s, c.st); err != nil {
-			return false, err
+			return nil, 0, nil, err
 		}
-		top, n, drawn = max(top, s.top()), max(n, s.rounds), drawn+1
+		top, n, count, drawn[i] = max(top, s.top()), max(n, s.rounds), count+1, true
 	}
-	p.Title.Text = "Bandwidth against message size, one veth pair (MTU 9000)\n" + roundsNote(n)
-	headroom(p, top, drawn)
-	return true, save(p, filepath.Join(out, "bandwidth.svg"))
+	headroom(p, top, count)
+	return p, n, drawn, nil
 }
 
 // cdf turns latency samples into their empirical distribution (at most
@@ -390,37 +402,13 @@ func latencyCDF(data, out string) (bool, error) {
 
 // scaling: aggregate WRITE throughput against QPs, each cache.
 func scaling(data, out string) (bool, error) {
-	caches := []struct {
-		key, name string
-		st        style
-	}{
-		{"GCCache", "GCCache (non-blocking)", style{blue, draw.CircleGlyph{}, false}},
-		{"baseline", "blocking baseline cache", style{red, draw.TriangleGlyph{}, true}},
-	}
-	p := plot.New()
-	p.X.Label.Text = "QPs"
-	p.Y.Label.Text = "Gbit/s"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	top, n, drawn := 0.0, 0, 0
-	for _, c := range caches {
-		rs, err := readRounds(filepath.Join(data, "scale.txt"), c.key)
-		if err != nil {
-			return false, err
-		}
-		if len(rs) == 0 {
-			continue
-		}
-		s := rs.summary()
-		if err := addCurve(p, c.name, s, c.st); err != nil {
-			return false, err
-		}
-		top, n, drawn = max(top, s.top()), max(n, s.rounds), drawn+1
-	}
-	if drawn == 0 {
-		return false, nil
+	p, n, drawn, err := roundsPlot(data, "QPs", []curve{
+		{"scale.txt", "GCCache", "GCCache (non-blocking)", style{blue, draw.CircleGlyph{}, false}},
+		{"scale.txt", "baseline", "blocking baseline cache", style{red, draw.TriangleGlyph{}, true}},
+	})
+	if err != nil || !slices.Contains(drawn, true) {
+		return false, err
 	}
 	p.Title.Text = "WRITE throughput against QPs (softrnic bench scale, in-memory port)\n" + roundsNote(n)
-	headroom(p, top, drawn)
 	return true, save(p, filepath.Join(out, "qp-scaling.svg"))
 }
