@@ -8,7 +8,10 @@
 # reads rxe's hw_counters before and after, and prints a pass/fail table. A
 # cell passes when both sides exit 0 and report figures, and none of rxe's
 # repair counters (out_of_seq_request, duplicate_request,
-# completer_retry_err, retry_exceeded_err, rcvd_seq_err) moved. A cell
+# completer_retry_err, retry_exceeded_err, rcvd_seq_err) moved, but for
+# a duplicate_request or two that softrnic's own timer explains (its
+# --counters show the probe or timeout: the guest stalled past the probe's
+# floor; see explained_dups), which the row notes. A cell
 # whose first run fails (most often by retransmission alone,
 # duplicate_request or completer_retry_err: one side sent again what the
 # other had, during one of the emulated VM's stalls) runs once more and
@@ -157,6 +160,30 @@ skipped() {
 	[ -n "${INTEROP_ONLY:-}" ] && ! grep -Eq -- "$INTEROP_ONLY" <<<"$1"
 }
 
+# timer_fired prints how often softrnic's own retransmission timers ran
+# out in the run whose output (perf --counters) is in FILE: its early
+# probes and its local ACK timeouts.
+timer_fired() {
+	awk '$2 == "early_retransmits" || $2 == "local_ack_timeout" {n += $3} END {print n + 0}' "$1"
+}
+
+# explained_dups takes the counters that moved in a run and softrnic's
+# log: it drops duplicate_request+K when softrnic's own timer fired in
+# that run, at most twice, and K is at most 4 (a probe sends one request
+# again; a timeout the requests in flight). That is a stall of the
+# emulated guest longer than the probe's floor, repaired as designed;
+# a duplicate that no timer of softrnic's explains, or a timer that fires
+# again and again, still fails the run.
+explained_dups() {
+	local mv=$1 log=$2 fired
+	fired=$(timer_fired "$log")
+	if [ "$fired" -ge 1 ] && [ "$fired" -le 2 ] && grep -Eq '(^| )duplicate_request\+[1-4]( |$)' <<<"$mv"; then
+		sed -E 's/(^| )duplicate_request\+[0-9]+//; s/^ +//' <<<"$mv"
+		return
+	fi
+	echo "$mv"
+}
+
 # beyond_stalls drops from a list of counters that moved the two a
 # ping-pong shows when the emulated guest stalls (see ppcell):
 # completer_retry_err (rxe's own timer ran out) and duplicate_request
@@ -224,8 +251,9 @@ cell() {
 		local slog plog t0 src prc mv
 		# shellcheck disable=SC2086 # the flags split into words
 		run_pair $dir "${test}_${io}_${mtu}_${size}_${extra// /}_${dir}" perftest $wait "$pt -d rxe0 -x 1 -F $sz $iters $extra" \
-			perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" $sz $iters $extra
+			perf "$test" -d $HOSTIF --io "$io" -poll "$POLL" --counters $sz $iters $extra
 		local sf pf verdict=pass
+		note=""
 		sf=$(figure "$slog" "$test")
 		pf=$(figure "$plog" "$test")
 		if [ $src != 0 ] || [ $prc != 0 ]; then verdict=FAIL; fi
@@ -246,7 +274,12 @@ cell() {
 		# ITERS_LAT), which the fixed-count cells keep clear of.
 		case " $extra " in
 		*" -D "*) ;;
-		*) [ -n "$mv" ] && verdict=FAIL ;;
+		*)
+			local left
+			left=$(explained_dups "$mv" "$slog")
+			[ -n "$left" ] && verdict=FAIL
+			[ "$left" != "$mv" ] && [ $verdict = pass ] && note=" (softrnic's timer fired $(timer_fired "$slog")x while the emulated guest stalled)"
+			;;
 		esac
 		# READs longer than the tap holds (1000 frames) with softrnic
 		# answering: the emulated guest drains its tap at a few MB/s,
@@ -309,6 +342,7 @@ ppcell() {
 		# shellcheck disable=SC2086 # the flags split into words
 		run_pair $dir "pingpong_${kind}_${extra// /}_${dir}" rdma-core 1 "$prog" pingpong "$kind" -d $HOSTIF -poll "$POLL" -n "$ITERS_PP" $extra
 		local sf pf verdict=pass
+		note=""
 		sf=$(awk '/usec\/iter/ {print $(NF-1)}' "$slog")
 		pf=$(awk '/usec\/iter/ {print $(NF-1)}' "$plog")
 		local bad
@@ -353,6 +387,7 @@ rpcell() {
 			run_pair $dir "$tag" rdma-core cm "rping -s -v -a $GUESTIP $extra" rping -c --dev $HOSTIF -poll "$POLL" -v -V -C "$ITERS_RP" $extra -a
 		fi
 		local sf pf verdict=pass
+		note=""
 		# softrnic's pings (the server's READs, or the client's pings
 		# back), and the guest's ending
 		sf=$(grep -c 'ping data: rdma-ping-' "$slog")
