@@ -164,6 +164,13 @@ type Sender struct {
 	// has been placed ahead of order; rdAlign keeps rdBase at Una.
 	rdPlaced [SRWindow / 64]uint64
 	rdBase   wire.PSN
+	// rdHigh is one past the highest READ response PSN seen; a response
+	// beyond it opens a new hole, [rdHigh, psn), asked for at once (or
+	// queued in holes behind the one being asked for), as IRN's
+	// requester asks for each gap once it sees it.
+	rdHigh wire.PSN
+	holes  [maxHoles]hole
+	holeN  int
 
 	deadline time.Time
 	retries  int
@@ -263,6 +270,14 @@ const (
 	minEarly = time.Millisecond
 	minProbe = 20 * time.Millisecond
 )
+
+// maxHoles is how many READ response holes a selective-repeat sender
+// queues to ask for behind the one it is asking for; one beyond them
+// waits for the early timer, which asks for every hole the bitmap shows.
+const maxHoles = 8
+
+// hole is a range of READ response PSNs to ask for again, [from, until).
+type hole struct{ from, until wire.PSN }
 
 // NewSender makes a sender whose first PSN is psn, holding its entries in
 // alloc (from Pool.Reserve; a zero Allocation admits nothing).
@@ -791,16 +806,100 @@ func (s *Sender) readSlotSelective(psn wire.PSN, now time.Time) (e *Entry, k uin
 	d := int(psn.Diff(una))
 	switch {
 	case d == 0:
+		s.seenRead(una, psn)
 		return e, uint32(psn.Diff(e.PSN)), true
 	case d < 0 || d >= SRWindow || s.rdBit(d):
 		return nil, 0, false // a copy, or too far ahead
 	}
-	if !s.gapAsked && s.resend < 0 {
-		s.gapAsked = true
-		s.goBack(una)
-		s.resendOne, s.readUntil = true, psn
+	if high := s.seenRead(una, psn); psn.After(high) {
+		s.askHole(high, psn) // responses [high, psn) went missing
 	}
 	return e, uint32(psn.Diff(e.PSN)), true
+}
+
+// seenRead records a READ response at psn and returns where the new
+// responses began before it: one past the highest seen, or Una.
+func (s *Sender) seenRead(una, psn wire.PSN) wire.PSN {
+	high := s.rdHigh
+	if !high.After(una) || !high.Before(s.next) {
+		high = una
+	}
+	if !psn.Before(high) {
+		s.rdHigh = psn.Add(1)
+	}
+	return high
+}
+
+// askHole asks for the READ responses [from, until) again: now, as one
+// READ request for the range, if nothing else is being sent again, else
+// after the holes queued before it. A go-back in progress asks for it
+// anyway; a full queue leaves it to the early timer.
+func (s *Sender) askHole(from, until wire.PSN) {
+	switch {
+	case s.resend < 0:
+		s.goBack(from)
+		s.resendOne, s.readUntil = true, until
+	case s.resendOne && s.holeN < maxHoles:
+		s.holes[s.holeN] = hole{from, until}
+		s.holeN++
+	}
+}
+
+// nextHole sets the next queued hole, if any, to be asked for; false
+// when none is left.
+func (s *Sender) nextHole() bool {
+	una := s.Una()
+	for s.holeN > 0 {
+		h := s.holes[0]
+		copy(s.holes[:], s.holes[1:s.holeN])
+		s.holeN--
+		if h.until.After(una) && s.n > 0 {
+			s.goBack(max2(h.from, una))
+			if s.resend >= 0 {
+				s.resendOne, s.readUntil = true, h.until
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// max2 is the later of two PSNs.
+func max2(a, b wire.PSN) wire.PSN {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
+
+// askHoles queues every hole the READ bitmap shows below rdHigh (the
+// early timer's answer with selective repeat when a READ heads the
+// queue): their responses, and only those, are asked for again. It
+// reports false when there are none (a lost tail: the caller goes
+// back).
+func (s *Sender) askHoles() bool {
+	una := s.rdAlign()
+	if s.n == 0 || s.entry(0).Kind != Read || !s.rdHigh.After(una) {
+		return false
+	}
+	top := min(int(s.rdHigh.Diff(una)), SRWindow)
+	s.resend, s.resendOne, s.holeN = -1, false, 0
+	for i := 0; i < top; {
+		if s.rdBit(i) {
+			i++
+			continue
+		}
+		j := i
+		for j < top && !s.rdBit(j) {
+			j++
+		}
+		s.askHole(una.Add(uint32(i)), una.Add(uint32(j)))
+		i = j
+	}
+	if head := s.entry(0); s.rdHigh.Before(head.PSN.Add(head.Span)) {
+		s.askHole(s.rdHigh, head.PSN.Add(head.Span)) // and the head READ's tail
+	}
+	return s.resend >= 0
 }
 
 func (s *Sender) rdBit(i int) bool { return s.rdPlaced[i/64]&(1<<(i%64)) != 0 }
@@ -929,7 +1028,10 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 		}
 		return nil, 0, false
 	}
-	if s.paced(now) {
+	if s.paced(now) && !(s.resendOne && s.params.SelectiveRepeat) {
+		// A READ's hole goes at once: its responses take the place of
+		// lost ones, in flight no longer, and its READ, the oldest,
+		// holds up every completion behind it.
 		return nil, 0, false
 	}
 	if s.params.SelectiveRepeat {
@@ -942,7 +1044,9 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 			s.resend = -1
 			return nil, 0, false
 		}
-		s.resendPSN = s.entry(s.resend).PSN
+		if !s.resendOne { // a hole is asked for from its own start
+			s.resendPSN = s.entry(s.resend).PSN
+		}
 	}
 	if s.resend > 0 && !s.params.NoCongestionControl {
 		// Entries before the cursor were sent again and are in flight:
@@ -976,15 +1080,27 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 
 // Resent moves past the entry Resend gave.
 func (s *Sender) Resent(now time.Time) {
-	if e := s.entry(s.resend); e.Kind == Read {
+	e := s.entry(s.resend)
+	switch {
+	case e.Kind == Read && s.resendOne && e.contains(s.readUntil):
+		s.spend(now, uint32(max(s.readUntil.Diff(max2(s.resendPSN, e.PSN.Add(e.Got))), 1)))
+	case e.Kind == Read:
 		s.spend(now, e.Span-e.Got)
-	} else {
+	default:
 		s.spend(now, 1)
 	}
 	s.stats.Retransmitted++
-	s.entry(s.resend).resent = true
+	e.resent = true
 	if s.resendOne {
+		// A hole that runs on into the next READ asks for that READ's
+		// part next; then the next queued hole.
+		if end := e.PSN.Add(e.Span); s.readUntil.After(end) && s.resend+1 < s.n && s.entry(s.resend+1).Kind == Read {
+			s.resend++
+			s.resendPSN = s.entry(s.resend).PSN
+			return
+		}
 		s.resendOne, s.resend = false, -1
+		s.nextHole()
 		return
 	}
 	if s.resend++; s.resend >= s.n {
@@ -1018,15 +1134,17 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		s.stats.Early++
 		s.earlyBackoff = min(s.earlyBackoff+1, maxBackoff)
 		s.gapAsked = false
-		if s.params.SelectiveRepeat {
-			s.goBack(s.Una())
-		} else {
+		switch {
+		case !s.params.SelectiveRepeat:
 			s.probe()
+		case !s.askHoles():
+			s.goBack(s.Una())
 		}
 		s.armEarly(now)
 		return Accepted
 	}
 	s.probing = false
+	s.holeN = 0
 	s.stats.Timeouts++
 	if s.retries++; s.retries > int(s.params.RetryCnt) {
 		s.fail(ibv.WCRetryExcErr)
@@ -1064,6 +1182,7 @@ func (s *Sender) fail(status ibv.WCStatus) {
 func (s *Sender) drop() {
 	s.alloc.pool.use(-s.n)
 	s.n, s.head, s.resend, s.rdAtom, s.pkts, s.rdPkts, s.acks = 0, 0, -1, 0, 0, 0, 0
+	s.holeN = 0
 	clear(s.rdPlaced[:])
 	s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	if s.stalled {

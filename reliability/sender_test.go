@@ -702,3 +702,67 @@ func TestProbeWaitsForThePath(t *testing.T) {
 		t.Error("a nil path has a round trip")
 	}
 }
+
+// TestReadHolesAskedAtOnce: with selective repeat, each gap in a READ's
+// responses is asked for as soon as a response beyond it shows it, by a
+// request for exactly the missing range; a second gap seen while the
+// first is being asked for follows it, and the early timer asks for the
+// holes the responses left, not the whole READ again.
+func TestReadHolesAskedAtOnce(t *testing.T) {
+	s, _ := newSender(t, 8, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 4, SelectiveRepeat: true})
+	g := s.Send(reliability.Entry{WQE: 1, Kind: reliability.Read, Span: 16}, t0)
+	if g.Hold != reliability.Go {
+		t.Fatalf("READ held: %v", g.Hold)
+	}
+	now := t0.Add(50 * time.Microsecond)
+	place := func(i uint32) {
+		t.Helper()
+		e, _, ok := s.ReadSlot(g.PSN.Add(i), now)
+		if !ok {
+			t.Fatalf("response %d not placed", i)
+		}
+		s.ReadPlaced(e, g.PSN.Add(i), i == 15, now)
+	}
+	ask := func(from, until uint32) {
+		t.Helper()
+		e, f, ok := s.Resend(now)
+		if !ok || f != g.PSN.Add(from) || s.ResendUntil(e) != g.PSN.Add(until) {
+			t.Fatalf("asked for (%v) [%d, %d), want [%d, %d)", ok, f.Diff(g.PSN), s.ResendUntil(e).Diff(g.PSN), from, until)
+		}
+		s.Resent(now)
+	}
+	for _, i := range []uint32{0, 1, 3, 4} { // 2 lost
+		place(i)
+	}
+	for _, i := range []uint32{7, 8} { // 5 and 6 lost, seen before the first hole's request went
+		place(i)
+	}
+	ask(2, 3)
+	ask(5, 7)
+	if _, _, ok := s.Resend(now); ok {
+		t.Fatal("asked for more than the holes")
+	}
+	for _, i := range []uint32{9, 10, 11} { // 12 lost, and the re-asked 2 and 5 lost too
+		place(i)
+	}
+	place(13)
+	ask(12, 13)
+	place(6)
+	now = s.Deadline() // the early timer, before the ACK timeout
+	if s.Tick(now) != reliability.Accepted {
+		t.Fatal("early timer did not fire")
+	}
+	ask(2, 3)
+	ask(5, 6)
+	ask(12, 13) // its answer has not come either
+	ask(14, 16) // the READ's tail: the last two never came
+	if _, _, ok := s.Resend(now); ok {
+		t.Fatal("the early timer asked for more than the holes and the tail")
+	}
+	for _, i := range []uint32{2, 5, 12, 14, 15} {
+		place(i)
+	}
+	if s.Outstanding() != 0 {
+		t.Fatal("the READ is not retired")
+	}
+}
