@@ -166,7 +166,7 @@ type Counters struct {
 	RcvdOpSeqErr               atomic.Uint64 // requests whose opcode does not fit the message under way (a MIDDLE without a FIRST...): invalid request NAK
 	RcvdRKeyErr                atomic.Uint64 // requests whose R_Key, PD, access rights or bounds refuse the access: remote access error NAK
 	RcvdMisalignedAtomic       atomic.Uint64 // atomics on an address not 8-byte aligned: invalid request NAK
-	DuplicateDropped           atomic.Uint64 // duplicate READs that match no READ the responder remembers, dropped
+	DuplicateDropped           atomic.Uint64 // duplicate READs dropped: they match no READ the responder remembers, or (selective repeat) more re-reads are queued than it keeps
 	SeqNAKSuppressed           atomic.Uint64 // out-of-sequence requests not NAKed: their gap had its NAK, or the QP's last NAK was too recent
 	SeqNAKRepeated             atomic.Uint64 // sequence NAKs sent again for a gap that lasted (its NAK may have been lost: reliability.SeqNAKRepeat)
 	RcvdStaleResponse          atomic.Uint64 // ACKs, NAKs and responses for PSNs outside [oldest unacknowledged, last sent], ignored

@@ -15,9 +15,16 @@ import (
 )
 
 // maxRdAtomic is how many READs and atomics a responder answers at once
-// per QP and remembers the answers of (the device's max_qp_rd_atom); a
-// requester keeps no more than that outstanding.
+// per QP (the device's max_qp_rd_atom; it remembers the answers of
+// reliability.ReadHistory); a requester keeps no more than that
+// outstanding.
 const maxRdAtomic = reliability.MaxRdAtomic
+
+// maxRereads is how many partial re-reads a responder queues beside the
+// READs it answers (selective repeat: a requester asks for just the
+// responses it lacks, each hole its own request); one beyond them is
+// dropped, counted, and the requester's timer asks again.
+const maxRereads = 8
 
 // srqRun is the NIC's running state of a shared receive queue. The
 // engines of every queue take from it, under its lock; the host writes
@@ -97,8 +104,8 @@ type qpRecv struct {
 	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
-	writeLen               uint32                 // the WRITE's length (its RETH's), for a WRITE_WITH_IMM's completion
-	reads                  [maxRdAtomic]readState // READs being answered, in order
+	writeLen               uint32                              // the WRITE's length (its RETH's), for a WRITE_WITH_IMM's completion
+	reads                  [maxRdAtomic + maxRereads]readState // READs being answered, in order
 	readHead, readN        int
 	readListed             bool     // on the NIC's list of QPs answering READs
 	readPace               readPace // the spacing of its READ responses (readpace.go)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"
 )
 
@@ -150,5 +151,91 @@ func TestReadRetryPacesResponses(t *testing.T) {
 	}
 	if want := int(4 * time.Millisecond / gap); n < want-2 || n > want+3 { // the sample begins at the first response, a little after
 		t.Errorf("%d responses in the 4 ms after the retry, want %d (one each %v)", n, want, gap)
+	}
+}
+
+// With selective repeat a duplicate READ asks for the responses its
+// requester lacks: they go first, and the READs being answered go on
+// after them, none dropped (go-back-N's retry drops the later answers,
+// which its requester asks for again). Re-reads beyond maxRereads are
+// dropped and counted, and never take a new READ's place.
+func TestSelectiveRereadGoesFirst(t *testing.T) {
+	const packets, mtu = 64, 1024
+	for _, sr := range []bool{true, false} {
+		rt := newRespTest(t)
+		if sr {
+			rt.q.Flags |= hostmem.QPFlagSelectiveRepeat
+			rt.rcQPAt(respQP, rt.q)
+		}
+		key, va := rt.mr(make([]byte, 2*packets*mtu), ibv.AccessRemoteRead)
+		read := func(psn wire.PSN, from, n int) {
+			rt.request(wire.FrameFields{BTH: bth(wire.RCRDMAReadRequest, psn),
+				RETH: wire.RETHFields{VA: va + uint64(from*mtu), RKey: key, DMALen: uint32(n * mtu)}})
+		}
+		var psns []wire.PSN
+		collect := func(steps int) {
+			for range steps {
+				rt.after(pcieLatency)
+				for _, p := range rt.sent() {
+					psns = append(psns, p.BTH().PSN())
+				}
+			}
+		}
+		read(0, 0, packets)
+		read(packets, packets, packets)
+		for len(psns) < 8 {
+			collect(1)
+		}
+		before := len(psns)
+		read(5, 5, 2) // the requester lacks responses 5 and 6
+		collect(400)
+		seen := map[wire.PSN]int{}
+		for _, p := range psns {
+			seen[p]++
+		}
+		if !sr {
+			// Go-back-N: the retry's two, and the answers queued after it
+			// dropped.
+			if seen[packets] != 0 || seen[5] != 2 {
+				t.Errorf("go-back-N: PSN 5 sent %d times, PSN %d %d times; want 2 and 0", seen[5], packets, seen[packets])
+			}
+			continue
+		}
+		if len(psns) != 2*packets+2 || seen[5] != 2 || seen[6] != 2 {
+			t.Fatalf("selective: %d responses (PSN 5 %d times, 6 %d times), want %d with 5 and 6 twice", len(psns), seen[5], seen[6], 2*packets+2)
+		}
+		for psn := range wire.PSN(2 * packets) {
+			if seen[psn] == 0 {
+				t.Fatalf("selective: PSN %d never sent", psn)
+			}
+		}
+		// The re-read went before the rest of the READ under way.
+		for i, p := range psns[before:] {
+			if p == 5 {
+				if i > readBurst {
+					t.Errorf("selective: the re-read went %d responses after it came, want at most %d", i, readBurst)
+				}
+				break
+			}
+		}
+
+		// More re-reads than places: the extra are dropped and counted; a
+		// new READ is answered in full.
+		dropped := rt.nic.counters.DuplicateDropped.Load()
+		for i := range maxRereads + 2 {
+			read(wire.PSN(packets+i), packets+i, 32)
+		}
+		read(2*packets, 0, 4)
+		psns = psns[:0]
+		collect(400)
+		if d := rt.nic.counters.DuplicateDropped.Load() - dropped; d != 2 || len(psns) != 32*maxRereads+4 {
+			t.Errorf("selective: %d re-reads dropped, %d responses; want 2 dropped and %d responses", d, len(psns), 32*maxRereads+4)
+		}
+		// In the order asked: the oldest hole first.
+		for i := 1; i < 32*maxRereads; i++ {
+			if i%32 != 0 && psns[i] != psns[i-1]+1 || i%32 == 0 && psns[i] != psns[i-32]+1 {
+				t.Fatalf("selective: re-read responses out of order at %d: %v", i, psns[:32*maxRereads])
+			}
+		}
 	}
 }

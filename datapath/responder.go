@@ -535,6 +535,39 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	if fresh {
 		msn = r.rcv.ExecutedRead(reliability.ReadRecord{Packets: uint32(packets), VA: h.VA(), RKey: h.RKey(), Length: h.DMALen()})
 	}
+	if !fresh && q.Flags&hostmem.QPFlagSelectiveRepeat != 0 {
+		// Selective repeat: the requester asks for the responses it
+		// lacks, and only those; the READs being answered go on after
+		// this one, which goes before them, behind the re-reads already
+		// queued (its requester waits on the oldest to complete in
+		// order). With no place free it is dropped: the
+		// requester's timer asks again. The places of max_rd_atomic's
+		// new READs stay theirs.
+		if r.readN == len(r.reads) || r.rereads() >= maxRereads {
+			e.counters.DuplicateDropped.Add(1)
+			return
+		}
+		// After the re-reads already queued, which ask for older holes.
+		n := len(r.reads)
+		k := 0
+		for k < r.readN && r.reads[(r.readHead+k)%n].again {
+			k++
+		}
+		r.readHead = (r.readHead + n - 1) % n
+		for i := range k {
+			r.reads[(r.readHead+i)%n] = r.reads[(r.readHead+i+1)%n]
+		}
+		r.readN++
+		r.reads[(r.readHead+k)%n] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: true}
+		if !r.readListed {
+			qpn := p.BTH().DestQP()
+			if e.pumpRead(q, r, qpn, e.clock()); r.readN > 0 {
+				r.readListed = true
+				e.readers = append(e.readers, qpn)
+			}
+		}
+		return
+	}
 	if !fresh {
 		// A retry: the requester went back to this PSN and asks again for
 		// every later READ, so the answers queued from here on go, and so
@@ -567,6 +600,17 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 			e.readers = append(e.readers, qpn)
 		}
 	}
+}
+
+// rereads counts the partial re-reads queued (readState.again).
+func (r *qpRun) rereads() int {
+	k := 0
+	for i := range r.readN {
+		if r.reads[(r.readHead+i)%len(r.reads)].again {
+			k++
+		}
+	}
+	return k
 }
 
 // readBurst is how many READ response packets a QP sends per engine pass.
