@@ -82,6 +82,15 @@ func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window int) {
 	p.at = p.at.Add(gap * time.Duration(max(k, 1)))
 }
 
+// spendFor moves the pacing clock on by d, the time a packet takes at a
+// rate (DCQCN's); idle time buys at most burst.
+func (p *pacer) spendFor(now time.Time, d, burst time.Duration) {
+	if floor := now.Add(-burst); p.at.Before(floor) {
+		p.at = floor
+	}
+	p.at = p.at.Add(d)
+}
+
 // initialWindow is the congestion window a sender starts with, in
 // packets (as TCP's initial window).
 const initialWindow = 4

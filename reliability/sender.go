@@ -80,6 +80,13 @@ type Params struct {
 	// Path, when set, is the round trips of the QPs this one shares its
 	// path with: its early timer waits beyond the longest of theirs too.
 	Path *PathRTT
+	// DCQCN, when set (and congestion control is on), makes the QP's
+	// congestion control DCQCN's rate-based reaction point instead of
+	// the window: CNPs cut the rate, timers and a byte counter raise it,
+	// losses and the round trip move nothing, and every packet the QP
+	// sends (its READ responses too: RateHold) goes at the rate. The
+	// window stays the replay allocation.
+	DCQCN *DCQCNParams
 	// MaxRdAtomic is how many READs and atomics may be outstanding
 	// (max_rd_atomic): the responder remembers the answers of no more.
 	// 0 means 1; it is at most MaxRdAtomic.
@@ -134,7 +141,8 @@ type SenderStats struct {
 	SlowStartExits uint64        // slow starts ended by a rising round trip, before a loss
 	DelayCuts      uint64        // window cuts for a round trip above the target (queueing delay)
 	CreditWaits    uint64        // times a SEND waited for the responder's receive credits
-	CNPCuts        uint64        // window cuts for congestion notifications (CNPs)
+	CNPCuts        uint64        // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
+	RateIncreases  uint64        // DCQCN's rate-increase events (timer and byte counter)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -189,6 +197,8 @@ type Sender struct {
 	// The controllers (congestion.go): the window, the pacing and the
 	// round-trip estimate.
 	cc   congestion
+	rate *dcqcn // DCQCN's reaction point, when Params.DCQCN is set; else the window (cc)
+	dc   dcqcn  // rate's storage
 	pace pacer
 	rtt  rttStats
 	pkts int // packets in flight: the entries' PSNs not yet answered
@@ -222,8 +232,49 @@ func (s *Sender) PaceAt() time.Time { return s.pace.at }
 // paced reports whether pacing holds a packet at now.
 func (s *Sender) paced(now time.Time) bool { return !s.params.NoCongestionControl && s.pace.holds(now) }
 
-// spend moves the pacing clock on by k packets.
-func (s *Sender) spend(now time.Time, k uint32) { s.pace.spend(now, k, s.rtt.srtt, s.Window()) }
+// spend moves the pacing clock on by k packets (with DCQCN, by
+// bytesOf's).
+func (s *Sender) spend(now time.Time, k uint32) {
+	if s.rate == nil {
+		s.pace.spend(now, k, s.rtt.srtt, s.Window())
+	}
+}
+
+// spendEntry moves the pacing clock on by k packets of entry e.
+func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
+	if s.rate == nil {
+		s.spend(now, k)
+		return
+	}
+	s.spendBytes(now, e.bytes(k))
+}
+
+// spendBytes counts bytes sent against DCQCN's rate and byte counter.
+func (s *Sender) spendBytes(now time.Time, bytes uint64) {
+	wasLimited := s.rate.limited()
+	s.rate.onSent(now, bytes)
+	s.stats.RateIncreases = s.rate.inc
+	if s.rate.limited() {
+		s.pace.spendFor(now, s.rate.gap(bytes), s.rate.gap(paceBurst*4096))
+	} else if wasLimited {
+		s.pace.restart() // back at the line rate
+	}
+}
+
+// PacketOverhead is the bytes a RoCEv2 packet carries besides its
+// payload, as DCQCN's rate counts them: Ethernet (with FCS), IPv4, UDP,
+// BTH and ICRC, and a RETH or AETH.
+const PacketOverhead = 18 + 20 + 8 + 12 + 4 + 16
+
+// bytes is what k packets of e put on the wire, as DCQCN counts them: a
+// data packet its payload, a READ request or atomic its own headers
+// (the responses are the peer's to pace).
+func (e *Entry) bytes(k uint32) uint64 {
+	if e.Kind != Data {
+		return uint64(k) * PacketOverhead
+	}
+	return uint64(e.Length) + uint64(k)*PacketOverhead
+}
 
 // DelayRule says when a sender applies the delay rule.
 type DelayRule uint8
@@ -290,21 +341,62 @@ func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
 // Init sets the sender up in place (a NIC keeps its senders in an array).
 func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1, cc: newCongestion(len(alloc.entries))}
+	if p.DCQCN != nil && !p.NoCongestionControl {
+		s.dc = newDCQCN(*p.DCQCN)
+		s.rate = &s.dc
+	}
 }
 
 // OnCNP takes a congestion notification for the QP: its packets crossed
 // a congested switch. The window shrinks by alpha/2, at most once per
 // round trip, as DCQCN cuts a rate.
 func (s *Sender) OnCNP(now time.Time) {
+	if s.rate != nil {
+		if s.rate.onCNP(now) {
+			s.stats.CNPCuts++
+		}
+		return
+	}
 	if s.cc.onCNP(now, s.rtt.srtt) {
 		s.stats.CNPCuts++
+	}
+}
+
+// Rate is DCQCN's current rate in bits per second, and whether a CNP
+// has limited it; 0 and false for a QP without DCQCN.
+func (s *Sender) Rate() (bits float64, limited bool) {
+	if s.rate == nil {
+		return 0, false
+	}
+	return s.rate.rate(), s.rate.limited()
+}
+
+// RateHold reports whether the QP's rate holds a packet it answers with
+// (a READ response) at now, and until when; never without DCQCN.
+func (s *Sender) RateHold(now time.Time) (until time.Time, held bool) {
+	if s.rate == nil {
+		return time.Time{}, false
+	}
+	return s.pace.at, s.pace.holds(now)
+}
+
+// RateSent counts a packet of bytes the QP answered with (a READ
+// response) against its rate, with DCQCN.
+func (s *Sender) RateSent(now time.Time, bytes int) {
+	if s.rate != nil {
+		s.spendBytes(now, uint64(bytes))
 	}
 }
 
 // Window is the congestion window, in packets: a new packet may go out
 // while fewer than that are in flight (a READ counts the response packets
 // it asks for).
-func (s *Sender) Window() int { return s.cc.window() }
+func (s *Sender) Window() int {
+	if s.rate != nil {
+		return max(len(s.ring), 1)
+	}
+	return s.cc.window()
+}
 
 // InFlight is the packets sent and not yet answered.
 func (s *Sender) InFlight() int { return s.pkts }
@@ -329,7 +421,7 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 	if d > 0 && s.params.Path != nil {
 		s.params.Path.Sample(d, now)
 	}
-	if !s.rtt.update(d) || !s.delayRule() || s.params.NoCongestionControl {
+	if !s.rtt.update(d) || !s.delayRule() || s.params.NoCongestionControl || s.rate != nil {
 		return
 	}
 	exit, cut := s.cc.onDelay(&s.rtt, now)
@@ -344,6 +436,9 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 // cut reacts to a loss of the packet at psn: the window halves, once for
 // all losses among the packets in flight when it does.
 func (s *Sender) cut(psn wire.PSN, placeable bool) {
+	if s.rate != nil {
+		return // DCQCN's rate moves on CNPs alone
+	}
 	if s.params.SelectiveRepeat && placeable {
 		// IRN's rule: with selective repeat a lost packet the peer places
 		// ahead costs one packet, and the replay allocation (the path's
@@ -512,7 +607,7 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 	*s.entry(s.n) = e
 	s.n++
 	s.pkts += int(e.Span)
-	s.spend(now, e.Span)
+	s.spendEntry(now, &e, e.Span)
 	if e.Kind != Data {
 		s.rdAtom++
 	}
@@ -1083,11 +1178,11 @@ func (s *Sender) Resent(now time.Time) {
 	e := s.entry(s.resend)
 	switch {
 	case e.Kind == Read && s.resendOne && e.contains(s.readUntil):
-		s.spend(now, uint32(max(s.readUntil.Diff(max2(s.resendPSN, e.PSN.Add(e.Got))), 1)))
+		s.spendEntry(now, e, uint32(max(s.readUntil.Diff(max2(s.resendPSN, e.PSN.Add(e.Got))), 1)))
 	case e.Kind == Read:
-		s.spend(now, e.Span-e.Got)
+		s.spendEntry(now, e, e.Span-e.Got)
 	default:
-		s.spend(now, 1)
+		s.spendEntry(now, e, 1)
 	}
 	s.stats.Retransmitted++
 	e.resent = true

@@ -1,0 +1,293 @@
+package reliability
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-7*math.Max(math.Abs(a), math.Abs(b))+1e-9 }
+
+// The paper's formulas, event by event, on a driven clock: the cut by
+// alpha/2, alpha's rise and decay, and the three increase phases.
+func TestDCQCNFormulas(t *testing.T) {
+	p := DefaultDCQCN()
+	p.LineRate, p.FirstRate = 10e9, 10e9
+	const line = 10e9
+
+	t.Run("k CNPs at once", func(t *testing.T) {
+		for k := 1; k <= 12; k++ {
+			d := newDCQCN(p)
+			alpha, rc := p.InitialAlpha, line
+			for range k {
+				alpha = (1-p.G)*alpha + p.G
+				rc = math.Max(rc*(1-alpha/2), p.MinRate)
+				d.onCNP(t0)
+			}
+			if !near(d.rate(), rc) || !near(d.alpha, alpha) || !near(d.rt, rc/(1-alpha/2)) {
+				t.Errorf("after %d CNPs: rate %.0f alpha %.6f target %.0f, want %.0f %.6f %.0f", k, d.rate(), d.alpha, d.rt, rc, alpha, rc/(1-alpha/2))
+			}
+		}
+	})
+
+	t.Run("alpha decays each period without a CNP", func(t *testing.T) {
+		d := newDCQCN(p)
+		d.onCNP(t0)
+		a0 := d.alpha
+		for n := 1; n <= 50; n++ {
+			// The first period saw the CNP: no decay at its end.
+			d.advance(t0.Add(time.Duration(n) * p.AlphaPeriod))
+			if want := a0 * math.Pow(1-p.G, float64(n-1)); !near(d.alpha, want) {
+				t.Fatalf("after %d periods alpha %.6f, want %.6f", n, d.alpha, want)
+			}
+		}
+	})
+
+	t.Run("recovery without CNPs", func(t *testing.T) {
+		q := p
+		q.FirstRate = 5e9 // the target: the rate the cut starts from
+		d := newDCQCN(q)
+		d.onCNP(t0)
+		rc, rt := d.rc, d.rt
+		if rt != 5e9 || rc != 2.5e9 {
+			t.Fatalf("the first cut from 5 Gbit/s: rate %.0f target %.0f", rc, rt)
+		}
+		for n := 1; n <= 40; n++ {
+			// Timer events only (nothing sent): fast recovery while fewer
+			// than F have come (the counter counts the event first, as a
+			// ConnectX's and ns-3's), then additive increase; hyper
+			// increase needs the byte counter too.
+			if n >= p.F {
+				rt = math.Min(rt+p.AI, line)
+			}
+			rc = (rt + rc) / 2
+			d.advance(t0.Add(time.Duration(n) * p.RateTimer))
+			if !near(d.rc, rc) || !near(d.rt, rt) {
+				t.Fatalf("after %d timer events: rate %.0f target %.0f, want %.0f %.0f", n, d.rc, d.rt, rc, rt)
+			}
+		}
+		if want := 5e9 + float64(40-p.F+1)*p.AI; !near(d.rt, want) || want-d.rc > 2*p.AI {
+			t.Errorf("after 40 events the target is %.0f (want %.0f) and the rate %.0f", d.rt, want, d.rc)
+		}
+	})
+
+	t.Run("hyper increase", func(t *testing.T) {
+		q := p
+		q.ByteCounter = 1 << 20
+		d := newDCQCN(q)
+		d.onCNP(t0)
+		rc, rt := d.rc, d.rt
+		timerN, byteN := 0, 0
+		step := func() {
+			lo, hi := min(timerN, byteN), max(timerN, byteN)
+			switch {
+			case hi < q.F:
+			case lo > q.F:
+				rt += float64(lo-q.F) * q.HAI
+			default:
+				rt += q.AI
+			}
+			rt = math.Min(rt, line)
+			rc = math.Min((rt+rc)/2, line)
+		}
+		for n := 1; n <= 9; n++ {
+			at := t0.Add(time.Duration(n) * q.RateTimer)
+			timerN++
+			step()
+			d.advance(at)
+			byteN++
+			step()
+			d.onSent(at, q.ByteCounter)
+			if !near(d.rc, rc) || !near(d.rt, rt) {
+				t.Fatalf("event pair %d: rate %.0f target %.0f, want %.0f %.0f", n, d.rc, d.rt, rc, rt)
+			}
+		}
+		if d.rt < line/2+float64(2)*q.HAI {
+			t.Errorf("no hyper increase: target %.0f", d.rt)
+		}
+	})
+
+	t.Run("a cut is bounded", func(t *testing.T) {
+		q := p
+		q.MinDecrease = 0.75
+		d := newDCQCN(q)
+		d.onCNP(t0)
+		if !near(d.rate(), 0.75*line) {
+			t.Errorf("alpha 1 with a 75 %% bound: rate %.0f, want %.0f", d.rate(), 0.75*line)
+		}
+		for range 100 {
+			d.onCNP(t0)
+		}
+		if d.rate() != q.MinRate {
+			t.Errorf("after 100 CNPs the rate is %.0f, want the least, %.0f", d.rate(), q.MinRate)
+		}
+	})
+
+	t.Run("the cut interval", func(t *testing.T) {
+		d := newDCQCN(ConnectXDCQCN())
+		if !d.onCNP(t0) || d.onCNP(t0.Add(time.Microsecond)) || !d.onCNP(t0.Add(5*time.Microsecond)) {
+			t.Error("ConnectX's rate_reduce_monitor_period: a CNP within 4 us cut again, or one after it did not")
+		}
+	})
+
+	t.Run("back to the line rate", func(t *testing.T) {
+		d := newDCQCN(p)
+		d.onCNP(t0)
+		d.advance(t0.Add(time.Second))
+		if d.limited() || d.rate() != line {
+			t.Errorf("a second without CNPs: limited %v at %.0f", d.limited(), d.rate())
+		}
+	})
+}
+
+// The reaction point against a model that steps the clock a microsecond
+// at a time and applies the paper's rules as they fall due, under random
+// CNPs and sends: the implementation, which runs its timers only when
+// asked, must agree at every step.
+func TestDCQCNModel(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		p := DefaultDCQCN()
+		p.LineRate = 2e9
+		p.ByteCounter = uint64(64 << 10 << r.IntN(6))
+		if seed%2 == 1 {
+			p = ConnectXDCQCN()
+			p.LineRate = 2e9
+		}
+		p.FirstRate = p.LineRate
+		d := newDCQCN(p)
+		// The model.
+		var m struct {
+			rc, rt, alpha   float64
+			cnp             bool
+			alphaAt, timerT int // microseconds; -1 when not armed
+			timerN, byteN   int
+			bytes           uint64
+			lastCut         int
+		}
+		m.alpha, m.alphaAt, m.timerT, m.lastCut = p.InitialAlpha, -1, -1, -1<<30
+		us := func(d time.Duration) int { return int(d / time.Microsecond) }
+		increase := func() {
+			lo, hi := min(m.timerN, m.byteN), max(m.timerN, m.byteN)
+			switch {
+			case hi < p.F:
+			case lo > p.F:
+				m.rt += float64(lo-p.F) * p.HAI
+			default:
+				m.rt += p.AI
+			}
+			m.rt = math.Min(m.rt, p.LineRate)
+			m.rc = math.Min((m.rt+m.rc)/2, p.LineRate)
+		}
+		for now := 0; now < 20000; now++ {
+			at := t0.Add(time.Duration(now) * time.Microsecond)
+			if m.alphaAt >= 0 && now == m.alphaAt {
+				if !m.cnp {
+					m.alpha *= 1 - p.G
+				}
+				m.cnp = false
+				m.alphaAt += us(p.AlphaPeriod)
+			}
+			if m.rc > 0 && m.timerT >= 0 && now == m.timerT {
+				m.timerN++
+				m.timerT += us(p.RateTimer)
+				increase()
+				if m.rc >= p.LineRate {
+					m.rc, m.rt, m.timerT = 0, 0, -1
+				}
+			}
+			// Congestion comes and goes in phases.
+			congested := (now/3000)%2 == 0
+			if congested && r.IntN(40) == 0 {
+				m.alpha = (1-p.G)*m.alpha + p.G
+				m.cnp = true
+				if m.alphaAt < 0 {
+					m.alphaAt = now + us(p.AlphaPeriod)
+				}
+				if p.CutInterval == 0 || now-m.lastCut >= us(p.CutInterval) {
+					if m.rc == 0 {
+						m.rc = p.LineRate
+					}
+					m.rt = m.rc
+					m.rc = math.Max(m.rc*math.Max(1-m.alpha/2, p.MinDecrease), p.MinRate)
+					m.lastCut = now
+					m.timerN, m.byteN, m.bytes = 0, 0, 0
+					m.timerT = now + us(p.RateTimer)
+				}
+				d.onCNP(at)
+			}
+			if r.IntN(4) == 0 {
+				b := uint64(r.IntN(8192) + 64)
+				if m.rc > 0 {
+					m.bytes += b
+					for m.bytes >= p.ByteCounter && m.rc > 0 {
+						m.bytes -= p.ByteCounter
+						m.byteN++
+						increase()
+					}
+				}
+				d.onSent(at, b)
+			}
+			if now%97 == 0 {
+				d.advance(at)
+				if !near(d.rc, m.rc) || !near(d.rt, m.rt) || math.Abs(d.alpha-m.alpha) > 1e-6 {
+					t.Fatalf("seed %d at %d us: rate %.0f target %.0f alpha %.6f, model %.0f %.0f %.6f",
+						seed, now, d.rc, d.rt, d.alpha, m.rc, m.rt, m.alpha)
+				}
+			}
+		}
+	}
+}
+
+// A sender with DCQCN paces at its rate once a CNP has set one, and its
+// READ responses spend the same rate.
+func TestSenderDCQCN(t *testing.T) {
+	p := DefaultDCQCN()
+	p.LineRate = 1e9
+	pool := NewPool(64)
+	alloc, err := pool.Reserve(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
+	data := Entry{Kind: Data, Length: 4096 - PacketOverhead, AckReq: true}
+	for range 8 {
+		if g := s.Send(data, t0); g.Hold != Go {
+			t.Fatalf("before any CNP a packet was held: %v", g.Hold)
+		}
+	}
+	if _, limited := s.Rate(); limited {
+		t.Fatal("limited before a CNP")
+	}
+	s.OnCNP(t0)
+	bits, limited := s.Rate()
+	if !limited || bits > 0.5e9 || s.Stats().CNPCuts != 1 {
+		t.Fatalf("after a CNP: %.0f bit/s, limited %v, %d cuts", bits, limited, s.Stats().CNPCuts)
+	}
+	// Packets now go at the rate, after a burst.
+	sent := 0
+	var at time.Time
+	for i := range 2000 {
+		at = t0.Add(time.Duration(i) * time.Microsecond)
+		if s.Send(data, at).Hold == Go {
+			sent++
+		}
+		s.OnAck(s.Next().Sub(1), at)
+	}
+	bits, _ = s.Rate()
+	if want := 2e-3 * bits / (4096 * 8); float64(sent) < want*0.8 || float64(sent) > want*1.2+paceBurst {
+		t.Errorf("%d packets in 2 ms at about %.0f bit/s, want about %.0f", sent, bits, want)
+	}
+	if s.Window() != 64 {
+		t.Errorf("window %d, want the allocation, 64", s.Window())
+	}
+	for range 8 {
+		s.RateSent(at, 4096)
+	}
+	if _, held := s.RateHold(at); !held {
+		t.Error("eight responses at once did not hold the next")
+	}
+}
