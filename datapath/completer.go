@@ -24,6 +24,11 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *hostmem.QPCEntr
 	}
 	defer e.senderStats(r)
 	now := e.clock()
+	if p.ECN() == wire.ECNCE {
+		// An ACK or response that crossed a congested switch: its
+		// sender's rate is cut as its requests' would be.
+		e.notifyCongestion(q, r, now)
+	}
 	psn := p.BTH().PSN()
 	var v reliability.Verdict
 	switch p.Opcode {

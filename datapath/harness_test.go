@@ -73,6 +73,7 @@ type harness struct {
 
 	mac, peerMAC wire.MAC
 	ip, peerIP   netip.Addr
+	tos          uint8 // the IPv4 TOS of the peer's frames (ECN in its low bits)
 }
 
 // pcieLatency is the harness's modelled host round trip: a context miss
@@ -209,7 +210,7 @@ func (h *harness) request(f wire.FrameFields) {
 func (h *harness) requestFrom(src netip.Addr, f wire.FrameFields) {
 	h.t.Helper()
 	f.Ethernet = wire.EthernetFields{Dst: h.mac, Src: h.peerMAC}
-	f.IP4 = wire.IPv4Fields{Flags: wire.IPv4FlagDF, TTL: 64, Src: src, Dst: h.ip}
+	f.IP4 = wire.IPv4Fields{TOS: h.tos, Flags: wire.IPv4FlagDF, TTL: 64, Src: src, Dst: h.ip}
 	f.UDP = wire.UDPFields{SrcPort: 0xc000, DstPort: wire.RoCEv2Port}
 	f.BTH.PKey = wire.DefaultPKey
 	buf := make([]byte, 9018)

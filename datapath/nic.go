@@ -52,6 +52,10 @@ type NICConfig struct {
 	// (reliability.Params.Delay; default: on paths of at least
 	// reliability.DelayAutoRTT).
 	DelayRule reliability.DelayRule
+	// DCQCN, when set, makes every RC QP's congestion control DCQCN's
+	// rate-based reaction point with these parameters
+	// (reliability.Params.DCQCN) instead of the window; nil: the window.
+	DCQCN *reliability.DCQCNParams
 	// Poll is what an idle engine does: sleep at once (PollSleep, the
 	// default: on a machine with few cores, shared by both ends of a
 	// link, a polling engine takes the time its peer needs), poll its
@@ -182,7 +186,7 @@ type Counters struct {
 	PlacedAhead                atomic.Uint64 // WRITE_ONLY packets placed ahead of order (selective repeat)
 	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
 	NPCNPSent                  atomic.Uint64 // CNPs sent for them
-	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window
+	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window (or, with DCQCN, its rate)
 	HPUPackets                 atomic.Uint64 // packets handed to execution contexts' handlers
 	HPURefused                 atomic.Uint64 // packets the handlers had no room for: not acknowledged, sent again by the peer
 	HPUFaults                  atomic.Uint64 // messages failed by a handler's fault (NAKed, the QP to error)

@@ -370,9 +370,10 @@ func (e *engine) placeAhead(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn w
 // notification point sends at most one per 50 us per flow).
 const cnpInterval = 50 * time.Microsecond
 
-// notifyCongestion answers a request that crossed a congested switch
-// (ECN Congestion Experienced) with a CNP to its sender's QP, as a RoCEv2
-// notification point does, no more often than cnpInterval per QP.
+// notifyCongestion answers a packet that crossed a congested switch (ECN
+// Congestion Experienced: a request, an ACK, a READ response) with a CNP
+// to its sender's QP, as a RoCEv2 notification point does, no more often
+// than cnpInterval per QP.
 func (e *engine) notifyCongestion(q *hostmem.QPCEntry, r *qpRun, now time.Time) {
 	e.counters.NPECNMarked.Add(1)
 	if now.Sub(r.lastCNP) < cnpInterval {
@@ -387,11 +388,19 @@ func (e *engine) notifyCongestion(q *hostmem.QPCEntry, r *qpRun, now time.Time) 
 }
 
 // congestion is a CNP's arrival at the QP whose packets were marked: its
-// sender cuts its window (a reaction point, DCQCN's).
+// sender cuts its window, or with DCQCN its rate (a reaction point).
 func (e *engine) congestion(qpn uint32, q *hostmem.QPCEntry) {
 	r := &e.qps[qpn]
-	if !q.Valid || q.Type != ibv.QPTRC || !r.sndStarted {
+	if !q.Valid || q.Type != ibv.QPTRC {
 		return
+	}
+	if !r.sndStarted {
+		// A QP that has only answered (READ responses, ACKs) starts its
+		// sender for DCQCN's rate, which its responses spend.
+		if e.cfg.DCQCN == nil || e.cfg.NoCongestionControl || q.State != ibv.QPSRTS || r.alloc.Len() == 0 {
+			return
+		}
+		r.startSender(q, e.cfg, &e.path)
 	}
 	e.counters.RPCNPHandled.Add(1)
 	r.snd.OnCNP(e.clock())
@@ -644,7 +653,7 @@ func (e *engine) pumpReads() bool {
 		}
 		if sent += e.pumpRead(&q, r, qpn, now); r.readN > 0 {
 			kept = append(kept, qpn)
-			at, held := r.readPace.holds(now)
+			at, held := r.readHold(now)
 			switch {
 			case !held:
 				paced = false
@@ -662,6 +671,20 @@ func (e *engine) pumpReads() bool {
 	return sent > 0
 }
 
+// readHold reports whether the QP's next READ response waits at now, and
+// until when: for its READ pace, or for the QP's DCQCN rate, which its
+// responses spend as its requests do.
+func (r *qpRun) readHold(now time.Time) (time.Time, bool) {
+	at, held := r.readPace.holds(now)
+	if !r.sndStarted {
+		return at, held
+	}
+	if until, rate := r.snd.RateHold(now); rate && (!held || until.After(at)) {
+		return until, true
+	}
+	return at, held
+}
+
 // pumpRead sends at now up to a burst of the next packets of the READ a
 // QP answers first, as its pace allows, and returns how many it sent. It
 // stops early where the memory's MPT entry or MTT line is not cached (the
@@ -672,7 +695,7 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Ti
 	mtu := pmtu(q)
 	var f wire.FrameFields
 	for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
-		if _, held := r.readPace.holds(now); held {
+		if _, held := r.readHold(now); held {
 			break
 		}
 		i := rd.next
@@ -696,6 +719,9 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Ti
 		rd.next++
 		n++
 		r.readPace.sent(now, rd.psn.Add(uint32(i)))
+		if r.sndStarted {
+			r.snd.RateSent(now, len(buf)+reliability.PacketOverhead)
+		}
 	}
 	if rd.next == rd.packets {
 		r.readHead = (r.readHead + 1) % len(r.reads)

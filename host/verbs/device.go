@@ -56,6 +56,10 @@ type DeviceConfig struct {
 	// DelayRule: when RC senders also shrink their window on a rising
 	// round trip (datapath.NICConfig's; default: on long paths).
 	DelayRule reliability.DelayRule
+	// DCQCN: RC QPs run DCQCN's rate-based congestion control with these
+	// parameters instead of the window (datapath.NICConfig's; nil: the
+	// window).
+	DCQCN *reliability.DCQCNParams
 	// Poll and PollBudget: what the NIC's idle engines do
 	// (datapath.NICConfig's; default: sleep at once). With
 	// datapath.PollApp the application's CQ.Poll and CQ.Wait drive the
@@ -144,7 +148,7 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	d.qps = make([]atomic.Pointer[QP], datapath.FirstQPN+cfg.MaxQPs)
 	nic, err := datapath.NewNIC(datapath.NICConfig{
 		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
-		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule,
+		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule, DCQCN: cfg.DCQCN,
 		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, BaselineFetches: cfg.BaselineFetches, Cache: cfg.Cache,
 		KernelRx: cfg.KernelRx,
 	})
