@@ -2,6 +2,9 @@ package porttest_test
 
 import (
 	"bytes"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +214,32 @@ func TestDelayRateQueue(t *testing.T) {
 	}
 	if n, _ := b.Recv(make([]datapath.Frame, 4)); n != 0 {
 		t.Errorf("%d frames received before the link carried them", n)
+	}
+}
+
+// The delay histogram against the exact quantiles of random samples: each
+// quantile is the upper bound of the sample's bucket, at or above the
+// exact value and within a quarter of it.
+func TestDelayHistogram(t *testing.T) {
+	var h porttest.DelayHistogram
+	if h.Quantile(0.99) != 0 {
+		t.Fatal("a quantile of nothing")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var xs []time.Duration
+	for range 10000 {
+		d := time.Duration(r.ExpFloat64() * float64(time.Duration(1+r.IntN(3))*time.Millisecond))
+		xs = append(xs, d)
+		h.Add(d)
+	}
+	slices.Sort(xs)
+	for _, q := range []float64{0.01, 0.5, 0.9, 0.99, 1} {
+		exact := xs[int(math.Ceil(q*float64(len(xs))))-1]
+		if got := h.Quantile(q); got < exact || float64(got) > 1.25*float64(exact)+4 {
+			t.Errorf("q%.2f: %v, exact %v", q, got, exact)
+		}
+	}
+	if h.Count() != 10000 {
+		t.Errorf("count %d", h.Count())
 	}
 }
