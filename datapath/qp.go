@@ -191,7 +191,7 @@ func (r *qpRun) startSender(q *hostmem.QPCEntry, cfg *NICConfig, path *reliabili
 		r.sndStarted = true
 		r.snd.Init(r.alloc, wire.PSN(q.SQPSN), reliability.Params{Timeout: q.Timeout, RetryCnt: q.RetryCnt,
 			RNRRetry: q.RNRRetry, MaxRdAtomic: q.MaxRdAtomic, SelectiveRepeat: q.Flags&hostmem.QPFlagSelectiveRepeat != 0,
-			NoCongestionControl: cfg.NoCongestionControl, Delay: cfg.DelayRule, Path: path, DCQCN: cfg.DCQCN})
+			NoCongestionControl: cfg.NoCongestionControl, Delay: cfg.DelayRule, Path: path, DCQCN: cfg.DCQCN, PathMTU: pmtu(q)})
 		r.psn = wire.PSN(q.SQPSN) & wire.PSNMask
 	}
 }

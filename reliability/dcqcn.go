@@ -53,6 +53,13 @@ type DCQCNParams struct {
 	// (ConnectX's rate_to_set_on_first_cnp); 0: the rate the QP was
 	// sending at, measured (a NIC's current rate before any CNP).
 	FirstRate float64
+	// LossCut: a loss the sender detects (a NAK, a timeout, a READ
+	// response gap) cuts the rate as a CNP does, at most once a round
+	// trip. The paper's network is lossless (PFC); on lossy Ethernet
+	// without it, the only signal a shallow queue gives before it marks
+	// is a drop, as ConnectX's lossy-RoCE modes slow a QP that lost
+	// packets. On in both presets; off is the paper's pure reaction point.
+	LossCut bool
 	// CutInterval is the least time between two cuts; a CNP within it
 	// still raises alpha (ConnectX's rate_reduce_monitor_period). 0: a
 	// cut on every CNP, as the paper's reaction point does (its
@@ -66,7 +73,7 @@ type DCQCNParams struct {
 // ConnectX's 1 Mbit/s.
 func DefaultDCQCN() DCQCNParams {
 	return DCQCNParams{MinRate: 1e6, G: 1.0 / 256, InitialAlpha: 1, AlphaPeriod: 55 * time.Microsecond,
-		RateTimer: 55 * time.Microsecond, ByteCounter: 10 << 20, F: 5, AI: 40e6, HAI: 400e6, MinDecrease: 0.5}
+		RateTimer: 55 * time.Microsecond, ByteCounter: 10 << 20, F: 5, AI: 40e6, HAI: 400e6, MinDecrease: 0.5, LossCut: true}
 }
 
 // ConnectXDCQCN is a ConnectX-4 or later NIC's firmware defaults
@@ -78,7 +85,7 @@ func DefaultDCQCN() DCQCNParams {
 func ConnectXDCQCN() DCQCNParams {
 	return DCQCNParams{MinRate: 1e6, G: 5.0 / 1024, InitialAlpha: 1023.0 / 1024, AlphaPeriod: time.Microsecond,
 		RateTimer: 300 * time.Microsecond, ByteCounter: 32767, F: 1, AI: 5e6, HAI: 50e6, MinDecrease: 0.5,
-		CutInterval: 4 * time.Microsecond}
+		CutInterval: 4 * time.Microsecond, LossCut: true}
 }
 
 // defaultLineRate is the cap when DCQCNParams.LineRate is 0.
@@ -95,10 +102,11 @@ type dcqcn struct {
 	alphaAt   time.Time // the current alpha period's end
 	timerAt   time.Time // the rate-increase timer's next expiry
 	lastCut   time.Time
-	timerN    int    // timer expiries since the last cut
-	byteN     int    // byte-counter events since the last cut
-	bytes     uint64 // bytes sent towards the next byte-counter event
-	cuts, inc uint64 // counters: cuts and increase events
+	lossCut   time.Time // the last cut for a loss
+	timerN    int       // timer expiries since the last cut
+	byteN     int       // byte-counter events since the last cut
+	bytes     uint64    // bytes sent towards the next byte-counter event
+	cuts, inc uint64    // counters: cuts and increase events
 
 	// The sending rate measured, for the first cut (a NIC's current
 	// rate before any CNP is its line rate; softrnic's is what it sends).
@@ -156,6 +164,16 @@ func (d *dcqcn) onCNP(now time.Time) bool {
 	d.timerAt = now.Add(d.p.RateTimer)
 	d.cuts++
 	return true
+}
+
+// onLoss cuts the rate for a loss detected at now, as a CNP, at most once
+// per round trip srtt (LossCut); it reports whether it cut.
+func (d *dcqcn) onLoss(now time.Time, srtt time.Duration) bool {
+	if !d.p.LossCut || !d.lossCut.IsZero() && now.Sub(d.lossCut) < max(srtt, d.p.AlphaPeriod) {
+		return false
+	}
+	d.lossCut = now
+	return d.onCNP(now)
 }
 
 // measuredRate is the rate sent lately (the line rate when too little

@@ -291,3 +291,25 @@ func TestSenderDCQCN(t *testing.T) {
 		t.Error("eight responses at once did not hold the next")
 	}
 }
+
+// With DCQCN the window is IRN's BDP cap: the line rate's packets in the
+// least round trip, with an eighth more.
+func TestSenderDCQCNBDPCap(t *testing.T) {
+	p := DefaultDCQCN()
+	p.LineRate = 1e9
+	pool := NewPool(256)
+	alloc, err := pool.Reserve(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(alloc, 0, Params{DCQCN: &p, PathMTU: 4096, RetryCnt: 7})
+	if s.Window() != 256 {
+		t.Fatalf("before a round trip the window is %d, want the allocation", s.Window())
+	}
+	s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, t0)
+	s.OnAck(0, t0.Add(time.Millisecond))
+	bdp := 1e9 * 1e-3 / 8 / float64(4096+PacketOverhead)
+	if want := int(math.Ceil(bdp * 9 / 8)); s.Window() != want {
+		t.Errorf("after a 1 ms round trip at 1 Gbit/s the window is %d, want %d", s.Window(), want)
+	}
+}

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"math"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -85,8 +86,12 @@ type Params struct {
 	// the window: CNPs cut the rate, timers and a byte counter raise it,
 	// losses and the round trip move nothing, and every packet the QP
 	// sends (its READ responses too: RateHold) goes at the rate. The
-	// window stays the replay allocation.
+	// window is IRN's BDP cap: the packets the line rate carries in the
+	// path's least round trip (PathMTU bytes each), within the replay
+	// allocation.
 	DCQCN *DCQCNParams
+	// PathMTU is the QP's path MTU in bytes, for the BDP cap (0: 4096).
+	PathMTU int
 	// MaxRdAtomic is how many READs and atomics may be outstanding
 	// (max_rd_atomic): the responder remembers the answers of no more.
 	// 0 means 1; it is at most MaxRdAtomic.
@@ -143,6 +148,7 @@ type SenderStats struct {
 	CreditWaits    uint64        // times a SEND waited for the responder's receive credits
 	CNPCuts        uint64        // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
 	RateIncreases  uint64        // DCQCN's rate-increase events (timer and byte counter)
+	LossCuts       uint64        // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -196,12 +202,13 @@ type Sender struct {
 
 	// The controllers (congestion.go): the window, the pacing and the
 	// round-trip estimate.
-	cc   congestion
-	rate *dcqcn // DCQCN's reaction point, when Params.DCQCN is set; else the window (cc)
-	dc   dcqcn  // rate's storage
-	pace pacer
-	rtt  rttStats
-	pkts int // packets in flight: the entries' PSNs not yet answered
+	cc       congestion
+	rate     *dcqcn // DCQCN's reaction point, when Params.DCQCN is set; else the window (cc)
+	lossSeen bool   // a loss for DCQCN's LossCut, not yet taken
+	dc       dcqcn  // rate's storage
+	pace     pacer
+	rtt      rttStats
+	pkts     int // packets in flight: the entries' PSNs not yet answered
 	// rdPkts of them READ responses: what the peer will send this QP
 	// that its port must take in (ReadInFlight).
 	rdPkts int
@@ -237,6 +244,16 @@ func (s *Sender) paced(now time.Time) bool { return !s.params.NoCongestionContro
 func (s *Sender) spend(now time.Time, k uint32) {
 	if s.rate == nil {
 		s.pace.spend(now, k, s.rtt.srtt, s.Window())
+	}
+}
+
+// takeLoss gives DCQCN a loss seen since the last call.
+func (s *Sender) takeLoss(now time.Time) {
+	if s.lossSeen {
+		s.lossSeen = false
+		if s.rate.onLoss(now, s.rtt.srtt) {
+			s.stats.LossCuts++
+		}
 	}
 }
 
@@ -393,9 +410,26 @@ func (s *Sender) RateSent(now time.Time, bytes int) {
 // it asks for).
 func (s *Sender) Window() int {
 	if s.rate != nil {
-		return max(len(s.ring), 1)
+		return s.bdpCap()
 	}
 	return s.cc.window()
+}
+
+// bdpCap is IRN's cap on what a DCQCN sender keeps in flight: the line
+// rate's packets in the least round trip seen, with an eighth more, and
+// at least initialWindow; the replay allocation before a round trip is
+// known.
+func (s *Sender) bdpCap() int {
+	n := max(len(s.ring), 1)
+	if s.rtt.min == 0 {
+		return n
+	}
+	mtu := s.params.PathMTU
+	if mtu <= 0 {
+		mtu = 4096
+	}
+	bdp := s.rate.p.LineRate * s.rtt.min.Seconds() / 8 / float64(mtu+PacketOverhead)
+	return min(n, max(initialWindow, int(math.Ceil(bdp*9/8))))
 }
 
 // InFlight is the packets sent and not yet answered.
@@ -437,7 +471,8 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 // all losses among the packets in flight when it does.
 func (s *Sender) cut(psn wire.PSN, placeable bool) {
 	if s.rate != nil {
-		return // DCQCN's rate moves on CNPs alone
+		s.lossSeen = true // DCQCN cuts its rate at the gate's next call (LossCut)
+		return
 	}
 	if s.params.SelectiveRepeat && placeable {
 		// IRN's rule: with selective repeat a lost packet the peer places
@@ -559,6 +594,7 @@ func (s *Sender) CanSend(k Kind, now time.Time) bool { return s.hold(k, now) == 
 
 // hold is the gate's reason to hold a new packet of kind k at now, or Go.
 func (s *Sender) hold(k Kind, now time.Time) Hold {
+	s.takeLoss(now)
 	switch {
 	case s.failed:
 		return HoldFailed
@@ -1117,6 +1153,7 @@ func (s *Sender) AtomicPlaced(e *Entry, now time.Time) {
 // nothing is pending or the sender waits out an RNR NAK. Call Resent
 // after sending it.
 func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
+	s.takeLoss(now)
 	if s.failed || s.rnrWait || s.resend < 0 || s.resend >= s.n {
 		if s.resend >= s.n {
 			s.resend = -1

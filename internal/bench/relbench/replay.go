@@ -120,11 +120,12 @@ type end struct {
 	ah      verbs.AH
 }
 
-func open(obs *observe.Hooks, name string, p *porttest.Port, mac wire.MAC, ip string, size, alloc int, cc CC) (*end, error) {
+func open(obs *observe.Hooks, name string, p *porttest.Port, mac wire.MAC, ip string, size, alloc int, cc linkCC) (*end, error) {
 	e := &end{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
 	port := obs.WrapPort(name, p)
 	var err error
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc == NoCC, DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc]}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc.cc == NoCC,
+		DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc.cc], DCQCN: cc.dcqcn}); err != nil {
 		return nil, err
 	}
 	e.closing = obs.Opened(name, e.dev, port)
@@ -153,7 +154,7 @@ type link struct {
 // replay entries (0: the default). Its NICs are name+" a" and name+" b"
 // to the watcher obs. Close releases everything.
 func openLink(obs *observe.Hooks, name string, cfg porttest.Config, net byte, size, alloc int) (*link, error) {
-	return openLinkCC(obs, name, cfg, net, size, alloc, DefaultCC)
+	return openLinkCC(obs, name, cfg, net, size, alloc, linkCC{cc: DefaultCC})
 }
 
 // CC is the congestion control a benchmark's NICs run.
@@ -163,10 +164,32 @@ const (
 	DefaultCC CC = iota // loss-driven window, pacing, ECN (CNPs), the delay rule on long paths
 	NoCC                // none: the replay allocation alone bounds what is in flight
 	LossCC              // the default without the delay rule
+	DCQCNCC             // DCQCN's rate-based reaction point (DCQCN below, else the paper's parameters, the link's rate as line rate)
 )
 
+// linkCC is a link's congestion control: cc, and with DCQCNCC its
+// parameters.
+type linkCC struct {
+	cc    CC
+	dcqcn *reliability.DCQCNParams
+}
+
+// ccOf is cc on a link of cfg: DCQCNCC with p, or the paper's parameters
+// at the link's rate when p is nil.
+func ccOf(cc CC, p *reliability.DCQCNParams, cfg porttest.Config) linkCC {
+	if cc != DCQCNCC {
+		return linkCC{cc: cc}
+	}
+	if p == nil {
+		d := reliability.DefaultDCQCN()
+		d.LineRate = cfg.Rate
+		p = &d
+	}
+	return linkCC{cc, p}
+}
+
 // openLinkCC is openLink with the NICs' congestion control cc.
-func openLinkCC(obs *observe.Hooks, name string, cfg porttest.Config, net byte, size, alloc int, cc CC) (*link, error) {
+func openLinkCC(obs *observe.Hooks, name string, cfg porttest.Config, net byte, size, alloc int, cc linkCC) (*link, error) {
 	l := &link{}
 	l.pa, l.pb = porttest.NewPair(cfg)
 	var err error

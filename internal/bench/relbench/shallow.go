@@ -13,6 +13,7 @@ import (
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/host/observe"
 	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/reliability"
 )
 
 // ShallowConfig sets a shallow-queue run: several QPs of 64 KiB WRITEs and
@@ -28,6 +29,9 @@ type ShallowConfig struct {
 	MTU        int           // IB MTU enum (default 5)
 	Selective  bool          // the QPs use selective repeat, else go-back-N
 	CC         CC            // the NICs' congestion control
+	// DCQCN, with CC DCQCNCC, is its parameters (nil: the paper's, the
+	// link's rate as line rate).
+	DCQCN *reliability.DCQCNParams
 
 	// Progress, if not nil, is called before each measurement: how many
 	// are done, of how many, and the one starting.
@@ -48,6 +52,8 @@ func (c ShallowConfig) Sender() string {
 		s += ", no congestion control"
 	case LossCC:
 		s += ", no delay rule"
+	case DCQCNCC:
+		s += ", DCQCN"
 	}
 	return s
 }
@@ -82,6 +88,24 @@ type ShallowResult struct {
 	MarkedReqs    uint64  // of them, requests (the responders' np_ecn_marked_roce_packets): the others are ACKs and READ responses
 	CNPs          uint64  // CNPs the responders sent
 	Timeouts      uint64
+	// OfLink is the WRITEs' goodput (their direction) over the link rate.
+	OfLink float64
+	// Jain is Jain's fairness index of the WRITE QPs' goodputs, each its
+	// bytes over the time it took (1: equal shares).
+	Jain float64
+}
+
+// jain is Jain's fairness index of xs: (sum x)^2 / (n sum x^2).
+func jain(xs []float64) float64 {
+	var s, s2 float64
+	for _, x := range xs {
+		s += x
+		s2 += x * x
+	}
+	if s2 == 0 {
+		return 0
+	}
+	return s * s / (float64(len(xs)) * s2)
 }
 
 // Shallow runs the scenario.
@@ -89,7 +113,8 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	cfg.defaults()
 	const msg = 64 << 10
 	size := (cfg.WriteQPs + 1) * 16 * msg
-	l, err := openLinkCC(cfg.Observe, "shallow", porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}, 1, size, 0, cfg.CC)
+	pc := porttest.Config{Buffers: 16384, Delay: cfg.RTT / 2, Rate: cfg.LinkGbits * 1e9, QueueBytes: cfg.QueueBytes, MarkBytes: cfg.MarkBytes}
+	l, err := openLinkCC(cfg.Observe, "shallow", pc, 1, size, 0, ccOf(cfg.CC, cfg.DCQCN, pc))
 	if err != nil {
 		return ShallowResult{}, err
 	}
@@ -127,6 +152,7 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(qas))
+	took := make([]time.Duration, len(qas))
 	for i := range qas {
 		wg.Add(1)
 		go func() {
@@ -136,6 +162,7 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 				op, n = verbs.WRRDMARead, cfg.Reads
 			}
 			errs[i] = stream(ctx, qas[i], cqs[i], op, n, msg, a.mr, b.mr, uint64(i*16*msg))
+			took[i] = time.Since(start)
 		}()
 	}
 	wg.Wait()
@@ -145,7 +172,12 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	}
 	ca, cb := a.dev.NIC().Counters(), b.dev.NIC().Counters()
 	total := float64((cfg.WriteQPs*cfg.Messages + cfg.Reads) * msg * 8)
-	return ShallowResult{Elapsed: elapsed, Gbits: total / elapsed.Seconds() / 1e9,
+	var shares []float64
+	for _, d := range took[1:] {
+		shares = append(shares, float64(cfg.Messages*msg*8)/d.Seconds())
+	}
+	writes := float64(cfg.WriteQPs*cfg.Messages*msg*8) / elapsed.Seconds() / 1e9
+	return ShallowResult{Elapsed: elapsed, Gbits: total / elapsed.Seconds() / 1e9, OfLink: writes / cfg.LinkGbits, Jain: jain(shares),
 		Sent:          ca.SentPkts.Load() + cb.SentPkts.Load(),
 		Retransmitted: retransmitted(ca) + retransmitted(cb),
 		QueueDropped:  pa.Link.QueueDropped.Load() + pb.Link.QueueDropped.Load(),
@@ -201,36 +233,75 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 	}
 	fmt.Fprintf(w, "%d QPs of 64 KiB WRITEs (%d each) and one of 64 KiB READs (%d), link %.1f Gbit/s each way, added RTT %v, queue %d KiB; ECN marks above %d KiB\n",
 		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10, mark>>10)
-	fmt.Fprintln(w, "Gbit/s counts the payload of both directions; of link is the WRITEs' direction alone against the link rate")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "sender\tECN\ttime\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\t")
-	var out []ShallowResult
-	senders := []ShallowConfig{{CC: NoCC}, {CC: LossCC}, {}, {Selective: true, CC: LossCC}, {Selective: true}}
-	for _, s := range senders {
+	fmt.Fprintln(w, "Gbit/s counts the payload of both directions; of link is the WRITEs' direction alone against the link rate;")
+	fmt.Fprintln(w, "Jain is Jain's fairness index of the WRITE QPs' goodputs. DCQCN runs only with ECN (it reacts to CNPs), with the")
+	fmt.Fprintf(w, "paper's parameters, then with its 55 us timers (alpha, rate increase) at half the added RTT, %v\n", cfg.RTT/2)
+	scaled := reliability.DefaultDCQCN()
+	scaled.LineRate = cfg.LinkGbits * 1e9
+	scaled.AlphaPeriod, scaled.RateTimer = cfg.RTT/2, cfg.RTT/2
+	type row struct {
+		name string
+		c    ShallowConfig
+	}
+	var rows []row
+	for _, s := range []ShallowConfig{{CC: NoCC}, {CC: LossCC}, {}, {Selective: true, CC: LossCC}, {Selective: true}} {
 		for _, m := range []int{0, mark} {
 			c := cfg
 			c.CC, c.Selective, c.MarkBytes = s.CC, s.Selective, m
-			if cfg.Progress != nil {
-				ecn := ", no ECN"
-				if m > 0 {
-					ecn = ", ECN"
-				}
-				cfg.Progress(len(out), 2*len(senders), c.Sender()+ecn)
-			}
-			r, err := Shallow(c)
-			if err != nil {
-				return out, fmt.Errorf("%s: %w", c.Sender(), err)
-			}
-			out = append(out, r)
-			ecn := "no"
-			if m > 0 {
-				ecn = "yes"
-			}
-			writes := float64(cfg.WriteQPs*cfg.Messages*64<<10*8) / r.Elapsed.Seconds() / 1e9
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t\n", c.Sender(), ecn, r.Elapsed.Round(time.Millisecond), r.Gbits, writes/cfg.LinkGbits,
-				r.Sent, r.Retransmitted, 100*float64(r.Retransmitted)/float64(max(r.Sent, 1)), r.QueueDropped, r.Marked, r.CNPs, r.Timeouts)
+			rows = append(rows, row{c.Sender(), c})
 		}
 	}
+	for _, d := range []*reliability.DCQCNParams{nil, &scaled} {
+		c := cfg
+		c.CC, c.Selective, c.MarkBytes, c.DCQCN = DCQCNCC, true, mark, d
+		name := c.Sender()
+		if d != nil {
+			name += fmt.Sprintf(", timers %v", d.RateTimer)
+		}
+		rows = append(rows, row{name, c})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sender\tECN\ttime\tGbit/s\tof link\tpackets sent\tretransmitted\t%\tqueue drops\tCE marks\tCNPs\ttimeouts\tJain\t")
+	var out []ShallowResult
+	for _, rw := range rows {
+		ecn := "no"
+		if rw.c.MarkBytes > 0 {
+			ecn = "yes"
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(len(out), len(rows), rw.name+", ECN "+ecn)
+		}
+		r, err := Shallow(rw.c)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", rw.name, err)
+		}
+		out = append(out, r)
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%.3f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%.2f\t\n", rw.name, ecn, r.Elapsed.Round(time.Millisecond), r.Gbits, r.OfLink,
+			r.Sent, r.Retransmitted, r.retransmittedPct(), r.QueueDropped, r.Marked, r.CNPs, r.Timeouts, r.Jain)
+	}
 	tw.Flush()
+	// The goal (#26): through the shallow queue with ECN, at least 0.8 of
+	// the link, under 1 % retransmitted, Jain's index at least 0.9.
+	fmt.Fprintln(w, "\ngoal, each ECN row: of link >= 0.80, retransmitted < 1 %, Jain >= 0.90")
+	for i, r := range out {
+		if rows[i].c.MarkBytes == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %-48s of link %.2f, retransmitted %.2f %%, Jain %.2f: %s\n", rows[i].name, r.OfLink, r.retransmittedPct(), r.Jain,
+			holds(r.OfLink >= 0.8 && r.retransmittedPct() < 1 && r.Jain >= 0.9))
+	}
 	return out, nil
+}
+
+// retransmittedPct is the packets sent again, in percent of those sent.
+func (r ShallowResult) retransmittedPct() float64 {
+	return 100 * float64(r.Retransmitted) / float64(max(r.Sent, 1))
+}
+
+// holds says whether a goal holds, as the benchmarks print it.
+func holds(ok bool) string {
+	if ok {
+		return "holds"
+	}
+	return "NOT MET"
 }
