@@ -40,6 +40,7 @@ var benchmarks = []struct {
 	{"replay", "one QP's throughput for each replay allocation beside min(link, allocation x MTU / RTT)", runBenchReplay},
 	{"loss", "WRITE and READ goodput under random loss, as a fraction of lossless (go-back-N)", runBenchLoss},
 	{"shallow", "4 WRITE QPs and a READ stream through a queue shallower than their windows", runBenchShallow},
+	{"incast", "8 to 64 sender QPs into one receiver through one shallow ECN queue: window against DCQCN", runBenchIncast},
 	{"isolation", "a QP stalled at the replay gate beside one that keeps sending, on one engine", runBenchIsolation},
 	{"hol", "hot QPs' WRITE latency beside cold QPs whose contexts miss, with GCCache and with the blocking baseline", runBenchHOL},
 	{"scale", "aggregate WRITE throughput over 1 to 16K QPs on two live NICs, the QP contexts behind GCCache and behind the baseline", runBenchScale},
@@ -325,6 +326,40 @@ func runBenchLoss(args []string, stdout io.Writer) error {
 	defer p.stop()
 	cfg.Progress = p.stepFunc()
 	return relbench.ReportLoss(stdout, cfg)
+}
+
+// runBenchIncast is `softrnic bench incast`.
+func runBenchIncast(args []string, stdout io.Writer) error {
+	fs := newFlagSet("bench incast", "bench incast [flags]",
+		"N sender QPs WRITE into one receiver at once through one shallow queue that\nmarks ECN: goodput against the link, fairness, queueing delay, with the\ncongestion window and with DCQCN.\n")
+	senders := fs.String("senders", "8,16,32,64", "sender QP counts, comma-separated")
+	mib := fs.Int("mib", 32, "MiB each run moves, shared by its senders")
+	queue := fs.Int("queue", 128<<10, "the queue in bytes")
+	mark := fs.Int("ecn", 32<<10, "mark Congestion Experienced above this many queued bytes")
+	rtt := fs.Duration("rtt", 100*time.Microsecond, "added round trip")
+	link := fs.Float64("link", 2, "link rate, Gbit/s")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	cfg := relbench.IncastConfig{Bytes: *mib << 20, QueueBytes: *queue, MarkBytes: *mark, RTT: *rtt, LinkGbits: *link}
+	for _, v := range strings.Split(*senders, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 128 {
+			return badValue("-senders: %q is not a count from 1 to 128", v)
+		}
+		cfg.Senders = append(cfg.Senders, n)
+	}
+	if *mib < 1 || *queue < 1 || *mark < 1 || *rtt <= 0 || *link <= 0 {
+		return badValue("-mib, -queue, -ecn, -rtt and -link must be positive")
+	}
+	p, stdout := benchProgress("bench incast", stdout)
+	defer p.stop()
+	cfg.Progress = p.stepFunc()
+	_, err := relbench.ReportIncast(stdout, cfg)
+	return err
 }
 
 // runBenchShallow is `softrnic bench shallow`.

@@ -111,7 +111,7 @@ func lossCell(cfg LossConfig, op verbs.WROpcode, rate float64, sr bool) (LossRow
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := stream(ctx, a.qp, a.cq, op, cfg.Messages, msg, a.mr, b.mr, 0); err != nil {
+	if err := stream(ctx, a.qp, a.cq, op, cfg.Messages, 8, msg, a.mr, b.mr, 0); err != nil {
 		return LossRow{}, err
 	}
 	elapsed := time.Since(start)

@@ -70,3 +70,19 @@ func TestIsolation(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 }
+
+// TestIncast runs the incast scenario briefly with both congestion
+// controls: every WRITE completes, the queue is used and its delay
+// recorded, marks bring CNPs, and the shares are measured.
+func TestIncast(t *testing.T) {
+	for _, cc := range []relbench.CC{relbench.DefaultCC, relbench.DCQCNCC} {
+		r, err := relbench.Incast(relbench.IncastConfig{Bytes: 2 << 20}, 4, cc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OfLink <= 0 || r.OfLink > 1.05 || r.QueueP99 <= 0 || r.QueueP99 < r.QueueP50 || r.CNPs == 0 || r.Jain <= 0 || r.Jain > 1 || r.MinShare < 0 || r.MinShare > 1 {
+			t.Errorf("%+v", r)
+		}
+		t.Logf("%+v", r)
+	}
+}

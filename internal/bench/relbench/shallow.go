@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -161,7 +162,7 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 			if i == 0 {
 				op, n = verbs.WRRDMARead, cfg.Reads
 			}
-			errs[i] = stream(ctx, qas[i], cqs[i], op, n, msg, a.mr, b.mr, uint64(i*16*msg))
+			errs[i] = stream(ctx, qas[i], cqs[i], op, n, 8, msg, a.mr, b.mr, uint64(i*16*msg))
 			took[i] = time.Since(start)
 		}()
 	}
@@ -191,13 +192,14 @@ func retransmitted(c *datapath.Counters) uint64 {
 	return c.RetransmittedPkts.Load() + c.ReadResponsesResent.Load()
 }
 
-// stream runs n messages of op on one QP, 8 in flight, in a 16-message
-// window of the buffers at off.
-func stream(ctx context.Context, qp *verbs.QP, cq *verbs.CQ, op verbs.WROpcode, n, msg int, local, remote *verbs.MR, off uint64) error {
+// stream runs n messages of op on one QP, depth in flight, in a
+// 16-message window of the buffers at off; progress, if not nil, counts
+// the messages completed.
+func stream(ctx context.Context, qp *verbs.QP, cq *verbs.CQ, op verbs.WROpcode, n, depth, msg int, local, remote *verbs.MR, off uint64, progress ...*atomic.Int64) error {
 	posted, done := 0, 0
 	var wc [16]verbs.WC
 	for done < n {
-		for ; posted < n && posted-done < 8; posted++ {
+		for ; posted < n && posted-done < depth; posted++ {
 			o := off + uint64(posted%16*msg)
 			if _, err := qp.PostSend([]verbs.SendWR{{WRID: uint64(posted), Opcode: op, Flags: verbs.SendSignaled,
 				SGL: []verbs.SGE{{Addr: local.Addr + o, Length: uint32(msg), LKey: local.LKey}}, RemoteAddr: remote.Addr + o, RKey: remote.RKey}}); err != nil {
@@ -210,6 +212,9 @@ func stream(ctx context.Context, qp *verbs.QP, cq *verbs.CQ, op verbs.WROpcode, 
 				return fmt.Errorf("QP %d, work request %d: %v", qp.Num, w.WRID, w.Status)
 			}
 			done++
+			for _, p := range progress {
+				p.Add(1)
+			}
 		}
 		if k == 0 {
 			if err := cq.Wait(ctx); err != nil {
