@@ -137,7 +137,7 @@ func TestRunExit(t *testing.T) {
 		{[]string{"devinfo"}, 2, "stderr", []string{"no netdev given", "usage: softrnic devinfo"}},
 		{[]string{"devinfo", "-io", "rdma", "lo"}, 2, "", []string{`-io "rdma": want xsk or udp`}},
 		{[]string{"devinfo", "lo"}, 0, "", []string{"hca_id:\tsoftrnic_lo", "udp (a kernel UDP socket on port 4791)", "::ffff:127.0.0.1, RoCE v2"}},
-		{[]string{"-h"}, 0, "stdout", []string{"frames, cache, write, replay, loss, shallow, isolation, hol, scale, hpu"}},
+		{[]string{"-h"}, 0, "stdout", []string{"frames, cache, write, replay, loss, shallow, incast, isolation, hol, scale, hpu"}},
 		{[]string{"help", "version"}, 0, "stdout", []string{"usage: softrnic version"}},
 		{[]string{"version", "x"}, 2, "stderr", []string{"takes no arguments", "usage: softrnic version"}},
 	} {
