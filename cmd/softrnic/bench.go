@@ -296,7 +296,7 @@ func runBenchLoss(args []string, stdout io.Writer) error {
 	fs := newFlagSet("bench loss", "bench loss [flags]",
 		"One RC QP's 64 KiB WRITE and READ goodput over the in-memory port losing\nframes at random, as a fraction of the lossless goodput.\n")
 	rates := fs.String("l", "0,0.1,1,5", "loss rates in percent, comma-separated")
-	n := fs.Int("n", 300, "messages per cell")
+	n := fs.Int("n", 1000, "messages per cell")
 	rtt := fs.Duration("rtt", 200*time.Microsecond, "added round trip")
 	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // READs, over a link that loses frames at random, at each loss rate.
 type LossConfig struct {
 	Rates     []float64     // loss probabilities per frame (default 0, 0.001, 0.01, 0.05)
-	Messages  int           // messages per cell (default 300)
+	Messages  int           // messages per cell (default 1000)
 	RTT       time.Duration // added round trip (default 200 us)
 	LinkGbits float64       // default 2
 	MTU       int           // IB MTU enum (default 5)
@@ -34,7 +35,7 @@ func (c *LossConfig) defaults() {
 		c.Rates = []float64{0, 0.001, 0.01, 0.05}
 	}
 	if c.Messages == 0 {
-		c.Messages = 300
+		c.Messages = 1000
 	}
 	if c.RTT == 0 {
 		c.RTT = 200 * time.Microsecond
@@ -140,5 +141,48 @@ func ReportLoss(w io.Writer, cfg LossConfig) error {
 		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%.2f\t%d\t%d\t\n", r.Op, rec, 100*r.Loss, r.Gbits, r.OfLossless, r.Sent, r.Retransmitted)
 	}
 	tw.Flush()
+	if err == nil {
+		reportLossGoals(w, rows)
+	}
 	return err
+}
+
+// reportLossGoals prints #26's goals for the cells measured: with
+// selective repeat at 1 % loss, WRITE at least 0.9x lossless and READ
+// 0.8x, both at least 3x go-back-N; at 5 %, WRITE at least 0.6x.
+func reportLossGoals(w io.Writer, rows []LossRow) {
+	find := func(op string, sr bool, loss float64) (LossRow, bool) {
+		for _, r := range rows {
+			if r.Op == op && r.Selective == sr && math.Abs(r.Loss-loss) < 1e-9 {
+				return r, true
+			}
+		}
+		return LossRow{}, false
+	}
+	var lines []string
+	for _, g := range []struct {
+		op       string
+		loss     float64
+		lossless float64 // the least fraction of lossless goodput
+		overGBN  float64 // the least multiple of go-back-N's (0: none)
+	}{{"WRITE", 0.01, 0.9, 3}, {"READ", 0.01, 0.8, 3}, {"WRITE", 0.05, 0.6, 0}} {
+		sr, ok1 := find(g.op, true, g.loss)
+		gbn, ok2 := find(g.op, false, g.loss)
+		if !ok1 || !ok2 {
+			continue
+		}
+		x := sr.Gbits / max(gbn.Gbits, 1e-9)
+		ok := sr.OfLossless >= g.lossless && (g.overGBN == 0 || x >= g.overGBN)
+		want := fmt.Sprintf(">= %.1fx lossless", g.lossless)
+		if g.overGBN > 0 {
+			want += fmt.Sprintf(", >= %.0fx go-back-N", g.overGBN)
+		}
+		lines = append(lines, fmt.Sprintf("  %-5s selective at %g %%: %.2fx lossless, %.1fx go-back-N (goal %s): %s", g.op, 100*g.loss, sr.OfLossless, x, want, holds(ok)))
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w, "\ngoals (#26):")
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+	}
 }
