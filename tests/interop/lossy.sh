@@ -74,6 +74,7 @@ dropped() { n nft list table bridge srnloss | sed -n 's/.*counter packets \([0-9
 echo "interop-loss: $LOSS % of RoCEv2 frames dropped each way, MTU $MTU, $RUNS runs a case, $LIMIT s each"
 printf '%-44s %-16s %8s %3s %6s %8s\n' "case" "direction" "sr" "rxe" "time" "dropped"
 fails=0 total=0
+declare -A times # "name|direction" -> each run's seconds
 
 # run NAME DIR GUEST-COMMAND SOFTRNIC-ARGS...: as interop's run_pair (DIR
 # softrnic-server: softrnic listens, the guest's command connects to
@@ -116,6 +117,9 @@ run() {
 			[ "$(grep -c 'ping data: rdma-ping-' "$LOG/$tag.softrnic.log")" = "$C" ] || src="$src/pings" ;;
 		esac
 		if [ "$src" != 0 ] || [ $prc != 0 ]; then v=FAIL; fails=$((fails + 1)); fi
+		local took=$((SECONDS - t0))
+		[ -n "$v" ] && took=$LIMIT # a failed run counts as the whole limit
+		times["$name|$dir"]+=" $took"
 		printf '%-44s %-16s %8s %3s %5ss %8s %s\n' "$name #$r" "$dir" "$src" "$prc" $((SECONDS - t0)) $(($(dropped) - d0)) "$v"
 	done
 }
@@ -127,12 +131,30 @@ if ! skipped "rping -C $C"; then
 	run "rping -C $C" softrnic-server "rping -c -v -V -C $C -a" rping -s -v --dev $IF -C $C
 	run "rping -C $C" rxe-server "rping -s -v -V -a $GUESTIP -C $C" rping -c -v -V --dev $IF -C $C -a
 fi
+# Each perftest case with the connection manager (-R) and, beside it, the
+# same run with perftest's own exchange: #26's goal is that -R with
+# softrnic as the server takes at most twice as long.
 for t in write-bw send-bw read-bw; do
-	name="$t -s 4096 -n 200 -R"
-	skipped "$name" && continue
-	pt="ib_${t//-/_} -d rxe0 -x 1 -F -s 4096 -n 200 -R"
-	run "$name" softrnic-server "$pt" perf $t -d $IF -s 4096 -n 200 -R
-	run "$name" rxe-server "$pt" perf $t -d $IF -s 4096 -n 200 -R
+	for cm in -R ""; do
+		name="$t -s 4096 -n 200${cm:+ $cm}"
+		skipped "$name" && continue
+		pt="ib_${t//-/_} -d rxe0 -x 1 -F -s 4096 -n 200 $cm"
+		run "$name" softrnic-server "$pt" perf $t -d $IF -s 4096 -n 200 $cm
+		run "$name" rxe-server "$pt" perf $t -d $IF -s 4096 -n 200 $cm
+	done
+done
+
+# median of the times given
+median() { tr ' ' '\n' <<<"$*" | grep . | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "")}'; }
+echo
+echo "goal (#26): softrnic as the server, -R within 2x the run without it (median seconds)"
+for t in write-bw send-bw read-bw; do
+	with=${times["$t -s 4096 -n 200 -R|softrnic-server"]:-} without=${times["$t -s 4096 -n 200|softrnic-server"]:-}
+	[ -n "$with" ] && [ -n "$without" ] || continue
+	w=$(median $with) o=$(median $without)
+	v="NOT MET"
+	[ "$w" -le $((2 * (o > 0 ? o : 1))) ] && v=holds
+	printf '  %-10s -R %4ss, without %4ss: %s\n' "$t" "$w" "$o" "$v"
 done
 
 echo "interop-loss: $total runs, $fails failed; logs in $LOG"
