@@ -675,11 +675,21 @@ func (s *Sender) arm(now time.Time) {
 // estimate, if it falls before the local ACK timeout.
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
-	if s.rtt.srtt > 0 && !s.params.NoCongestionControl {
-		longest := max(s.rtt.max, s.params.Path.Max(now))
-		wait := max(s.rtt.srtt+4*s.rtt.rttvar, minEarly, longest+longest/4)
+	path := s.params.Path.Max(now)
+	if (s.rtt.srtt > 0 || path > 0 && s.params.SelectiveRepeat) && !s.params.NoCongestionControl {
+		// Before its own first sample a selective-repeat QP takes the
+		// round trip the QPs sharing its path have seen (one whose first
+		// packets were all lost, in an incast, would else wait for the
+		// local ACK timeout while the others took the link). Go-back-N,
+		// which rxe peers run, waits for a sample of its own, as before.
+		srtt, rttvar := s.rtt.srtt, s.rtt.rttvar
+		if srtt == 0 {
+			srtt, rttvar = path, path/2
+		}
+		longest := max(s.rtt.max, path)
+		wait := max(srtt+4*rttvar, minEarly, longest+longest/4)
 		if !s.params.SelectiveRepeat {
-			wait = max(2*s.rtt.srtt+4*s.rtt.rttvar, minProbe, 2*longest)
+			wait = max(2*srtt+4*rttvar, minProbe, 2*longest)
 		}
 		if t := now.Add(wait << s.earlyBackoff); t.Before(s.deadline) {
 			s.early = t

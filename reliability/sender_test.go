@@ -766,3 +766,25 @@ func TestReadHolesAskedAtOnce(t *testing.T) {
 		t.Fatal("the READ is not retired")
 	}
 }
+
+// A selective-repeat QP with no round-trip sample of its own arms its
+// early timer on the round trip its path's QPs have seen (in an incast a
+// QP whose first packets were all dropped would else wait for the local
+// ACK timeout); go-back-N waits for a sample of its own.
+func TestEarlyTimerFromPathBeforeFirstSample(t *testing.T) {
+	var path reliability.PathRTT
+	path.Sample(2*time.Millisecond, t0)
+	for _, sr := range []bool{true, false} {
+		s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: sr, Path: &path})
+		if g := s.Send(reliability.Entry{Kind: reliability.Data, AckReq: true}, t0); g.Hold != reliability.Go {
+			t.Fatal(g.Hold)
+		}
+		wait := s.Deadline().Sub(t0)
+		if want := 6 * time.Millisecond; sr && wait != want {
+			t.Errorf("selective repeat: the first packet's timer in %v, want %v (2 ms + 4 x 1 ms)", wait, want)
+		}
+		if rto := reliability.AckTimeout(14); !sr && wait != rto {
+			t.Errorf("go-back-N: the first packet's timer in %v, want the local ACK timeout, %v", wait, rto)
+		}
+	}
+}
