@@ -708,6 +708,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	k, acked := 0, 0
 	var rtt time.Duration
+	ambiguous := false
 	for s.n > 0 {
 		e := &s.ring[s.head]
 		if e.Kind == Data && e.PSN.After(psn) || e.Kind != Data && !e.done {
@@ -723,7 +724,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.acks--
 		}
 		acked += int(e.Span) // the window grows by packets, a READ's responses each one
-		if !e.resent && e.Kind != Read {
+		if e.resent {
+			ambiguous = true
+		} else if e.Kind != Read {
 			// A READ is done when its last response has come: that
 			// time includes its transfer. Its round trip is sampled at
 			// its first response (ReadPlaced).
@@ -741,6 +744,15 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	}
 	s.alloc.pool.use(-k)
 	s.cc.onAcked(acked)
+	if ambiguous {
+		// Karn's rule for a cumulative ACK: one that covers a packet
+		// sent again is no sample, not even of the packets after it. With
+		// selective repeat those were placed ahead long ago and waited
+		// for the hole: their "round trip" is the repair's, and taken as
+		// the path's it would slow every later repair (a timer that waits
+		// longer, a repair that takes longer, a larger sample).
+		rtt = 0
+	}
 	s.sample(rtt, now)
 	s.cc.decay(now, s.rtt.srtt)
 	s.retries, s.rnrTries, s.backoff, s.earlyBackoff = 0, 0, 0, 0

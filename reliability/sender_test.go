@@ -788,3 +788,30 @@ func TestEarlyTimerFromPathBeforeFirstSample(t *testing.T) {
 		}
 	}
 }
+
+// Karn's rule for cumulative ACKs: with selective repeat, an ACK that
+// covers a packet sent again is no round-trip sample, not even of the
+// packets placed ahead after it, which waited for the repair.
+func TestNoSampleFromAnAckOverARepair(t *testing.T) {
+	s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: true})
+	place := reliability.Entry{Kind: reliability.Data, Placeable: true, AckReq: true}
+	s.Admit(place, t0) // PSN 100
+	s.OnAck(100, t0.Add(200*time.Microsecond))
+	if s.RTT() != 200*time.Microsecond {
+		t.Fatalf("first sample: srtt %v", s.RTT())
+	}
+	at := t0.Add(time.Millisecond)
+	for range 4 { // 101-104; 101 is lost, the rest placed ahead
+		s.Admit(place, at)
+	}
+	s.OnNAK(101, wire.NAKPSNSequenceError, at.Add(200*time.Microsecond))
+	if e, _, ok := s.Resend(at.Add(200 * time.Microsecond)); !ok || e.PSN != 101 {
+		t.Fatalf("the repair: %v %v", e, ok)
+	}
+	s.Resent(at.Add(200 * time.Microsecond))
+	late := at.Add(50 * time.Millisecond) // the repair took long
+	s.OnAck(104, late)
+	if s.RTT() != 200*time.Microsecond {
+		t.Errorf("an ACK over a repair moved srtt to %v", s.RTT())
+	}
+}
