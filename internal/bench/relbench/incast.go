@@ -88,21 +88,9 @@ func Incast(cfg IncastConfig, n int, cc CC, p *reliability.DCQCNParams) (IncastR
 	}
 	defer l.Close()
 	a, b := l.a, l.b
-	qas, qbs, cqs := []*verbs.QP{a.qp}, []*verbs.QP{b.qp}, []*verbs.CQ{a.cq}
-	for len(qas) < n {
-		cq, err := a.dev.CreateCQ(64)
-		if err != nil {
-			return IncastResult{}, err
-		}
-		qa, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			return IncastResult{}, err
-		}
-		qb, err := b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.cq, RecvCQ: b.cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			return IncastResult{}, err
-		}
-		qas, qbs, cqs = append(qas, qa), append(qbs, qb), append(cqs, cq)
+	qas, qbs, cqs, err := l.pairs(n, 64)
+	if err != nil {
+		return IncastResult{}, err
 	}
 	for i := range qas {
 		if err := verbs.ConnectRCSelective(qas[i], qbs[i], a.ah, b.ah, cfg.MTU, 14); err != nil {

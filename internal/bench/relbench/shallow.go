@@ -122,22 +122,9 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 	defer l.Close()
 	a, b, pa, pb := l.a, l.b, l.pa, l.pb
 	// One QP pair per stream (the first came with open).
-	qas, qbs := []*verbs.QP{a.qp}, []*verbs.QP{b.qp}
-	cqs := []*verbs.CQ{a.cq}
-	for range cfg.WriteQPs {
-		cq, err := a.dev.CreateCQ(1024)
-		if err != nil {
-			return ShallowResult{}, err
-		}
-		qa, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			return ShallowResult{}, err
-		}
-		qb, err := b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.cq, RecvCQ: b.cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			return ShallowResult{}, err
-		}
-		qas, qbs, cqs = append(qas, qa), append(qbs, qb), append(cqs, cq)
+	qas, qbs, cqs, err := l.pairs(cfg.WriteQPs+1, 1024)
+	if err != nil {
+		return ShallowResult{}, err
 	}
 	connect := verbs.ConnectRC
 	if cfg.Selective {
@@ -186,6 +173,29 @@ func Shallow(cfg ShallowConfig) (ShallowResult, error) {
 		MarkedReqs:    ca.NPECNMarked.Load() + cb.NPECNMarked.Load(),
 		CNPs:          ca.NPCNPSent.Load() + cb.NPCNPSent.Load(),
 		Timeouts:      ca.LocalACKTimeouts.Load() + cb.LocalACKTimeouts.Load()}, nil
+}
+
+// pairs returns n QP pairs, the link's own first, each sending QP with a
+// CQ of cqSize of its own (the receiving QPs share b's).
+func (l *link) pairs(n, cqSize int) (qas, qbs []*verbs.QP, cqs []*verbs.CQ, err error) {
+	a, b := l.a, l.b
+	qas, qbs, cqs = []*verbs.QP{a.qp}, []*verbs.QP{b.qp}, []*verbs.CQ{a.cq}
+	for len(qas) < n {
+		cq, err := a.dev.CreateCQ(cqSize)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		qa, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		qb, err := b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.cq, RecvCQ: b.cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		qas, qbs, cqs = append(qas, qa), append(qbs, qb), append(cqs, cq)
+	}
+	return qas, qbs, cqs, nil
 }
 
 func retransmitted(c *datapath.Counters) uint64 {
