@@ -568,13 +568,7 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 		}
 		r.readN++
 		r.reads[(r.readHead+k)%n] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: true}
-		if !r.readListed {
-			qpn := p.BTH().DestQP()
-			if e.pumpRead(q, r, qpn, e.clock()); r.readN > 0 {
-				r.readListed = true
-				e.readers = append(e.readers, qpn)
-			}
-		}
+		e.startReads(q, r, p.BTH().DestQP())
 		return
 	}
 	if !fresh {
@@ -600,14 +594,19 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	}
 	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: !fresh}
 	r.readN++
-	if !r.readListed {
-		// No READ ahead of it: its first packets go now, in the unit
-		// that resolved its contexts; the rest from the engine's passes.
-		qpn := p.BTH().DestQP()
-		if e.pumpRead(q, r, qpn, e.clock()); r.readN > 0 {
-			r.readListed = true
-			e.readers = append(e.readers, qpn)
-		}
+	e.startReads(q, r, p.BTH().DestQP())
+}
+
+// startReads sends the first packets of a QP's READ answers now, in the
+// unit that resolved its contexts, when no READ was ahead of them, and
+// lists the QP for the engine's passes to send the rest.
+func (e *engine) startReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
+	if r.readListed {
+		return
+	}
+	if e.pumpRead(q, r, qpn, e.clock()); r.readN > 0 {
+		r.readListed = true
+		e.readers = append(e.readers, qpn)
 	}
 }
 

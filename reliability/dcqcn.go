@@ -91,22 +91,21 @@ func ConnectXDCQCN() DCQCNParams {
 // defaultLineRate is the cap when DCQCNParams.LineRate is 0.
 const defaultLineRate = 100e9
 
-// dcqcn is one QP's reaction point. The zero value is unused: the QP
-// runs the window instead (Sender.rate is nil).
+// dcqcn is one QP's reaction point (Sender.rate, when Sender.byRate).
 type dcqcn struct {
 	p      DCQCNParams
 	rc, rt float64 // the current and target rates; rc of 0: no CNP yet, no limit
 	alpha  float64
 
-	cnpSince  bool      // a CNP came in the current alpha period
-	alphaAt   time.Time // the current alpha period's end
-	timerAt   time.Time // the rate-increase timer's next expiry
-	lastCut   time.Time
-	lossCut   time.Time // the last cut for a loss
-	timerN    int       // timer expiries since the last cut
-	byteN     int       // byte-counter events since the last cut
-	bytes     uint64    // bytes sent towards the next byte-counter event
-	cuts, inc uint64    // counters: cuts and increase events
+	cnpSince bool      // a CNP came in the current alpha period
+	alphaAt  time.Time // the current alpha period's end
+	timerAt  time.Time // the rate-increase timer's next expiry
+	lastCut  time.Time
+	lossCut  time.Time // the last cut for a loss
+	timerN   int       // timer expiries since the last cut
+	byteN    int       // byte-counter events since the last cut
+	bytes    uint64    // bytes sent towards the next byte-counter event
+	inc      uint64    // increase events, counted
 
 	// The sending rate measured, for the first cut (a NIC's current
 	// rate before any CNP is its line rate; softrnic's is what it sends).
@@ -162,7 +161,6 @@ func (d *dcqcn) onCNP(now time.Time) bool {
 	d.lastCut = now
 	d.timerN, d.byteN, d.bytes = 0, 0, 0
 	d.timerAt = now.Add(d.p.RateTimer)
-	d.cuts++
 	return true
 }
 

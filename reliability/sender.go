@@ -203,9 +203,9 @@ type Sender struct {
 	// The controllers (congestion.go): the window, the pacing and the
 	// round-trip estimate.
 	cc       congestion
-	rate     *dcqcn // DCQCN's reaction point, when Params.DCQCN is set; else the window (cc)
-	lossSeen bool   // a loss for DCQCN's LossCut, not yet taken
-	dc       dcqcn  // rate's storage
+	byRate   bool  // the QP runs DCQCN (rate), not the window (cc)
+	rate     dcqcn // DCQCN's reaction point, with byRate
+	lossSeen bool  // a loss for DCQCN's LossCut, not yet taken
 	pace     pacer
 	rtt      rttStats
 	pkts     int // packets in flight: the entries' PSNs not yet answered
@@ -239,14 +239,6 @@ func (s *Sender) PaceAt() time.Time { return s.pace.at }
 // paced reports whether pacing holds a packet at now.
 func (s *Sender) paced(now time.Time) bool { return !s.params.NoCongestionControl && s.pace.holds(now) }
 
-// spend moves the pacing clock on by k packets (with DCQCN, by
-// bytesOf's).
-func (s *Sender) spend(now time.Time, k uint32) {
-	if s.rate == nil {
-		s.pace.spend(now, k, s.rtt.srtt, s.Window())
-	}
-}
-
 // takeLoss gives DCQCN a loss seen since the last call.
 func (s *Sender) takeLoss(now time.Time) {
 	if s.lossSeen {
@@ -257,10 +249,11 @@ func (s *Sender) takeLoss(now time.Time) {
 	}
 }
 
-// spendEntry moves the pacing clock on by k packets of entry e.
+// spendEntry moves the pacing clock on by k packets of entry e: by the
+// window's spacing, or with DCQCN by their bytes at its rate.
 func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
-	if s.rate == nil {
-		s.spend(now, k)
+	if !s.byRate {
+		s.pace.spend(now, k, s.rtt.srtt, s.Window())
 		return
 	}
 	s.spendBytes(now, e.bytes(k))
@@ -270,9 +263,8 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 func (s *Sender) spendBytes(now time.Time, bytes uint64) {
 	wasLimited := s.rate.limited()
 	s.rate.onSent(now, bytes)
-	s.stats.RateIncreases = s.rate.inc
 	if s.rate.limited() {
-		s.pace.spendFor(now, s.rate.gap(bytes), s.rate.gap(paceBurst*4096))
+		s.pace.spendFor(now, s.rate.gap(bytes), s.rate.gap(uint64(paceBurst*(s.pathMTU()+PacketOverhead))))
 	} else if wasLimited {
 		s.pace.restart() // back at the line rate
 	}
@@ -359,8 +351,7 @@ func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
 func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1, cc: newCongestion(len(alloc.entries))}
 	if p.DCQCN != nil && !p.NoCongestionControl {
-		s.dc = newDCQCN(*p.DCQCN)
-		s.rate = &s.dc
+		s.byRate, s.rate = true, newDCQCN(*p.DCQCN)
 	}
 }
 
@@ -368,7 +359,7 @@ func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 // a congested switch. The window shrinks by alpha/2, at most once per
 // round trip, as DCQCN cuts a rate.
 func (s *Sender) OnCNP(now time.Time) {
-	if s.rate != nil {
+	if s.byRate {
 		if s.rate.onCNP(now) {
 			s.stats.CNPCuts++
 		}
@@ -382,7 +373,7 @@ func (s *Sender) OnCNP(now time.Time) {
 // Rate is DCQCN's current rate in bits per second, and whether a CNP
 // has limited it; 0 and false for a QP without DCQCN.
 func (s *Sender) Rate() (bits float64, limited bool) {
-	if s.rate == nil {
+	if !s.byRate {
 		return 0, false
 	}
 	return s.rate.rate(), s.rate.limited()
@@ -391,7 +382,7 @@ func (s *Sender) Rate() (bits float64, limited bool) {
 // RateHold reports whether the QP's rate holds a packet it answers with
 // (a READ response) at now, and until when; never without DCQCN.
 func (s *Sender) RateHold(now time.Time) (until time.Time, held bool) {
-	if s.rate == nil {
+	if !s.byRate {
 		return time.Time{}, false
 	}
 	return s.pace.at, s.pace.holds(now)
@@ -400,7 +391,7 @@ func (s *Sender) RateHold(now time.Time) (until time.Time, held bool) {
 // RateSent counts a packet of bytes the QP answered with (a READ
 // response) against its rate, with DCQCN.
 func (s *Sender) RateSent(now time.Time, bytes int) {
-	if s.rate != nil {
+	if s.byRate {
 		s.spendBytes(now, uint64(bytes))
 	}
 }
@@ -409,7 +400,7 @@ func (s *Sender) RateSent(now time.Time, bytes int) {
 // while fewer than that are in flight (a READ counts the response packets
 // it asks for).
 func (s *Sender) Window() int {
-	if s.rate != nil {
+	if s.byRate {
 		return s.bdpCap()
 	}
 	return s.cc.window()
@@ -424,12 +415,16 @@ func (s *Sender) bdpCap() int {
 	if s.rtt.min == 0 {
 		return n
 	}
-	mtu := s.params.PathMTU
-	if mtu <= 0 {
-		mtu = 4096
-	}
-	bdp := s.rate.p.LineRate * s.rtt.min.Seconds() / 8 / float64(mtu+PacketOverhead)
+	bdp := s.rate.p.LineRate * s.rtt.min.Seconds() / 8 / float64(s.pathMTU()+PacketOverhead)
 	return min(n, max(initialWindow, int(math.Ceil(bdp*9/8))))
+}
+
+// pathMTU is Params.PathMTU, 4096 when unset.
+func (s *Sender) pathMTU() int {
+	if s.params.PathMTU <= 0 {
+		return 4096
+	}
+	return s.params.PathMTU
 }
 
 // InFlight is the packets sent and not yet answered.
@@ -455,7 +450,7 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 	if d > 0 && s.params.Path != nil {
 		s.params.Path.Sample(d, now)
 	}
-	if !s.rtt.update(d) || !s.delayRule() || s.params.NoCongestionControl || s.rate != nil {
+	if !s.rtt.update(d) || !s.delayRule() || s.params.NoCongestionControl || s.byRate {
 		return
 	}
 	exit, cut := s.cc.onDelay(&s.rtt, now)
@@ -470,7 +465,7 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 // cut reacts to a loss of the packet at psn: the window halves, once for
 // all losses among the packets in flight when it does.
 func (s *Sender) cut(psn wire.PSN, placeable bool) {
-	if s.rate != nil {
+	if s.byRate {
 		s.lossSeen = true // DCQCN cuts its rate at the gate's next call (LossCut)
 		return
 	}
@@ -522,7 +517,11 @@ func (s *Sender) Failed() (bool, ibv.WCStatus) { return s.failed, s.status }
 func (s *Sender) Waiting() bool { return s.rnrWait }
 
 // Stats returns the sender's counters.
-func (s *Sender) Stats() SenderStats { return s.stats }
+func (s *Sender) Stats() SenderStats {
+	st := s.stats
+	st.RateIncreases = s.rate.inc
+	return st
+}
 
 // Deadline is when Tick next has something to do; zero when the timer is
 // not armed.
