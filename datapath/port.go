@@ -103,6 +103,23 @@ type RecvCapacitor interface {
 	RecvCapacity() int
 }
 
+// A Kicker is a port whose kernel may hold frames that have arrived but
+// are not yet in its receive ring: the receive work is pending on this
+// CPU (a softirq), and an engine that spins in user space never enters the
+// kernel to run it. Kick runs that work now, without blocking; it is for
+// the rare moments the engine must know it has everything (before a
+// retransmission timer fires), not for every turn.
+type Kicker interface {
+	Kick()
+}
+
+// kick kicks p if it is a Kicker.
+func kick(p Port) {
+	if k, ok := p.(Kicker); ok {
+		k.Kick()
+	}
+}
+
 // defaultRecvCapacity is taken for a port that does not say.
 const defaultRecvCapacity = 1024
 

@@ -135,3 +135,19 @@ func (p *Port) Free(frames []datapath.Frame) {
 	p.ahead = 0
 	p.Port.Free(frames)
 }
+
+// RecvCapacity is the wrapped port's (datapath.RecvCapacitor), so that a
+// NIC that records sizes its answers as it would without recording.
+func (p *Port) RecvCapacity() int {
+	if c, ok := p.Port.(datapath.RecvCapacitor); ok {
+		return c.RecvCapacity()
+	}
+	return 0
+}
+
+// Kick kicks the wrapped port, if it is a datapath.Kicker.
+func (p *Port) Kick() {
+	if k, ok := p.Port.(datapath.Kicker); ok {
+		k.Kick()
+	}
+}

@@ -151,6 +151,10 @@ func NewSocket(ifindex, queue int, cfg Config) (_ *Socket, err error) {
 			return nil, fmt.Errorf("xsk: ring size %d: %w", o.size, err)
 		}
 	}
+	// Busy polling on the socket lets Kick run the queue's receive work
+	// (see Kick); with the default net.core.busy_poll of 0 it changes
+	// nothing else. Best effort: without it Kick does nothing.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, 1)
 	off, err := mmapOffsets(fd)
 	if err != nil {
 		return nil, fmt.Errorf("xsk: mmap offsets: %w", err)
@@ -472,6 +476,18 @@ func (s *Socket) Send(frames []datapath.Frame) (int, error) {
 	}
 	s.reclaim()
 	return n, err
+}
+
+// Kick implements datapath.Kicker: one non-blocking receive call, which
+// with SO_BUSY_POLL polls the queue's NAPI context once and, leaving it,
+// runs the receive work pending on this CPU. In copy mode a veth's frames
+// reach the ring only from that work (a softirq); under CPU starvation it
+// can lag the wire by milliseconds, long enough for a retransmission
+// timer to fire for a packet whose ACK has arrived.
+func (s *Socket) Kick() {
+	if !s.closed {
+		unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	}
 }
 
 // Flush pushes queued transmissions to the kernel again and reclaims
