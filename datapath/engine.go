@@ -62,6 +62,12 @@ type engine struct {
 	payload               []byte                            // staging for one packet's payload
 	timerWheel            wheel                             // QPs with a retransmission timer running (timers.go)
 	rxBacklog             int                               // turns in a row that left received frames in the port
+	lastTurn              int64                             // when the last turn began (nanotime)
+	timersHeld            int64                             // the timers wait until then (nanotime): the engine was starved (starved)
+	sinceHold             int                               // turns since the timers were last held
+	systemClock           bool                              // the timers run on the system's clock (no test drives it)
+	kicks                 bool                              // the port is a Kicker, kicked before a timer fires
+	kicked                bool                              // it was, for the timers due now
 	parkPool              *Pool                             // parked packets' copies
 	parkPID               [hostmem.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
 	ready                 []uint32                          // parked QPs whose context has come
@@ -103,6 +109,8 @@ func newEngine(n *NIC, id int, p Port) *engine {
 		e.parkPID[t] = make([]uint32, pids)
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
+	_, e.systemClock = n.cfg.Clock.(hostmem.SystemClock)
+	_, e.kicks = p.(Kicker)
 	e.awaitCap = max(1, recvCapacity(p)/2)
 	e.ecn = n.cfg.ECN.field(n.cfg.NoCongestionControl)
 	e.dma.init()
@@ -324,6 +332,7 @@ func (e *engine) appBackoff(backoff *time.Duration) bool {
 // e.mu is held: the engine's goroutine and NIC.Progress take turns.
 func (e *engine) turn() (bool, error) {
 	e.begin()
+	held := e.systemClock && e.starved()
 	busy := e.doorbellsDue()
 	if len(e.hpuEv) > 0 && e.hpuEventsDue() {
 		busy = true
@@ -365,10 +374,18 @@ func (e *engine) turn() (bool, error) {
 	} else {
 		e.rxBacklog = 0
 	}
-	if e.timerWheel.n > 0 && (e.rxBacklog == 0 || e.rxBacklog >= rxBacklogTurns) {
+	if e.timerWheel.n > 0 && !held && (e.rxBacklog == 0 || e.rxBacklog >= rxBacklogTurns) {
 		if now := e.clock(); e.timerWheel.tickOf(now) > e.timerWheel.now {
-			e.tick(now)
-			e.flushTX()
+			if e.kicks && !e.kicked && e.due(now) {
+				// A timer is due: first the port is kicked, and what
+				// that brings is taken on the next turn, before it.
+				kick(e.port)
+				e.kicked = true
+			} else {
+				e.kicked = false
+				e.tick(now)
+				e.flushTX()
+			}
 		}
 	}
 	return busy || k > 0, nil
@@ -390,6 +407,49 @@ func (e *engine) sleepFor() time.Duration {
 	}
 	return wait
 }
+
+// starved reports whether the timers wait this turn. An engine taken off
+// the CPU for longer than starvedGap (a loaded host: it sleeps on its port
+// a millisecond at most while timers run) may find its timers due while
+// the ACKs that would stop them have arrived but are not yet in its
+// port's ring: the kernel's receive work for them waits for a CPU too.
+// Its timers then wait starveGrace, while it kicks its port (Kicker) and
+// takes what comes; after a hold, holdSpacing turns pass before the next
+// (an application that drives the engine seldom has every turn look
+// starved: its timers lose one turn in holdSpacing at most).
+func (e *engine) starved() bool {
+	now := nanotime()
+	gap := now - e.lastTurn
+	first := e.lastTurn == 0
+	e.lastTurn = now
+	if now < e.timersHeld {
+		kick(e.port)
+		return true
+	}
+	e.sinceHold++
+	if first || gap <= int64(starvedGap) || e.timerWheel.n == 0 {
+		return false
+	}
+	// A host that kept this engine off the CPU that long may keep its
+	// peers off as long: what they have not answered meanwhile is not
+	// lost. The gap counts as a round trip of the path, so the early
+	// timers wait beyond it (PathRTT forgets half of it a second).
+	e.path.Sample(time.Duration(gap), e.clock())
+	if e.sinceHold <= holdSpacing {
+		return false
+	}
+	e.timersHeld, e.sinceHold = now+int64(starveGrace), 0
+	e.counters.TimersHeld.Add(1)
+	kick(e.port)
+	return true
+}
+
+// The starved engine's hold (starved).
+const (
+	starvedGap  = 3 * time.Millisecond
+	starveGrace = 500 * time.Microsecond
+	holdSpacing = 8
+)
 
 // rxBacklogTurns is how many turns in a row with received frames left in
 // the port the timers wait for (turn).

@@ -144,6 +144,27 @@ func (e *engine) tick(now time.Time) {
 	w.now = to
 }
 
+// due reports whether a QP's timer in the slots tick would run at now
+// has passed its deadline (tick's scan, changing nothing).
+func (e *engine) due(now time.Time) bool {
+	w := &e.timerWheel
+	to := w.tickOf(now)
+	from := max(w.now+1, to-wheelSlots+1)
+	for t := from; t <= to; t++ {
+		for h := w.head[t%wheelSlots]; h != 0; {
+			r := &e.qps[h-1]
+			h = r.wheel.next
+			if r.wheel.at > t || r.errored {
+				continue
+			}
+			if d := r.snd.Deadline(); !d.IsZero() && !now.Before(d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // expire handles a QP whose slot came: its timer, if due, or a place at
 // its deadline.
 func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {

@@ -127,3 +127,94 @@ func TestTimerWaitsForReceivedFrames(t *testing.T) {
 		t.Errorf("local_ack_timeout %d", n)
 	}
 }
+
+// kickPort is a testPort whose kernel holds frames back (receive work
+// pending on a CPU) until the engine kicks it.
+type kickPort struct {
+	testPort
+	held  [][]byte
+	kicks int
+}
+
+func (p *kickPort) Kick() {
+	p.kicks++
+	p.rx = append(p.rx, p.held...)
+	p.held = nil
+}
+
+// A timer that is due waits for one kick of the port: an ACK the kernel
+// has not yet put in the receive ring (its receive work waits for a CPU)
+// retires the WRITE before the timer sends it again. The port is kicked
+// only when a timer is due, not on every turn.
+func TestTimerKicksThePortFirst(t *testing.T) {
+	kp := &kickPort{}
+	h := newHarnessOn(t, &kp.testPort)
+	h.nic.engines[0].port, h.nic.engines[0].kicks = kp, true
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	h.rcQP(18, 101, 0, 0, 0)
+	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
+	warm(h, rkey, va, 17, 18)
+	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
+	h.turns()
+	h.after(pcieLatency) // the WQE comes
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	if kp.kicks != 0 {
+		t.Fatalf("%d kicks with no timer due", kp.kicks)
+	}
+	h.ack(17, 0, 1)
+	kp.held, kp.rx = kp.rx, nil // the ACK has arrived, but not in the ring
+	h.clock.Advance(time.Second)
+	h.turns()
+	for _, p := range h.sent() {
+		if p.BTH().DestQP() == 100 {
+			t.Errorf("QP 17 sent %v PSN %d again: its timer fired before the kick brought its ACK", p.Opcode, p.BTH().PSN())
+		}
+	}
+	if kp.kicks != 1 {
+		t.Errorf("%d kicks, want 1 (the timer due)", kp.kicks)
+	}
+	if n := h.nic.counters.LocalACKTimeouts.Load(); n != 0 {
+		t.Errorf("local_ack_timeout %d", n)
+	}
+}
+
+// An engine that was off the CPU longer than starvedGap holds its due
+// timers for starveGrace (what the peer sent meanwhile may still be on
+// its way through the kernel), counts the hold, and takes the pause as a
+// round trip of the path; once the hold is over the timer fires.
+func TestStarvedEngineHoldsItsTimers(t *testing.T) {
+	h := newHarness(t)
+	e := h.nic.engines[0]
+	e.systemClock = true
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
+	warm(h, rkey, va, 17)
+	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
+	h.turns()
+	h.after(pcieLatency)
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	h.clock.Advance(time.Second) // the WRITE's timer is due
+	e.lastTurn = nanotime() - int64(10*time.Millisecond)
+	e.sinceHold = holdSpacing + 1
+	h.nic.Progress()
+	if got := len(h.sent()); got != 0 {
+		t.Errorf("a starved engine's first turn sent %d packets, want none (its timers held)", got)
+	}
+	if n := h.nic.counters.TimersHeld.Load(); n != 1 {
+		t.Errorf("timers_held %d, want 1", n)
+	}
+	if d := e.path.Max(h.clock.Now()); d < 10*time.Millisecond {
+		t.Errorf("the path's longest round trip %v after a 10 ms pause", d)
+	}
+	e.timersHeld = nanotime() // the grace is over
+	h.nic.Progress()
+	if got := len(h.sent()); got != 1 {
+		t.Errorf("after the hold %d packets sent, want the WRITE again", got)
+	}
+}
