@@ -25,7 +25,8 @@ type parkedFrame struct {
 	noICRC bool
 }
 
-// park copies a frame aside for its QP.
+// park copies a frame aside for its QP. Its ICRC was checked when it came
+// in (receive): it is parsed again without it when its turn comes.
 func (e *engine) park(qpn uint32, fr *Frame) {
 	r := &e.qps[qpn]
 	h, ok := e.parkPool.Take()
@@ -36,7 +37,7 @@ func (e *engine) park(qpn uint32, fr *Frame) {
 		e.counters.ParkDropped.Add(1)
 		return
 	}
-	r.parked[(r.parkHead+r.parkN)%parkDepth] = parkedFrame{handle: h, n: copy(e.parkPool.Buf(h), fr.Data), noICRC: fr.NoICRC}
+	r.parked[(r.parkHead+r.parkN)%parkDepth] = parkedFrame{handle: h, n: copy(e.parkPool.Buf(h), fr.Data), noICRC: true}
 	r.parkN++
 	e.counters.Parked.Add(1)
 }
