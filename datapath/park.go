@@ -230,9 +230,13 @@ func (e *engine) pollParked() bool {
 	resp := e.parkResp[:]
 	for _, t := range parkTypes {
 		c := e.nic.caches[t]
-		for k := c.Poll(e.id, resp); k > 0; k = c.Poll(e.id, resp) {
+		for {
+			k := c.Poll(e.id, resp)
 			for _, r := range resp[:k] {
 				e.arrived(t, r)
+			}
+			if k < len(resp) {
+				break // all it had: another Poll would find none
 			}
 		}
 	}
