@@ -99,17 +99,7 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 // takes what the port received before it runs the timers.
 func TestTimerWaitsForReceivedFrames(t *testing.T) {
 	h := newHarness(t)
-	h.cq(0, 16)
-	q := h.rcQP(17, 100, 0, 0, 0)
-	h.rcQP(18, 101, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, 17, 18)
-	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
-	h.turns()
-	h.after(pcieLatency) // the WQE comes
-	if got := len(h.sent()); got != 1 {
-		t.Fatalf("sent %d packets, want the WRITE", got)
-	}
+	rkey, va := writeSent(h, 18)
 	// The ACK arrives behind a batch and more of another QP's WRITEs,
 	// after the WRITE's timer has expired.
 	for i := range len(h.nic.engines[0].frames) + 8 {
@@ -150,17 +140,7 @@ func TestTimerKicksThePortFirst(t *testing.T) {
 	kp := &kickPort{}
 	h := newHarnessOn(t, &kp.testPort)
 	h.nic.engines[0].port, h.nic.engines[0].kicks = kp, true
-	h.cq(0, 16)
-	q := h.rcQP(17, 100, 0, 0, 0)
-	h.rcQP(18, 101, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, 17, 18)
-	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
-	h.turns()
-	h.after(pcieLatency) // the WQE comes
-	if got := len(h.sent()); got != 1 {
-		t.Fatalf("sent %d packets, want the WRITE", got)
-	}
+	writeSent(h, 18)
 	if kp.kicks != 0 {
 		t.Fatalf("%d kicks with no timer due", kp.kicks)
 	}
@@ -189,16 +169,7 @@ func TestStarvedEngineHoldsItsTimers(t *testing.T) {
 	h := newHarness(t)
 	e := h.nic.engines[0]
 	e.systemClock = true
-	h.cq(0, 16)
-	q := h.rcQP(17, 100, 0, 0, 0)
-	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, 17)
-	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
-	h.turns()
-	h.after(pcieLatency)
-	if got := len(h.sent()); got != 1 {
-		t.Fatalf("sent %d packets, want the WRITE", got)
-	}
+	writeSent(h)
 	h.clock.Advance(time.Second) // the WRITE's timer is due
 	e.lastTurn = nanotime() - int64(10*time.Millisecond)
 	e.sinceHold = holdSpacing + 1
@@ -217,4 +188,25 @@ func TestStarvedEngineHoldsItsTimers(t *testing.T) {
 	if got := len(h.sent()); got != 1 {
 		t.Errorf("after the hold %d packets sent, want the WRITE again", got)
 	}
+}
+
+// writeSent opens RC QP 17 (peer QP 100), and the other QPs given, with
+// their contexts cached, and has QP 17 send one WRITE (its timer running
+// from then on); it returns the region the QPs' peer writes to.
+func writeSent(h *harness, others ...uint32) (rkey uint32, va uint64) {
+	h.t.Helper()
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	for i, qpn := range others {
+		h.rcQP(qpn, 101+uint32(i), 0, 0, 0)
+	}
+	rkey, va = h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
+	warm(h, rkey, va, append([]uint32{17}, others...)...)
+	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
+	h.turns()
+	h.after(pcieLatency) // the WQE comes
+	if got := len(h.sent()); got != 1 {
+		h.t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	return rkey, va
 }
