@@ -66,7 +66,7 @@ type engine struct {
 	timersHeld            int64                             // the timers wait until then (nanotime): the engine was starved (starved)
 	sinceHold             int                               // turns since the timers were last held
 	systemClock           bool                              // the timers run on the system's clock (no test drives it)
-	kicks                 bool                              // the port is a Kicker, kicked before a timer fires
+	kicker                Kicker                            // the port, if it is one: kicked before a timer fires
 	kicked                bool                              // it was, for the timers due now
 	parkPool              *Pool                             // parked packets' copies
 	parkPID               [hostmem.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
@@ -110,7 +110,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
 	_, e.systemClock = n.cfg.Clock.(hostmem.SystemClock)
-	_, e.kicks = p.(Kicker)
+	e.kicker, _ = p.(Kicker)
 	e.awaitCap = max(1, recvCapacity(p)/2)
 	e.ecn = n.cfg.ECN.field(n.cfg.NoCongestionControl)
 	e.dma.init()
@@ -376,10 +376,10 @@ func (e *engine) turn() (bool, error) {
 	}
 	if e.timerWheel.n > 0 && !held && (e.rxBacklog == 0 || e.rxBacklog >= rxBacklogTurns) {
 		if now := e.clock(); e.timerWheel.tickOf(now) > e.timerWheel.now {
-			if e.kicks && !e.kicked && e.due(now) {
+			if e.kicker != nil && !e.kicked && e.due(now) {
 				// A timer is due: first the port is kicked, and what
 				// that brings is taken on the next turn, before it.
-				kick(e.port)
+				e.kick()
 				e.kicked = true
 			} else {
 				e.kicked = false
@@ -423,7 +423,7 @@ func (e *engine) starved() bool {
 	first := e.lastTurn == 0
 	e.lastTurn = now
 	if now < e.timersHeld {
-		kick(e.port)
+		e.kick()
 		return true
 	}
 	e.sinceHold++
@@ -440,8 +440,15 @@ func (e *engine) starved() bool {
 	}
 	e.timersHeld, e.sinceHold = now+int64(starveGrace), 0
 	e.counters.TimersHeld.Add(1)
-	kick(e.port)
+	e.kick()
 	return true
+}
+
+// kick kicks the engine's port, if it is a Kicker.
+func (e *engine) kick() {
+	if e.kicker != nil {
+		e.kicker.Kick()
+	}
 }
 
 // The starved engine's hold (starved).

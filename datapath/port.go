@@ -113,13 +113,6 @@ type Kicker interface {
 	Kick()
 }
 
-// kick kicks p if it is a Kicker.
-func kick(p Port) {
-	if k, ok := p.(Kicker); ok {
-		k.Kick()
-	}
-}
-
 // defaultRecvCapacity is taken for a port that does not say.
 const defaultRecvCapacity = 1024
 

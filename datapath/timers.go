@@ -47,6 +47,13 @@ type wheelLink struct {
 // tickOf is the wheel tick of a time.
 func (w *wheel) tickOf(t time.Time) int64 { return int64(t.Sub(w.start)) >> wheelTickShift }
 
+// span is the ticks a pass at now runs: those after the last one run, up
+// to now's (after a long pause, every slot once).
+func (w *wheel) span(now time.Time) (from, to int64) {
+	to = w.tickOf(now)
+	return max(w.now+1, to-wheelSlots+1), to
+}
+
 // later puts a QP on the engine's list of QPs to come back to on its next
 // pass: retransmissions left beyond a burst, or packets pacing holds.
 func (e *engine) later(qpn uint32, r *qpRun) {
@@ -123,11 +130,7 @@ func (e *engine) unwheel(qpn uint32, r *qpRun) {
 // local ACK timeout makes the QP send again; retries exhausted fail it.
 func (e *engine) tick(now time.Time) {
 	w := &e.timerWheel
-	to := w.tickOf(now)
-	from := w.now + 1
-	if to-from >= wheelSlots { // a long pause: every slot once
-		from = to - wheelSlots + 1
-	}
+	from, to := w.span(now)
 	for t := from; t <= to; t++ {
 		w.now = t
 		for h := w.head[t%wheelSlots]; h != 0; {
@@ -148,8 +151,7 @@ func (e *engine) tick(now time.Time) {
 // has passed its deadline (tick's scan, changing nothing).
 func (e *engine) due(now time.Time) bool {
 	w := &e.timerWheel
-	to := w.tickOf(now)
-	from := max(w.now+1, to-wheelSlots+1)
+	from, to := w.span(now)
 	for t := from; t <= to; t++ {
 		for h := w.head[t%wheelSlots]; h != 0; {
 			r := &e.qps[h-1]

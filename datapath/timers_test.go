@@ -139,7 +139,7 @@ func (p *kickPort) Kick() {
 func TestTimerKicksThePortFirst(t *testing.T) {
 	kp := &kickPort{}
 	h := newHarnessOn(t, &kp.testPort)
-	h.nic.engines[0].port, h.nic.engines[0].kicks = kp, true
+	h.nic.engines[0].port, h.nic.engines[0].kicker = kp, kp
 	writeSent(h, 18)
 	if kp.kicks != 0 {
 		t.Fatalf("%d kicks with no timer due", kp.kicks)
