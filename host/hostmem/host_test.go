@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"sync/atomic"
@@ -217,6 +218,81 @@ func TestRegistrarModel(t *testing.T) {
 		}
 		if n, c := reg.InUse(); n != used || c != entries {
 			t.Fatalf("step %d: InUse %d of %d, the model %d of %d", step, n, c, used, entries)
+		}
+	}
+}
+
+// TestMemoryMapModel maps and unmaps regions at random against a model
+// (a map of live IOVAs to their buffers) while readers resolve regions
+// that stay mapped: every live region reads back its own bytes, every
+// unmapped one faults, and a reader never sees a region change under it
+// (the table is appended to in place).
+func TestMemoryMapModel(t *testing.T) {
+	m := hostmem.NewMemory()
+	pinned := make([]uint64, 8)
+	for i := range pinned {
+		pinned[i] = m.Map([]byte{byte(i), byte(i), byte(i)})
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 2)
+	for r := range 2 {
+		go func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				i := (k + r) % len(pinned)
+				s, err := m.Slice(pinned[i]+1, 2)
+				if err != nil || s[0] != byte(i) || s[1] != byte(i) {
+					errs <- fmt.Errorf("pinned region %d: %v, %v", i, s, err)
+					return
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[uint64][]byte{}
+	var dead []uint64
+	for step := range 4000 {
+		if len(live) == 0 || rng.IntN(3) > 0 {
+			buf := make([]byte, 4+rng.IntN(9000))
+			binary.LittleEndian.PutUint32(buf[len(buf)-4:], uint32(step))
+			live[m.Map(buf)] = buf
+		} else {
+			for a := range live {
+				if err := m.Unmap(a); err != nil {
+					t.Fatal(err)
+				}
+				delete(live, a)
+				dead = append(dead, a)
+				break
+			}
+		}
+		if step%500 != 499 {
+			continue
+		}
+		for a, buf := range live {
+			s, err := m.Slice(a, len(buf))
+			if err != nil || &s[0] != &buf[0] {
+				t.Fatalf("step %d: live region %#x: %v", step, a, err)
+			}
+			if _, err := m.Slice(a, len(buf)+1); !errors.Is(err, hostmem.ErrFault) {
+				t.Fatalf("step %d: %#x past its end: %v", step, a, err)
+			}
+		}
+		for _, a := range dead {
+			if _, err := m.Slice(a, 1); !errors.Is(err, hostmem.ErrFault) {
+				t.Fatalf("step %d: unmapped %#x still reachable", step, a)
+			}
+		}
+	}
+	close(stop)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
