@@ -140,6 +140,7 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		"Two live NICs over the in-memory port; 4 KiB WRITEs spread round-robin over\n1, 16, 256, 4K and 16K QPs; the QP contexts behind GCCache, then behind the\nblocking baseline; DMA latency 1 us. Prints each point against one QP.\n")
 	dur := fs.Duration("d", time.Second, "time per point")
 	qps := fs.String("q", "1,16,256,4096,16384", "QP counts, comma-separated")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the GCCache run at the last QP count to this file")
 	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -160,9 +161,19 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer stop()
+	cfg := cachebench.ScaleConfig{QPs: counts, Duration: *dur, Observe: hooks}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.CPUProfile = f
+	}
 	p, stdout := benchProgress("bench scale", stdout)
 	defer p.stop()
-	return cachebench.ReportScale(stdout, cachebench.ScaleConfig{QPs: counts, Duration: *dur, Progress: p.stepFunc(), Observe: hooks})
+	cfg.Progress = p.stepFunc()
+	return cachebench.ReportScale(stdout, cfg)
 }
 
 func runBenchFrames(args []string, stdout io.Writer) error {

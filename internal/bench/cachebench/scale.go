@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"runtime"
+	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +38,9 @@ type ScaleConfig struct {
 	// Observe, if not nil, watches the NICs the benchmark opens (their
 	// frames, their counters).
 	Observe *observe.Hooks
+	// CPUProfile, if not nil, takes a CPU profile of the measured part of
+	// the GCCache run at the last QP count (not its setup).
+	CPUProfile io.Writer
 }
 
 func (c *ScaleConfig) defaults() {
@@ -223,6 +227,12 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 	wc := make([]verbs.WC, 64)
 	next, inflight, done := 0, 0, 0
 	slot := 0
+	if cfg.CPUProfile != nil && !baseline && n == cfg.QPs[len(cfg.QPs)-1] {
+		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
+			return ScaleRow{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	for {
 		for inflight < cfg.Depth && time.Since(start) < cfg.Duration {
