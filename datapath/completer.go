@@ -36,6 +36,12 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *hostmem.QPCEntr
 		v = e.atomicData(qpn, q, r, p, psn, now)
 	case wire.RCAcknowledge:
 		s := p.AETH().Syndrome()
+		if s == wire.NAKSyndrome(wire.NAKPSNSequenceError) {
+			// With selective repeat the NAK names a packet the peer
+			// placed ahead (its MSN field); the sender ignores it
+			// otherwise.
+			r.snd.OnPlaced(psn, wire.PSN(p.AETH().MSN()), now)
+		}
 		v = r.snd.OnAETH(psn, s, now)
 		switch {
 		case s.IsRNRNAK() && v != reliability.Ignored:
@@ -45,7 +51,9 @@ func (e *engine) completeResponse(qpn uint32, p *wire.Packet, q *hostmem.QPCEntr
 			}
 		case s.IsNAK() && v == reliability.Accepted:
 			e.counters.RcvdSeqErr.Add(1)
-			e.counters.Retransmits.Add(1)
+			if r.snd.Resending() {
+				e.counters.Retransmits.Add(1)
+			}
 		}
 	default:
 		v = e.readData(qpn, q, r, p, psn, now)
@@ -198,6 +206,7 @@ func (e *engine) senderStats(r *qpRun) {
 	e.counters.EarlyRetransmits.Add(s.Early - r.seen.Early)
 	e.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
 	e.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)
+	e.counters.RepairNAKs.Add(s.NAKsOfRepair - r.seen.NAKsOfRepair)
 	r.seen = s
 	e.answersAwaited(r)
 }

@@ -185,6 +185,8 @@ type Counters struct {
 	RoomWaits                  atomic.Uint64 // times a request waited for room at the port for the answers it asks for: READ responses, ACKs (room)
 	ReadPaceCuts               atomic.Uint64 // go-back-N READ retries that doubled the spacing of a QP's READ responses (readpace.go)
 	PlacedAhead                atomic.Uint64 // WRITE_ONLY packets placed ahead of order (selective repeat)
+	PlacedReports              atomic.Uint64 // selective repeat: sequence NAKs sent in place of an ACK, with the packets placed past the hole
+	RepairNAKs                 atomic.Uint64 // selective repeat: sequence NAKs of a hole already being repaired (nothing sent again)
 	NPECNMarked                atomic.Uint64 // requests received marked Congestion Experienced
 	NPCNPSent                  atomic.Uint64 // CNPs sent for them
 	RPCNPHandled               atomic.Uint64 // CNPs received, each cutting the QP's window (or, with DCQCN, its rate)
@@ -230,7 +232,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"seq_nak_repeated", &c.SeqNAKRepeated}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
-		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"early_retransmits", &c.EarlyRetransmits}, {"timers_held", &c.TimersHeld}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead},
+		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"early_retransmits", &c.EarlyRetransmits}, {"timers_held", &c.TimersHeld}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead}, {"placed_reports", &c.PlacedReports}, {"repair_naks", &c.RepairNAKs},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},

@@ -118,15 +118,32 @@ func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 		return false
 	case reliability.Ahead, reliability.OutOfSequence:
 		e.counters.OutOfSeqRequest.Add(1)
-		if class == reliability.Ahead && e.placeAhead(q, r, p, psn) {
+		placed := class == reliability.Ahead && e.placeAhead(q, r, p, psn)
+		if placed {
 			e.counters.PlacedAhead.Add(1)
 		}
-		if nak {
+		switch {
+		case placed:
+			// Selective repeat, as IRN's receiver: each packet placed
+			// ahead of the hole is NAKed, the NAK naming it, so that the
+			// sender knows what landed (its window goes on while the
+			// hole is repaired) and what did not (every hole is sent
+			// again at once, and a lost NAK or repair is seen within a
+			// round trip).
+			if nak {
+				if r.rcv.RepeatedNAK() {
+					e.counters.SeqNAKRepeated.Add(1)
+				}
+			} else {
+				e.counters.PlacedReports.Add(1)
+			}
+			e.nakPlaced(q, r, psn)
+		case nak:
 			if r.rcv.RepeatedNAK() {
 				e.counters.SeqNAKRepeated.Add(1)
 			}
 			e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
-		} else {
+		default:
 			e.counters.SeqNAKSuppressed.Add(1)
 		}
 		return false
@@ -495,6 +512,27 @@ func (e *engine) ack(q *hostmem.QPCEntry, r *qpRun, psn wire.PSN, s wire.Syndrom
 		}
 		return
 	}
+	if r.rcv.Selective() && s == wire.NAKSyndrome(wire.NAKPSNSequenceError) {
+		// Between selective-repeat peers a sequence NAK's MSN field
+		// names the newest packet placed beyond the hole (IRN's NACK
+		// carries it; the sender reads no NAK's MSN otherwise); with
+		// none, the PSN before the hole, which names nothing.
+		msn = uint32(psn.Sub(1))
+		if newest, ok := r.rcv.NewestPlaced(); ok {
+			msn = uint32(newest)
+		}
+	}
+	e.sendACK(q, psn, s, msn)
+}
+
+// nakPlaced sends, with selective repeat, the hole's sequence NAK naming
+// the packet at placed, just placed ahead of it.
+func (e *engine) nakPlaced(q *hostmem.QPCEntry, r *qpRun, placed wire.PSN) {
+	e.sendACK(q, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError), uint32(placed))
+}
+
+// sendACK sends an ACK or NAK of psn with the AETH's MSN field msn.
+func (e *engine) sendACK(q *hostmem.QPCEntry, psn wire.PSN, s wire.Syndrome, msn uint32) {
 	var f wire.FrameFields
 	e.frameTo(&f, q, wire.RCAcknowledge, psn)
 	f.AETH = wire.AETHFields{Syndrome: s, MSN: msn}

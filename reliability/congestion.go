@@ -9,6 +9,7 @@ package reliability
 // losses say.
 
 import (
+	"math"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -247,4 +248,60 @@ func (p *PathRTT) decay(now time.Time) {
 		p.max >>= min(k, 62)
 		p.at = p.at.Add(k * PathRTTDecay)
 	}
+}
+
+// deliveryRate estimates the path's bottleneck rate from what the peer
+// says has arrived: packets acknowledged, READ responses placed, and with
+// selective repeat the packets its NAKs report placed beyond a hole. Each
+// sample spans at least a round trip; the estimate is the largest sample
+// of the last two buckets of deliveryBucket round trips each (BBR's
+// bottleneck-bandwidth filter, in two buckets). With selective repeat a
+// loss cuts nothing, and on a path that marks no ECN and is too short for
+// the delay rule the window would grow until the app ran out of work,
+// queueing it all on the path: the cap this gives (IRN's BDP cap, the
+// rate times the least round trip) keeps it near what the path holds.
+type deliveryRate struct {
+	total     uint64    // packets delivered so far
+	t0        time.Time // the running sample's start
+	d0        uint64    // total at t0
+	cur, prev float64   // the largest sample, packets per second, of this bucket and the last
+	bucket    time.Time // when the current bucket began
+}
+
+// deliveryBucket is the length of one bucket of the filter, in round trips.
+const deliveryBucket = 8
+
+// delivered counts n more packets delivered at now and takes a sample
+// when the running one spans span (a round trip) or more.
+func (d *deliveryRate) delivered(n int, now time.Time, span time.Duration) {
+	if n > 0 {
+		d.total += uint64(n)
+	}
+	if span <= 0 {
+		return
+	}
+	if d.t0.IsZero() {
+		d.t0, d.d0, d.bucket = now, d.total, now
+		return
+	}
+	el := now.Sub(d.t0)
+	if el < span {
+		return
+	}
+	if now.Sub(d.bucket) >= deliveryBucket*span {
+		d.prev, d.cur, d.bucket = d.cur, 0, now
+	}
+	d.cur = max(d.cur, float64(d.total-d.d0)/el.Seconds())
+	d.t0, d.d0 = now, d.total
+}
+
+// cap is the packets the path holds at the estimated rate over the
+// round trip rtt, with a quarter more (so that the rate can be seen to
+// grow: BBR's probing gain) and a pacing burst; 0 before any sample.
+func (d *deliveryRate) cap(rtt time.Duration) int {
+	r := max(d.cur, d.prev)
+	if r == 0 || rtt <= 0 {
+		return 0
+	}
+	return max(initialWindow, int(math.Ceil(r*rtt.Seconds()*2))+paceBurst)
 }

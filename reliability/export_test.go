@@ -1,6 +1,10 @@
 package reliability
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+)
 
 // Disjoint reports whether no two allocations share an entry.
 func Disjoint(as []Allocation) bool {
@@ -31,4 +35,16 @@ func LargestFree(capacity int, as []Allocation) int {
 		}
 	}
 	return best
+}
+
+// PlacedPSNs are the PSNs the sender takes as placed ahead by the peer
+// (selective repeat's reports).
+func (s *Sender) PlacedPSNs() []wire.PSN {
+	var out []wire.PSN
+	for i := range SRWindow {
+		if s.sacked[i/64]&(1<<(i%64)) != 0 {
+			out = append(out, s.sBase.Add(uint32(i)))
+		}
+	}
+	return out
 }

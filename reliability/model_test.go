@@ -46,6 +46,7 @@ type model struct {
 	psnOf     map[wire.PSN]int // first PSN -> message index
 	ahead     map[wire.PSN]int // selective repeat: placed ahead of order -> message index
 	placed    int              // packets placed ahead, over the run
+	sacked    int              // packets the sender held as placed ahead, summed over the checks
 }
 
 type msg struct {
@@ -64,6 +65,7 @@ type pkt struct {
 	span  uint32 // READ request: responses asked for
 	syn   wire.Syndrome
 	first wire.PSN // READ response: the READ's first PSN (the model's check only)
+	msn   uint32   // a sequence NAK's MSN field: with selective repeat, the packet placed ahead it names
 }
 
 func newModel(t testing.TB, seed uint64, alloc int, p reliability.Params) *model {
@@ -161,9 +163,13 @@ func (m *model) respond(p pkt) {
 			m.r.Placed(p.psn)
 			m.ahead[p.psn] = i
 			m.placed++
+			// As the datapath's responder: each packet placed ahead is
+			// NAKed, the NAK naming it.
+			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected(), syn: wire.NAKSyndrome(wire.NAKPSNSequenceError), msn: uint32(p.psn)})
+			return
 		}
 		if nak {
-			m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected(), syn: wire.NAKSyndrome(wire.NAKPSNSequenceError)})
+			m.toReq = append(m.toReq, m.seqNAK())
 		}
 	case reliability.Duplicate:
 		switch p.op {
@@ -227,12 +233,23 @@ func (m *model) respond(p pkt) {
 		}
 		if p.op == wire.RCRDMAWriteOnly {
 			if m.r.PlacedAhead() {
-				m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected(), syn: wire.NAKSyndrome(wire.NAKPSNSequenceError)})
+				m.toReq = append(m.toReq, m.seqNAK())
 			} else {
 				m.toReq = append(m.toReq, pkt{op: wire.RCAcknowledge, psn: m.r.Expected().Sub(1), syn: wire.ACKSyndrome(wire.CreditsInvalid)})
 			}
 		}
 	}
+}
+
+// seqNAK is the responder's sequence NAK of the expected PSN, naming the
+// newest packet placed ahead (or, with none, the PSN before the hole).
+func (m *model) seqNAK() pkt {
+	exp := m.r.Expected()
+	msn := uint32(exp.Sub(1))
+	if newest, ok := m.r.NewestPlaced(); ok {
+		msn = uint32(newest)
+	}
+	return pkt{op: wire.RCAcknowledge, psn: exp, syn: wire.NAKSyndrome(wire.NAKPSNSequenceError), msn: msn}
 }
 
 // complete is the requester taking one answer.
@@ -247,6 +264,9 @@ func (m *model) complete(p pkt) {
 		case s.IsRNRNAK():
 			v = m.s.OnRNR(p.psn, s.Value(), m.now)
 		default:
+			if s.Value() == wire.NAKPSNSequenceError {
+				m.s.OnPlaced(p.psn, wire.PSN(p.msn), m.now)
+			}
 			v = m.s.OnNAK(p.psn, s.Value(), m.now)
 		}
 	case wire.RCAtomicAcknowledge:
@@ -317,6 +337,19 @@ func (m *model) check() {
 			m.t.Fatalf("answers awaited %d, want %d (READ responses %d, ACKs %d)", got, want+acks, want, acks)
 		}
 	}
+	// What the sender takes as placed ahead the responder placed (or
+	// has executed since); the window counts no less than nothing.
+	placed := m.s.PlacedPSNs()
+	for _, psn := range placed {
+		i, ok := m.psnOf[psn]
+		if _, ahead := m.ahead[psn]; !ahead && (!ok || i >= len(m.executed)) {
+			m.t.Fatalf("the sender takes PSN %d as placed, which the responder never placed", psn)
+		}
+	}
+	if m.s.InFlight() < 0 {
+		m.t.Fatalf("%d packets in flight", m.s.InFlight())
+	}
+	m.sacked += len(placed)
 	if int64(m.s.Outstanding()) > m.pool.Stats().Reserved || m.pool.Stats().InUse != int64(m.s.Outstanding()) {
 		m.t.Fatalf("pool in use %d, sender outstanding %d", m.pool.Stats().InUse, m.s.Outstanding())
 	}
@@ -440,7 +473,7 @@ func TestModel(t *testing.T) {
 		rnrEvery int
 		sr       bool
 	}{{4, 7, 0, false}, {1, 7, 0, false}, {16, 7, 5, false}, {64, 7, 0, false}, {8, 2, 3, false}, {16, 7, 0, true}, {64, 7, 0, true}, {4, 2, 0, true}} {
-		placed := 0
+		placed, sacked := 0, 0
 		for seed := range uint64(20) {
 			t.Run(fmt.Sprintf("alloc%d-retry%d-rnr%d-sr%v-seed%d", tc.alloc, tc.retry, tc.rnrEvery, tc.sr, seed), func(t *testing.T) {
 				m := newModel(t, seed*7919+uint64(tc.alloc), tc.alloc, reliability.Params{Timeout: 14, RetryCnt: tc.retry, RNRRetry: 7, MaxRdAtomic: 16, SelectiveRepeat: tc.sr})
@@ -456,10 +489,14 @@ func TestModel(t *testing.T) {
 					t.Errorf("%d packets placed ahead without selective repeat", m.placed)
 				}
 				placed += m.placed
+				sacked += m.sacked
 			})
 		}
 		if tc.sr && placed == 0 {
 			t.Errorf("alloc %d: selective repeat placed nothing ahead in 20 runs", tc.alloc)
+		}
+		if tc.sr && sacked == 0 {
+			t.Errorf("alloc %d: the sender never took a packet as placed ahead in 20 runs", tc.alloc)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"math/bits"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -129,6 +130,22 @@ func (r *Receiver) PlacedAhead() bool {
 	}
 	return false
 }
+
+// NewestPlaced is the highest PSN placed ahead of order, if any: with
+// selective repeat a sequence NAK names it to the sender (in the AETH's
+// MSN field), which takes it as placed and every packet before it that
+// it has not heard of as lost.
+func (r *Receiver) NewestPlaced() (wire.PSN, bool) {
+	for i := len(r.placed) - 1; i >= 0; i-- {
+		if w := r.placed[i]; w != 0 {
+			return r.exp.Add(uint32(64*i + 63 - bits.LeadingZeros64(w))), true
+		}
+	}
+	return 0, false
+}
+
+// Selective reports whether the receiver runs selective repeat.
+func (r *Receiver) Selective() bool { return r.sr }
 
 // shift moves the placed bitmap down by k PSNs.
 func (r *Receiver) shift(k int) { shiftBits(r.placed[:], k) }

@@ -2,6 +2,8 @@ package reliability
 
 import (
 	"math"
+	"math/bits"
+	"sort"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -149,6 +151,7 @@ type SenderStats struct {
 	CNPCuts        uint64        // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
 	RateIncreases  uint64        // DCQCN's rate-increase events (timer and byte counter)
 	LossCuts       uint64        // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
+	NAKsOfRepair   uint64        // selective repeat: sequence NAKs of a hole already being repaired (reports, nothing sent again)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -216,6 +219,23 @@ type Sender struct {
 	// response), not READs: with rdPkts, the most the peer will answer
 	// (Awaited).
 	acks int
+	// Selective repeat for WRITEs, as IRN's sender keeps it: the peer
+	// NAKs each packet it places ahead of a hole, the NAK naming the
+	// packet (OnPlaced); bit i of sacked, the packet at PSN sBase+i has
+	// been placed (sAlign keeps sBase at Una); placed counts the bits:
+	// in flight no longer, they leave room in the window while the hole
+	// is repaired, as SACKed segments do in TCP's pipe. sHigh is one past
+	// the highest PSN reported placed: a packet before it that is neither
+	// placed nor sent again within a round trip is lost, and is sent
+	// again at once (every hole, not one at a time).
+	sacked    [SRWindow / 64]uint64
+	sBase     wire.PSN
+	sHigh     wire.PSN
+	placed    int
+	timerBack bool // the resend is a timer's: the first entry goes even if sent again lately
+	// bw: with selective repeat on the window (not DCQCN), the delivery
+	// rate whose BDP caps the window (Window).
+	bw deliveryRate
 
 	// The early retransmission timer the round-trip estimate sets: a
 	// lost tail is sent again after about a round trip, not after the
@@ -349,7 +369,8 @@ func NewSender(alloc Allocation, psn wire.PSN, p Params) *Sender {
 
 // Init sets the sender up in place (a NIC keeps its senders in an array).
 func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
-	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn & wire.PSNMask, params: p, resend: -1, cc: newCongestion(len(alloc.entries))}
+	psn &= wire.PSNMask
+	*s = Sender{alloc: alloc, ring: alloc.entries, next: psn, params: p, resend: -1, cc: newCongestion(len(alloc.entries)), sBase: psn, sHigh: psn}
 	if p.DCQCN != nil && !p.NoCongestionControl {
 		s.byRate, s.rate = true, newDCQCN(*p.DCQCN)
 	}
@@ -403,7 +424,13 @@ func (s *Sender) Window() int {
 	if s.byRate {
 		return s.bdpCap()
 	}
-	return s.cc.window()
+	w := s.cc.window()
+	if s.params.SelectiveRepeat {
+		if c := s.bw.cap(s.rtt.min); c > 0 {
+			w = min(w, c)
+		}
+	}
+	return w
 }
 
 // bdpCap is IRN's cap on what a DCQCN sender keeps in flight: the line
@@ -427,8 +454,9 @@ func (s *Sender) pathMTU() int {
 	return s.params.PathMTU
 }
 
-// InFlight is the packets sent and not yet answered.
-func (s *Sender) InFlight() int { return s.pkts }
+// InFlight is the packets sent and not yet answered (with selective
+// repeat, not reported placed either): what the window counts.
+func (s *Sender) InFlight() int { return s.pkts - s.placed }
 
 // ReadInFlight is the number of READ response packets asked for and not
 // yet placed: what the responder may still send this QP.
@@ -611,7 +639,7 @@ func (s *Sender) hold(k Kind, now time.Time) Hold {
 		return HoldReplayFull
 	case s.params.NoCongestionControl:
 		return Go
-	case s.pkts >= s.Window():
+	case s.InFlight() >= s.Window():
 		return HoldWindow
 	case s.paced(now):
 		return HoldPacing
@@ -632,7 +660,7 @@ func (s *Sender) Admit(e Entry, now time.Time) (wire.PSN, bool) {
 		e.Span = 1
 	}
 	s.sinceAck++
-	if e.Kind != Data || s.sinceAck >= min(64, max(1, s.Window()/4)) || s.pkts+int(e.Span) >= s.Window() || s.n+1 == len(s.ring) {
+	if e.Kind != Data || s.sinceAck >= min(64, max(1, s.Window()/4)) || s.InFlight()+int(e.Span) >= s.Window() || s.n+1 == len(s.ring) {
 		e.AckReq = true
 	}
 	if e.AckReq {
@@ -705,7 +733,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 // at or before psn, and READs and atomics answered in full (an ACK does
 // not stand for READ data or an atomic result). It reports progress.
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
-	k, acked := 0, 0
+	k, acked, delivered := 0, 0, 0
 	var rtt time.Duration
 	ambiguous := false
 	for s.n > 0 {
@@ -723,6 +751,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.acks--
 		}
 		acked += int(e.Span) // the window grows by packets, a READ's responses each one
+		if e.Kind != Read {
+			delivered += int(e.Span) // a READ's responses were counted as they came (ReadPlaced)
+		}
 		if e.resent {
 			ambiguous = true
 		} else if e.Kind != Read {
@@ -740,6 +771,11 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	}
 	if k == 0 {
 		return false
+	}
+	if s.params.SelectiveRepeat {
+		was := s.placed
+		s.sAlign()
+		s.noteDelivered(delivered-(was-s.placed), now) // those reported placed were counted then
 	}
 	s.alloc.pool.use(-k)
 	s.cc.onAcked(acked)
@@ -869,7 +905,11 @@ func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
 	}
 	s.retire(psn.Sub(1), now) // a NAK acknowledges what came before
 	if code == wire.NAKPSNSequenceError {
+		s.timerBack = false
 		s.goBack(psn)
+		if s.params.SelectiveRepeat && !s.srNext(now) {
+			s.stats.NAKsOfRepair++ // every hole it shows is being repaired
+		}
 		return Accepted
 	}
 	switch code {
@@ -881,6 +921,109 @@ func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
 		s.fail(ibv.WCRemOpErr)
 	}
 	return Failed
+}
+
+// OnPlaced takes, with selective repeat, the packet a sequence NAK of
+// psn says the peer placed ahead of order (trigger, as the NAK's MSN
+// field carries it: see package datapath's responder). Call it before
+// OnAETH takes the NAK, so that the NAK resends what the report shows
+// lost. A trigger outside (psn, Next) says nothing.
+func (s *Sender) OnPlaced(psn, trigger wire.PSN, now time.Time) {
+	if !s.params.SelectiveRepeat || s.failed || s.n == 0 || !trigger.After(psn) || !trigger.Before(s.next) || !s.inWindow(psn) {
+		return
+	}
+	una := s.sAlign()
+	d := int(trigger.Diff(una))
+	if d <= 0 || d >= SRWindow {
+		return
+	}
+	i, ok := s.find(trigger)
+	if !ok {
+		return
+	}
+	e := s.entry(i)
+	if e.Kind != Data || !e.Placeable {
+		return
+	}
+	if s.sacked[d/64]&(1<<(d%64)) == 0 {
+		s.sacked[d/64] |= 1 << (d % 64)
+		s.placed++
+		s.noteDelivered(1, now)
+		if !e.resent {
+			s.sample(now.Sub(e.sent), now) // the peer NAKs as the packet lands
+		}
+	}
+	if !trigger.Before(s.sHigh) {
+		s.sHigh = trigger.Add(1)
+	}
+}
+
+// sAlign moves the placed bitmap to start at Una and returns Una.
+func (s *Sender) sAlign() wire.PSN {
+	una := s.Una()
+	if d := int(una.Diff(s.sBase)); d != 0 {
+		s.sBase = una
+		shiftBits(s.sacked[:], d)
+		n := 0
+		for _, w := range s.sacked {
+			n += bits.OnesCount64(w)
+		}
+		s.placed = n
+	}
+	if !s.sHigh.After(una) {
+		s.sHigh = una // nothing reported beyond Una (and no stale PSN 2^23 on)
+	}
+	return una
+}
+
+// sPlaced reports whether the peer reported the packet at psn placed.
+func (s *Sender) sPlaced(psn wire.PSN) bool {
+	d := int(psn.Diff(s.sBase))
+	return d > 0 && d < SRWindow && s.sacked[d/64]&(1<<(d%64)) != 0
+}
+
+// find returns the index of the entry holding psn.
+func (s *Sender) find(psn wire.PSN) (int, bool) {
+	una := s.Una()
+	k := int(psn.Diff(una))
+	i := sort.Search(s.n, func(i int) bool { return int(s.entry(i).last().Diff(una)) >= k })
+	return i, i < s.n && s.entry(i).contains(psn)
+}
+
+// srSkip reports whether, with selective repeat, the resend passes over
+// the entry: the peer placed it, or it is a WRITE_ONLY beyond what the
+// peer has reported (it places it if it comes), or it was sent again
+// less than a round trip and a quarter ago (its NAKs were on the way).
+func (s *Sender) srSkip(e *Entry, now time.Time) bool {
+	switch {
+	case s.sPlaced(e.PSN):
+		return true
+	case e.Placeable && e.PSN.After(s.selFrom) && !e.PSN.Before(s.sHigh):
+		return true
+	case e.resent && e.Kind == Data && s.rtt.srtt > 0 && now.Sub(e.sent) < s.rtt.srtt+s.rtt.srtt/4:
+		return !(s.timerBack && e.PSN == s.selFrom)
+	}
+	return false
+}
+
+// srNext moves the resend cursor past the entries srSkip passes over and
+// reports whether one is left to send.
+func (s *Sender) srNext(now time.Time) bool {
+	for s.resend >= 0 && s.resend < s.n && s.entry(s.resend).Kind == Data && s.srSkip(s.entry(s.resend), now) {
+		s.resend++
+	}
+	if s.resend >= s.n {
+		s.resend = -1
+	}
+	return s.resend >= 0
+}
+
+// noteDelivered counts n packets the peer has (acknowledged, placed) for
+// selective repeat's BDP cap.
+func (s *Sender) noteDelivered(n int, now time.Time) {
+	if s.params.SelectiveRepeat && !s.byRate {
+		s.bw.delivered(n, now, s.rtt.srtt)
+	}
 }
 
 // OnRNR handles an RNR NAK of psn: the sender waits the RNR timer code
@@ -1077,6 +1220,7 @@ func (s *Sender) ReadPlaced(e *Entry, psn wire.PSN, last bool, now time.Time) {
 			s.rdPlaced[d/64] |= 1 << (d % 64) // ahead: counted when the gap fills
 			s.pkts--
 			s.rdPkts--
+			s.noteDelivered(1, now)
 			s.arm(now)
 			return
 		}
@@ -1084,6 +1228,7 @@ func (s *Sender) ReadPlaced(e *Entry, psn wire.PSN, last bool, now time.Time) {
 	e.Got++
 	s.pkts--
 	s.rdPkts--
+	s.noteDelivered(1, now)
 	if e.Got == 1 && !e.resent {
 		s.sample(now.Sub(e.sent), now) // the request's round trip, without the READ's transfer
 	}
@@ -1188,13 +1333,9 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 		return nil, 0, false
 	}
 	if s.params.SelectiveRepeat {
-		// Selective repeat: the peer placed these if they came; if one
-		// did not, its own NAK asks for it.
-		for s.resend < s.n && s.entry(s.resend).Placeable && s.entry(s.resend).PSN.After(s.selFrom) {
-			s.resend++
-		}
-		if s.resend >= s.n {
-			s.resend = -1
+		// Selective repeat: the peer placed these if they came; the
+		// ones its NAKs show lost go again (srSkip).
+		if !s.srNext(now) {
 			return nil, 0, false
 		}
 		if !s.resendOne { // a hole is asked for from its own start
@@ -1244,6 +1385,9 @@ func (s *Sender) Resent(now time.Time) {
 	}
 	s.stats.Retransmitted++
 	e.resent = true
+	if e.Kind == Data && s.params.SelectiveRepeat {
+		e.sent = now // when it went again: its NAKs wait a round trip (srSkip)
+	}
 	if s.resendOne {
 		// A hole that runs on into the next READ asks for that READ's
 		// part next; then the next queued hole.
@@ -1291,6 +1435,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		case !s.params.SelectiveRepeat:
 			s.probe()
 		case !s.askHoles():
+			s.timerBack = true
 			s.goBack(s.Una())
 		}
 		s.armEarly(now)
@@ -1305,6 +1450,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 	}
 	s.backoff = min(s.backoff+1, maxBackoff)
 	s.gapAsked = false
+	s.timerBack = true
 	s.goBack(s.Una())
 	s.arm(now)
 	return Accepted
@@ -1335,7 +1481,8 @@ func (s *Sender) fail(status ibv.WCStatus) {
 func (s *Sender) drop() {
 	s.alloc.pool.use(-s.n)
 	s.n, s.head, s.resend, s.rdAtom, s.pkts, s.rdPkts, s.acks = 0, 0, -1, 0, 0, 0, 0
-	s.holeN = 0
+	s.holeN, s.placed = 0, 0
+	clear(s.sacked[:])
 	clear(s.rdPlaced[:])
 	s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
 	if s.stalled {

@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -813,5 +814,59 @@ func TestNoSampleFromAnAckOverARepair(t *testing.T) {
 	s.OnAck(104, late)
 	if s.RTT() != 200*time.Microsecond {
 		t.Errorf("an ACK over a repair moved srtt to %v", s.RTT())
+	}
+}
+
+// TestSelectiveReportsResendEveryHole: with selective repeat the peer
+// NAKs each packet it places ahead, naming it (OnPlaced): the sender
+// counts those out of flight, sends every hole they show again at once
+// (not one hole a round trip), sends nothing again for a NAK that
+// comes while the repair is on its way, and sends the hole again when a
+// NAK still names it a round trip after its repair went (the repair was
+// lost).
+func TestSelectiveReportsResendEveryHole(t *testing.T) {
+	s, _ := newSender(t, 32, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: true})
+	place := reliability.Entry{Kind: reliability.Data, Placeable: true, AckReq: true}
+	s.Admit(place, t0) // PSN 100
+	rtt := 200 * time.Microsecond
+	s.OnAck(100, t0.Add(rtt))
+	at := t0.Add(time.Millisecond)
+	for range 10 { // 101-110: 102 and 105 are lost
+		s.Admit(reliability.Entry{Kind: reliability.Data, Placeable: true}, at)
+	}
+	inFlight := s.InFlight()
+	nak := func(trigger wire.PSN, now time.Time) []wire.PSN {
+		s.OnPlaced(102, trigger, now)
+		if v := s.OnNAK(102, wire.NAKPSNSequenceError, now); v != reliability.Accepted {
+			t.Fatalf("NAK naming %d: %v", trigger, v)
+		}
+		return resendAll(s, now)
+	}
+	now := at.Add(rtt)
+	var sent []wire.PSN
+	// The NAKs come a packet's time apart (pacing spaces the repairs as
+	// it spaces new packets); the first acknowledges 101, the one naming
+	// 106 shows 105 lost.
+	for _, psn := range []wire.PSN{103, 104, 106, 107, 108, 109, 110} {
+		now = now.Add(20 * time.Microsecond)
+		sent = append(sent, nak(psn, now)...)
+	}
+	if fmt.Sprint(sent) != "[102 105]" {
+		t.Errorf("sent again %v, want [102 105]: each hole once", sent)
+	}
+	if got, want := s.InFlight(), inFlight-1-7; got != want {
+		t.Errorf("in flight %d, want %d (101 acknowledged, 7 placed ahead)", got, want)
+	}
+	repaired := at.Add(rtt + 20*time.Microsecond) // 102 went again with the first NAK
+	if again := nak(110, repaired.Add(rtt)); len(again) != 0 {
+		t.Errorf("a NAK within a round trip of the repair sent %v again", again)
+	}
+	now = repaired.Add(3 * rtt)
+	if again := nak(110, now); fmt.Sprint(again) != "[102 105]" {
+		t.Errorf("a NAK a round trip and more after the repair sent %v again, want [102 105]", again)
+	}
+	s.OnAck(110, now.Add(3*rtt))
+	if s.Outstanding() != 0 || s.InFlight() != 0 {
+		t.Errorf("after the ACK: %d outstanding, %d in flight", s.Outstanding(), s.InFlight())
 	}
 }
