@@ -435,7 +435,7 @@ func (e *engine) duplicate(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 	case p.Opcode == wire.RCRDMAReadRequest:
 		h := p.RETH()
 		if rr, ok := r.rcv.FindRead(psn, h.VA(), h.RKey(), h.DMALen()); ok {
-			if h.VA()+uint64(h.DMALen()) == rr.VA+uint64(rr.Length) { // the rest of the READ: go-back-N
+			if h.VA()+uint64(h.DMALen()) == rr.VA+uint64(rr.Length) && q.Flags&hostmem.QPFlagSelectiveRepeat == 0 { // the rest of the READ: go-back-N (with selective repeat, a hole at its end)
 				if r.readPace.retry(e.clock(), psn) {
 					e.counters.ReadPaceCuts.Add(1)
 				}

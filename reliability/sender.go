@@ -136,22 +136,23 @@ const (
 
 // SenderStats count one QP's sender events.
 type SenderStats struct {
-	Stalls         uint64        // times the gate held a packet for lack of a free entry
-	Stalled        time.Duration // time spent so held
-	Retransmitted  uint64        // packets sent again
-	Timeouts       uint64        // local ACK timeouts
-	GoBacks        uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
-	Stale          uint64        // answers ignored as outside the window
-	Cuts           uint64        // congestion window reductions
-	Early          uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
-	Probes         uint64        // of them go-back-N probes: the oldest unacknowledged packet alone
-	SlowStartExits uint64        // slow starts ended by a rising round trip, before a loss
-	DelayCuts      uint64        // window cuts for a round trip above the target (queueing delay)
-	CreditWaits    uint64        // times a SEND waited for the responder's receive credits
-	CNPCuts        uint64        // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
-	RateIncreases  uint64        // DCQCN's rate-increase events (timer and byte counter)
-	LossCuts       uint64        // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
-	NAKsOfRepair   uint64        // selective repeat: sequence NAKs of a hole already being repaired (reports, nothing sent again)
+	Stalls          uint64        // times the gate held a packet for lack of a free entry
+	Stalled         time.Duration // time spent so held
+	Retransmitted   uint64        // packets sent again
+	Timeouts        uint64        // local ACK timeouts
+	GoBacks         uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
+	Stale           uint64        // answers ignored as outside the window
+	Cuts            uint64        // congestion window reductions
+	Early           uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
+	Probes          uint64        // of them go-back-N probes: the oldest unacknowledged packet alone
+	SlowStartExits  uint64        // slow starts ended by a rising round trip, before a loss
+	DelayCuts       uint64        // window cuts for a round trip above the target (queueing delay)
+	CreditWaits     uint64        // times a SEND waited for the responder's receive credits
+	CNPCuts         uint64        // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
+	RateIncreases   uint64        // DCQCN's rate-increase events (timer and byte counter)
+	LossCuts        uint64        // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
+	NAKsOfRepair    uint64        // selective repeat: sequence NAKs of a hole already being repaired (reports, nothing sent again)
+	HolesAskedAgain uint64        // selective repeat: READ holes asked for again as responses kept coming past them (before the timer)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -188,6 +189,9 @@ type Sender struct {
 	rdHigh wire.PSN
 	holes  [maxHoles]hole
 	holeN  int
+	// rdAskAt is when holes were last asked for: responses that still
+	// come past them a round trip later ask again.
+	rdAskAt time.Time
 
 	deadline time.Time
 	retries  int
@@ -273,7 +277,16 @@ func (s *Sender) takeLoss(now time.Time) {
 // window's spacing, or with DCQCN by their bytes at its rate.
 func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 	if !s.byRate {
-		s.pace.spend(now, k, s.rtt.srtt, s.Window())
+		rtt := s.rtt.srtt
+		if s.params.SelectiveRepeat && s.bw.cap(s.rtt.min) > 0 {
+			// The window is the path's BDP at the delivery rate over the
+			// least round trip (Window): paced over the smoothed one,
+			// which a queue (or READ responses queued behind others)
+			// lengthens, it would go slower than the rate it was sized
+			// for, and the rate it measures would shrink it again.
+			rtt = s.rtt.min
+		}
+		s.pace.spend(now, k, rtt, s.Window())
 		return
 	}
 	s.spendBytes(now, e.bytes(k))
@@ -499,10 +512,10 @@ func (s *Sender) cut(psn wire.PSN, placeable bool) {
 	}
 	if s.params.SelectiveRepeat && placeable {
 		// IRN's rule: with selective repeat a lost packet the peer places
-		// ahead costs one packet, and the replay allocation (the path's
-		// BDP) bounds what is in flight; congestion is ECN's to signal
-		// (OnCNP). A READ's lost responses are asked for again from the
-		// gap on, as go-back-N: those still cut.
+		// ahead (a WRITE_ONLY, or a READ response this side places) costs
+		// one packet, and the BDP cap (Window) bounds what is in flight;
+		// congestion is ECN's to signal (OnCNP). A go-back-N from a gap
+		// (a timeout, a SEND) still cuts.
 		return
 	}
 	if s.cc.onLoss(psn, s.next) {
@@ -718,10 +731,35 @@ func (s *Sender) armEarly(now time.Time) {
 		if !s.params.SelectiveRepeat {
 			wait = max(2*srtt+4*rttvar, minProbe, 2*longest)
 		}
-		if t := now.Add(wait << s.earlyBackoff); t.Before(s.deadline) {
+		t := now.Add(wait << s.earlyBackoff)
+		if s.readHolesOpen() && s.rtt.srtt > 0 {
+			// READ holes were asked for: the answer is due within a round
+			// trip (it goes ahead of the READs being answered); if it
+			// does not come, the holes are asked for again then, not
+			// after the longest round trip seen (a READ's samples hold
+			// the responses queued before its first).
+			hole := max(s.rtt.srtt+s.rtt.srtt/4, s.rtt.srtt+2*s.rtt.rttvar)
+			if h := s.rdAskAt.Add(hole << s.earlyBackoff); h.Before(t) {
+				t = max2t(h, now)
+			}
+		}
+		if t.Before(s.deadline) {
 			s.early = t
 		}
 	}
+}
+
+// readHolesOpen reports whether, with selective repeat, the oldest entry
+// is a READ with responses missing below the highest one seen.
+func (s *Sender) readHolesOpen() bool {
+	return s.params.SelectiveRepeat && s.n > 0 && s.entry(0).Kind == Read && s.rdHigh.After(s.Una()) && !s.rdAskAt.IsZero()
+}
+
+func max2t(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // inWindow reports whether psn names a PSN sent and not acknowledged.
@@ -817,7 +855,12 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 
 // goBack sets every entry from the one holding psn up to be sent again
 // (go-back-N), from psn on.
-func (s *Sender) goBack(psn wire.PSN) {
+func (s *Sender) goBack(psn wire.PSN) { s.goBackFor(psn, false) }
+
+// goBackFor is goBack; readHole says it asks for a READ's missing
+// responses with selective repeat (askHole), which this side places as
+// they come: a random loss, which cuts nothing (cut).
+func (s *Sender) goBackFor(psn wire.PSN, readHole bool) {
 	for i := range s.n {
 		if e := s.entry(i); e.contains(psn) {
 			s.resend, s.resendPSN = i, psn
@@ -825,7 +868,7 @@ func (s *Sender) goBack(psn wire.PSN) {
 			s.probing = false
 			s.resendOne = false
 			s.stats.GoBacks++
-			s.cut(psn, e.Placeable)
+			s.cut(psn, e.Placeable || readHole)
 			return
 		}
 	}
@@ -1106,8 +1149,21 @@ func (s *Sender) readSlotSelective(psn wire.PSN, now time.Time) (e *Entry, k uin
 	case d < 0 || d >= SRWindow || s.rdBit(d):
 		return nil, 0, false // a copy, or too far ahead
 	}
-	if high := s.seenRead(una, psn); psn.After(high) {
+	switch high := s.seenRead(una, psn); {
+	case psn.After(high):
 		s.askHole(high, psn) // responses [high, psn) went missing
+		s.rdAskAt = now
+		s.armEarly(now)
+	case s.resend < 0 && s.rtt.srtt > 0 && now.Sub(s.rdAskAt) > s.rtt.srtt+s.rtt.srtt/4:
+		// Responses still come past the holes a round trip (and a
+		// quarter) after they were last asked for: what was asked went
+		// missing too (the request or its responses), and is asked for
+		// again now, not at the timer.
+		if s.askHolesBelow(psn) { // not psn itself: it is being placed
+			s.stats.HolesAskedAgain++
+		}
+		s.rdAskAt = now
+		s.armEarly(now)
 	}
 	return e, uint32(psn.Diff(e.PSN)), true
 }
@@ -1132,7 +1188,7 @@ func (s *Sender) seenRead(una, psn wire.PSN) wire.PSN {
 func (s *Sender) askHole(from, until wire.PSN) {
 	switch {
 	case s.resend < 0:
-		s.goBack(from)
+		s.goBackFor(from, true)
 		s.resendOne, s.readUntil = true, until
 	case s.resendOne && s.holeN < maxHoles:
 		s.holes[s.holeN] = hole{from, until}
@@ -1149,7 +1205,7 @@ func (s *Sender) nextHole() bool {
 		copy(s.holes[:], s.holes[1:s.holeN])
 		s.holeN--
 		if h.until.After(una) && s.n > 0 {
-			s.goBack(max2(h.from, una))
+			s.goBackFor(max2(h.from, una), true)
 			if s.resend >= 0 {
 				s.resendOne, s.readUntil = true, h.until
 				return true
@@ -1173,11 +1229,23 @@ func max2(a, b wire.PSN) wire.PSN {
 // reports false when there are none (a lost tail: the caller goes
 // back).
 func (s *Sender) askHoles() bool {
-	una := s.rdAlign()
-	if s.n == 0 || s.entry(0).Kind != Read || !s.rdHigh.After(una) {
+	if !s.askHolesBelow(s.rdHigh) {
 		return false
 	}
-	top := min(int(s.rdHigh.Diff(una)), SRWindow)
+	if head := s.entry(0); s.rdHigh.Before(head.PSN.Add(head.Span)) {
+		s.askHole(s.rdHigh, head.PSN.Add(head.Span)) // and the head READ's tail
+	}
+	return s.resend >= 0
+}
+
+// askHolesBelow queues every hole the READ bitmap shows below high, and
+// reports whether it asked for any.
+func (s *Sender) askHolesBelow(high wire.PSN) bool {
+	una := s.rdAlign()
+	if s.n == 0 || s.entry(0).Kind != Read || !high.After(una) {
+		return false
+	}
+	top := min(int(high.Diff(una)), SRWindow)
 	s.resend, s.resendOne, s.holeN = -1, false, 0
 	for i := 0; i < top; {
 		if s.rdBit(i) {
@@ -1190,9 +1258,6 @@ func (s *Sender) askHoles() bool {
 		}
 		s.askHole(una.Add(uint32(i)), una.Add(uint32(j)))
 		i = j
-	}
-	if head := s.entry(0); s.rdHigh.Before(head.PSN.Add(head.Span)) {
-		s.askHole(s.rdHigh, head.PSN.Add(head.Span)) // and the head READ's tail
 	}
 	return s.resend >= 0
 }
@@ -1342,13 +1407,18 @@ func (s *Sender) Resend(now time.Time) (e *Entry, from wire.PSN, ok bool) {
 			s.resendPSN = s.entry(s.resend).PSN
 		}
 	}
-	if s.resend > 0 && !s.params.NoCongestionControl {
+	if s.resend > 0 && !s.params.NoCongestionControl && !(s.params.SelectiveRepeat && s.timerBack) {
 		// Entries before the cursor were sent again and are in flight:
-		// the rest go as ACKs make room in the window.
+		// the rest go as ACKs make room in the window. (With selective
+		// repeat no more than InFlight: responses placed ahead are not
+		// in Got; and a timer's go-back goes at once.)
 		flight := 0
 		for i := range s.resend {
 			e := s.entry(i)
 			flight += int(e.Span - e.Got)
+		}
+		if s.params.SelectiveRepeat {
+			flight = min(flight, s.InFlight())
 		}
 		if flight >= s.Window() {
 			return nil, 0, false
@@ -1434,10 +1504,16 @@ func (s *Sender) Tick(now time.Time) Verdict {
 		switch {
 		case !s.params.SelectiveRepeat:
 			s.probe()
+		case s.resend >= 0 && !s.resendOne:
+			// A go-back a NAK asked for waits for room in the window: it
+			// stays, and goes now, room or not (the holes' turn comes
+			// after).
+			s.timerBack = true
 		case !s.askHoles():
 			s.timerBack = true
 			s.goBack(s.Una())
 		}
+		s.rdAskAt = now
 		s.armEarly(now)
 		return Accepted
 	}

@@ -870,3 +870,78 @@ func TestSelectiveReportsResendEveryHole(t *testing.T) {
 		t.Errorf("after the ACK: %d outstanding, %d in flight", s.Outstanding(), s.InFlight())
 	}
 }
+
+// TestReadHoleAskedAgainWithoutTheTimer: with selective repeat, a READ
+// hole asked for whose answer was lost too is asked for again as soon
+// as responses keep coming past it a round trip (and a quarter) after
+// the ask, and the early timer for it waits about a round trip, not the
+// longest round trip seen; asking for a hole cuts no window (a random
+// loss, as IRN's sender takes it).
+func TestReadHoleAskedAgainWithoutTheTimer(t *testing.T) {
+	s, _ := newSender(t, 32, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 16, SelectiveRepeat: true})
+	rtt := 200 * time.Microsecond
+	now := t0
+	for range 5 { // slow start opens the window: round trips of 200 us
+		var last wire.PSN
+		for s.CanSend(reliability.Data, now) {
+			last = s.Send(reliability.Entry{Kind: reliability.Data, Placeable: true}, now).PSN
+		}
+		now = now.Add(rtt)
+		s.OnAck(last, now)
+	}
+	now = now.Add(time.Millisecond)
+	var reads []wire.PSN
+	for i := range 4 {
+		g := s.Send(reliability.Entry{WQE: uint32(1 + i), Kind: reliability.Read, Span: 3}, now)
+		if g.Hold == reliability.HoldPacing {
+			now = g.Until
+			g = s.Send(reliability.Entry{WQE: uint32(1 + i), Kind: reliability.Read, Span: 3}, now)
+		}
+		if g.Hold != reliability.Go {
+			t.Fatalf("READ %d held: %v", i, g.Hold)
+		}
+		reads = append(reads, g.PSN)
+	}
+	window := s.Window()
+	place := func(psn wire.PSN) {
+		t.Helper()
+		e, _, ok := s.ReadSlot(psn, now)
+		if !ok {
+			t.Fatalf("response %d not placed", psn)
+		}
+		s.ReadPlaced(e, psn, psn == e.PSN.Add(e.Span-1), now)
+	}
+	now = now.Add(rtt)
+	for i := range uint32(3) {
+		if i != 1 { // lost
+			place(reads[0].Add(i))
+		}
+		now = now.Add(10 * time.Microsecond)
+	}
+	hole := []wire.PSN{reads[0].Add(1)}
+	if got := resendAll(s, now); fmt.Sprint(got) != fmt.Sprint(hole) {
+		t.Fatalf("asked for %v, want the hole %v", got, hole)
+	}
+	if s.Window() < window {
+		t.Errorf("the window went from %d to %d for a READ hole", window, s.Window())
+	}
+	asked := now
+	if early := s.Deadline(); early.Sub(asked) > 2*time.Millisecond {
+		t.Errorf("the early timer waits %v after the ask", early.Sub(asked))
+	}
+	// The hole's answer is lost; the next READs' responses keep coming.
+	for i := range uint32(9) {
+		place(reads[1].Add(i))
+		now = now.Add(40 * time.Microsecond)
+		if got := resendAll(s, now); len(got) > 0 {
+			if now.Sub(asked) < rtt+rtt/4 || fmt.Sprint(got) != fmt.Sprint(hole) {
+				t.Fatalf("%v after the ask: asked for %v", now.Sub(asked), got)
+			}
+			if s.Stats().HolesAskedAgain != 1 || s.Stats().Early != 0 {
+				t.Errorf("holes asked again %d, early timers %d", s.Stats().HolesAskedAgain, s.Stats().Early)
+			}
+			return
+		}
+	}
+	t.Fatal("the hole was not asked for again while responses came past it")
+}
