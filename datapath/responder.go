@@ -385,7 +385,7 @@ func (e *engine) placeAhead(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn w
 
 // cnpInterval is the least time between two CNPs a QP sends (DCQCN's
 // notification point sends at most one per 50 us per flow).
-const cnpInterval = 50 * time.Microsecond
+const cnpInterval = reliability.CNPInterval
 
 // notifyCongestion answers a packet that crossed a congested switch (ECN
 // Congestion Experienced: a request, an ACK, a READ response) with a CNP

@@ -121,13 +121,23 @@ type congestion struct {
 	cutOnce        bool     // a cut happened: recover holds
 	delayCut       time.Time
 
-	// DCQCN's reaction point, on the window: a CNP cuts it by alpha/2,
-	// at most once a round trip; alpha rises with each cut and decays
-	// every round trip without one.
+	// The reaction to congestion notifications, on the window, as DCTCP
+	// reacts to ECN echoes: a CNP cuts it by alpha/2, at most once a
+	// round trip; alpha follows, by DCQCN's gain, the share of each
+	// round trip the path marked, which the CNPs tell: a notification
+	// point sends at most one per CNPInterval, so k of them in a round
+	// trip of T say it marked for about k x CNPInterval of T. A queue
+	// that only touches the marking threshold cuts the window a little,
+	// one that stands above it halves it.
 	alpha      float64
 	cnpCut     time.Time
-	alphaDecay time.Time
+	alphaDecay time.Time // when the current round trip's count began
+	cnps       int       // CNPs since then
 }
+
+// CNPInterval is the least time between two CNPs a notification point
+// sends a QP (DCQCN's: 50 us).
+const CNPInterval = 50 * time.Microsecond
 
 func newCongestion(entries int) congestion {
 	return congestion{cwnd: initialWindow, ssthresh: float64(entries), limit: float64(max(entries, 64*initialWindow)), alpha: 1}
@@ -161,23 +171,35 @@ func (c *congestion) onAcked(k int) {
 	c.cwnd = min(c.cwnd, c.limit)
 }
 
-// decay lets alpha decay after a round trip without a CNP.
+// decay ends the round trip's count once a round trip has passed: alpha
+// moves towards the share of it the path marked (0 without a CNP).
 func (c *congestion) decay(now time.Time, srtt time.Duration) {
-	if srtt > 0 && now.Sub(c.alphaDecay) > srtt && now.Sub(c.cnpCut) > srtt {
-		c.alphaDecay = now
-		c.alpha *= 1 - dcqcnG
+	if srtt <= 0 {
+		return
 	}
+	if c.alphaDecay.IsZero() {
+		c.alphaDecay = now
+		return
+	}
+	el := now.Sub(c.alphaDecay)
+	if el < srtt {
+		return
+	}
+	marked := min(float64(time.Duration(c.cnps)*CNPInterval)/float64(el), 1)
+	c.alpha = (1-dcqcnG)*c.alpha + dcqcnG*marked
+	c.alphaDecay, c.cnps = now, 0
 }
 
 // onCNP cuts the window by alpha/2 for a congestion notification, at
 // most once per round trip, as DCQCN cuts a rate; it reports whether it
 // cut.
 func (c *congestion) onCNP(now time.Time, srtt time.Duration) bool {
-	if !c.cnpCut.IsZero() && now.Sub(c.cnpCut) < max(srtt, 50*time.Microsecond) {
+	c.decay(now, srtt)
+	c.cnps++
+	if !c.cnpCut.IsZero() && now.Sub(c.cnpCut) < max(srtt, CNPInterval) {
 		return false
 	}
 	c.cnpCut = now
-	c.alpha = (1-dcqcnG)*c.alpha + dcqcnG
 	c.cwnd = max(c.cwnd*(1-c.alpha/2), 1)
 	c.ssthresh = c.cwnd
 	return true

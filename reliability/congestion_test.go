@@ -78,3 +78,39 @@ func TestCongestion(t *testing.T) {
 		t.Errorf("after a burst: holds now %v, a round trip later %v; want true, false", p.holds(now), p.holds(now.Add(srtt)))
 	}
 }
+
+// TestCNPAlphaFollowsTheMarkedShare: the window's alpha follows the share
+// of each round trip the path marked, as the CNPs (one per CNPInterval at
+// most) tell it: a path that marks all the time halves the window each
+// round trip, one that marks a twentieth of it cuts it by a few percent.
+func TestCNPAlphaFollowsTheMarkedShare(t *testing.T) {
+	rtt := time.Millisecond
+	for _, tc := range []struct {
+		every      time.Duration // a CNP every
+		lo, hi     float64       // alpha after 200 round trips
+		cutAtLeast float64       // the last cut's share of the window
+		cutAtMost  float64
+	}{
+		{CNPInterval, 0.9, 1, 0.45, 0.5},
+		{rtt, 0.03, 0.1, 0.015, 0.05},
+	} {
+		c := newCongestion(256)
+		c.onAcked(200)
+		now := time.Unix(1000, 0)
+		var before, after float64
+		for at := time.Duration(0); at < 200*rtt; at += tc.every {
+			c.onAcked(1) // the window keeps growing between the cuts
+			w := c.cwnd
+			if c.onCNP(now.Add(at), rtt) {
+				before, after = w, c.cwnd
+			}
+		}
+		cut := 1 - after/before
+		if c.alpha < tc.lo || c.alpha > tc.hi {
+			t.Errorf("a CNP every %v: alpha %.3f, want %.2f-%.2f", tc.every, c.alpha, tc.lo, tc.hi)
+		}
+		if cut < tc.cutAtLeast || cut > tc.cutAtMost {
+			t.Errorf("a CNP every %v: the last cut took %.3f of the window, want %.3f-%.3f", tc.every, cut, tc.cutAtLeast, tc.cutAtMost)
+		}
+	}
+}
