@@ -72,11 +72,11 @@ func (p *pacer) restart() { p.at = time.Time{} }
 
 // spend moves the pacing clock on by k packets (a READ request's by the
 // responses it asks for: they come back at the pace the requests go).
-func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window int) {
+func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window float64) {
 	if srtt == 0 {
 		return
 	}
-	gap := time.Duration(float64(srtt) / (paceGain * float64(window)))
+	gap := time.Duration(float64(srtt) / (paceGain * window))
 	if floor := now.Add(-paceBurst * gap); p.at.Before(floor) {
 		p.at = floor // idle time buys at most a burst
 	}
@@ -95,6 +95,27 @@ func (p *pacer) spendFor(now time.Time, d, burst time.Duration) {
 // initialWindow is the congestion window a sender starts with, in
 // packets (as TCP's initial window).
 const initialWindow = 4
+
+// minWindow is the least window a cut leaves, in packets. Below one
+// packet the window is a rate: one packet may be in flight, and the
+// pacer spaces packets by the round trip over the window (Swift's
+// fractional window), so that more senders than the path's BDP and queue
+// hold packets (an incast of 64 QPs into a queue of 32) share it without
+// a standing queue and its drops.
+const minWindow = 1.0 / 64
+
+// The additive increase after a CNP's cut starts at minIncrease packets
+// per round trip and doubles with each round trip that brings no CNP, up
+// to one packet (TCP's): a path that keeps marking keeps every QP's
+// increase small and equal (64 senders add 4 packets a round trip in all,
+// not the 64 that would overflow a queue of 32, and AIMD's equal steps
+// keep their shares fair), while a QP whose path clears is back at full
+// speed's increase within four round trips, as DCQCN's fast recovery and
+// hyper increase ramp a rate.
+const (
+	minIncrease = 1.0 / 16
+	maxIncrease = 1.0
+)
 
 // dcqcnG is DCQCN's gain for alpha (1/16, as its paper and RoCE NICs).
 const dcqcnG = 1.0 / 16
@@ -124,15 +145,33 @@ type congestion struct {
 	// The reaction to congestion notifications, on the window, as DCTCP
 	// reacts to ECN echoes: a CNP cuts it by alpha/2, at most once a
 	// round trip; alpha follows, by DCQCN's gain, the share of each
-	// round trip the path marked, which the CNPs tell: a notification
-	// point sends at most one per CNPInterval, so k of them in a round
-	// trip of T say it marked for about k x CNPInterval of T. A queue
-	// that only touches the marking threshold cuts the window a little,
-	// one that stands above it halves it.
+	// round trip's packets the path marked, which the CNPs tell: a
+	// notification point sends at most one per CNPInterval, and only
+	// when a marked packet arrives, so a round trip in which n packets
+	// arrived, in b bursts a CNPInterval apart or more, had at most
+	// min(n, b) chances of one, and k CNPs say it marked about k of
+	// them (the bursts are counted as they leave: the pacer's bursts
+	// arrive as they left, spread a little by the path). A queue that only touches
+	// the marking threshold cuts the window a little, one that stands
+	// above it halves it, whether the QP sends a packet every microsecond
+	// or one every round trip (one of 64 senders in an incast).
 	alpha      float64
 	cnpCut     time.Time
 	alphaDecay time.Time // when the current round trip's count began
 	cnps       int       // CNPs since then
+	acks       int       // packets acknowledged since then
+	ai         float64   // the additive increase, packets per round trip
+	grewAt     time.Time // when the window last grew
+	bursts     int       // bursts sent since then
+	burstAt    time.Time // when the current burst began
+}
+
+// onSent counts a packet sent at now towards the bursts of the round.
+func (c *congestion) onSent(now time.Time) {
+	if now.Sub(c.burstAt) >= CNPInterval {
+		c.bursts++
+		c.burstAt = now
+	}
 }
 
 // CNPInterval is the least time between two CNPs a notification point
@@ -140,11 +179,18 @@ type congestion struct {
 const CNPInterval = 50 * time.Microsecond
 
 func newCongestion(entries int) congestion {
-	return congestion{cwnd: initialWindow, ssthresh: float64(entries), limit: float64(max(entries, 64*initialWindow)), alpha: 1}
+	return congestion{cwnd: initialWindow, ssthresh: float64(entries), limit: float64(max(entries, 64*initialWindow)), alpha: 1, ai: maxIncrease}
 }
 
-// window is the window in packets.
-func (c *congestion) window() int { return max(1, int(c.cwnd)) }
+// window is the window in whole packets, the fraction rounded up: at
+// least one may be in flight. The pacer spaces them by the window itself
+// (paceWindow), so that a window of 1.5 packets sends at 1.5 a round
+// trip, not at one.
+func (c *congestion) window() int { return max(1, int(math.Ceil(c.cwnd-1e-9))) }
+
+// paceWindow is the window, fraction and all, that the pacer spaces
+// packets by.
+func (c *congestion) paceWindow() float64 { return max(c.cwnd, minWindow) }
 
 // onLoss halves the window for the loss of the packet at psn, once for
 // all losses among the packets in flight (sent before next) when it
@@ -154,25 +200,43 @@ func (c *congestion) onLoss(psn, next wire.PSN) bool {
 		return false
 	}
 	c.cutOnce, c.recover = true, next
-	c.ssthresh = max(c.cwnd/2, 2)
+	c.ssthresh = max(c.cwnd/2, min(c.cwnd, 2), minWindow)
 	c.cwnd = c.ssthresh
 	return true
 }
 
-// onAcked opens the window for k packets acknowledged.
-func (c *congestion) onAcked(k int) {
+// onAcked opens the window for k packets acknowledged at now: by one per
+// ACK below ssthresh (slow start), else by the additive increase ai per
+// round trip srtt (ai/cwnd per ACK). Below one packet the window grows by
+// ai per round trip of time since it last grew (a cut between does not
+// restart the count), not per ACK: ACKs come once per round trip over the
+// window, and a QP cut to a small fraction would otherwise grow far
+// slower than one a little larger, and with each of its rare packets
+// marked, be cut again before it grew at all (the rich getting richer,
+// and a QP of an incast starved).
+func (c *congestion) onAcked(k int, now time.Time, srtt time.Duration) {
+	c.acks += k
+	grew := c.grewAt
+	c.grewAt = now
+	if c.cwnd < 1 {
+		if srtt > 0 && !grew.IsZero() {
+			c.cwnd = min(c.cwnd+c.ai*float64(now.Sub(grew))/float64(srtt), 1)
+		}
+		return
+	}
 	for range k {
 		if c.cwnd < c.ssthresh {
 			c.cwnd++
 		} else {
-			c.cwnd += 1 / c.cwnd
+			c.cwnd += c.ai / c.cwnd
 		}
 	}
 	c.cwnd = min(c.cwnd, c.limit)
 }
 
 // decay ends the round trip's count once a round trip has passed: alpha
-// moves towards the share of it the path marked (0 without a CNP).
+// moves towards the share of its packets the path marked (0 without a
+// CNP).
 func (c *congestion) decay(now time.Time, srtt time.Duration) {
 	if srtt <= 0 {
 		return
@@ -185,9 +249,19 @@ func (c *congestion) decay(now time.Time, srtt time.Duration) {
 	if el < srtt {
 		return
 	}
-	marked := min(float64(time.Duration(c.cnps)*CNPInterval)/float64(el), 1)
+	if c.cnps == 0 && c.acks == 0 {
+		// Nothing came back: the round says nothing about the path (a
+		// QP of an incast, paced to a packet every few round trips).
+		c.alphaDecay, c.bursts = now, 0
+		return
+	}
+	chances := max(min(c.acks, c.bursts), 1)
+	marked := min(float64(c.cnps)/float64(chances), 1)
 	c.alpha = (1-dcqcnG)*c.alpha + dcqcnG*marked
-	c.alphaDecay, c.cnps = now, 0
+	if c.cnps == 0 {
+		c.ai = min(2*c.ai, maxIncrease)
+	}
+	c.alphaDecay, c.cnps, c.acks, c.bursts = now, 0, 0, 0
 }
 
 // onCNP cuts the window by alpha/2 for a congestion notification, at
@@ -200,8 +274,9 @@ func (c *congestion) onCNP(now time.Time, srtt time.Duration) bool {
 		return false
 	}
 	c.cnpCut = now
-	c.cwnd = max(c.cwnd*(1-c.alpha/2), 1)
+	c.cwnd = max(c.cwnd*(1-c.alpha/2), minWindow)
 	c.ssthresh = c.cwnd
+	c.ai = min(max(minIncrease, 1-c.alpha, c.cwnd/16), maxIncrease)
 	return true
 }
 
@@ -222,7 +297,7 @@ func (c *congestion) onDelay(r *rttStats, now time.Time) (exitSlowStart, cut boo
 	exitSlowStart = c.cwnd < c.ssthresh
 	if now.Sub(c.delayCut) >= r.srtt {
 		c.delayCut = now
-		c.cwnd = max(c.cwnd*max(1-delayBeta*float64(r.srtt-target)/float64(r.srtt), 0.5), 2)
+		c.cwnd = max(c.cwnd*max(1-delayBeta*float64(r.srtt-target)/float64(r.srtt), 0.5), min(c.cwnd, 2), minWindow)
 		cut = true
 	}
 	c.ssthresh = min(c.ssthresh, c.cwnd)

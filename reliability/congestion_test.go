@@ -13,7 +13,7 @@ func TestCongestion(t *testing.T) {
 	if c.window() != initialWindow {
 		t.Fatalf("initial window %d", c.window())
 	}
-	c.onAcked(60) // slow start: one per packet
+	c.onAcked(60, time.Time{}, 0) // slow start: one per packet
 	if c.window() != 64 {
 		t.Fatalf("after 60 acknowledged in slow start: %d, want 64", c.window())
 	}
@@ -26,9 +26,12 @@ func TestCongestion(t *testing.T) {
 	if !c.onLoss(100, 140) || c.window() != 16 {
 		t.Errorf("a loss of a packet sent after the cut: window %d, want 16", c.window())
 	}
-	c.onAcked(17) // congestion avoidance: about one per window
-	if w := c.window(); w != 17 {
-		t.Errorf("a window acknowledged above ssthresh: %d, want 17", w)
+	c.onAcked(17, time.Time{}, 0) // congestion avoidance: about one per window
+	if w := c.cwnd; w < 17 || w > 17.1 {
+		t.Errorf("a window acknowledged above ssthresh: %.2f, want 17-17.1", w)
+	}
+	if c.window() != 18 {
+		t.Errorf("a window of %.2f packets lets %d in flight, want 18 (paced at %.2f)", c.cwnd, c.window(), c.paceWindow())
 	}
 	srtt := 100 * time.Microsecond
 	if !c.onCNP(now, srtt) || c.window() >= 17 {
@@ -38,10 +41,16 @@ func TestCongestion(t *testing.T) {
 	if c.onCNP(now.Add(srtt/2), srtt) || c.window() != w {
 		t.Errorf("a second CNP within a round trip cut again")
 	}
+	c.decay(now.Add(2*srtt), srtt) // the round trip of the CNPs ends
 	a := c.alpha
-	c.decay(now.Add(3*srtt), srtt)
+	c.decay(now.Add(4*srtt), srtt)
+	if c.alpha != a {
+		t.Errorf("alpha moved after a round trip in which nothing came back: %.3f, was %.3f", c.alpha, a)
+	}
+	c.onAcked(1, now.Add(5*srtt), srtt)
+	c.decay(now.Add(6*srtt), srtt)
 	if c.alpha >= a {
-		t.Errorf("alpha did not decay after a round trip without CNPs")
+		t.Errorf("alpha did not decay after a round trip of ACKs without CNPs")
 	}
 
 	var r rttStats
@@ -57,7 +66,7 @@ func TestCongestion(t *testing.T) {
 		r.update(2 * time.Millisecond)
 	}
 	c2 := newCongestion(256)
-	c2.onAcked(60)
+	c2.onAcked(60, time.Time{}, 0)
 	if exit, cut := c2.onDelay(&r, now); !exit || !cut || c2.window() >= 64 {
 		t.Errorf("a round trip far above its minimum: exit %v cut %v window %d", exit, cut, c2.window())
 	}
@@ -80,26 +89,40 @@ func TestCongestion(t *testing.T) {
 }
 
 // TestCNPAlphaFollowsTheMarkedShare: the window's alpha follows the share
-// of each round trip the path marked, as the CNPs (one per CNPInterval at
-// most) tell it: a path that marks all the time halves the window each
-// round trip, one that marks a twentieth of it cuts it by a few percent.
+// of each round trip's packets the path marked, as the CNPs (one per
+// CNPInterval at most, and only for a marked packet) tell it: a path that
+// marks all the time halves the window each round trip, whether the QP's
+// packets come faster than the CNPs can or one every 100 us; one that
+// marks a twentieth of the time cuts it by a few percent.
 func TestCNPAlphaFollowsTheMarkedShare(t *testing.T) {
 	rtt := time.Millisecond
 	for _, tc := range []struct {
 		every      time.Duration // a CNP every
+		packet     time.Duration // a burst of packets sent and acknowledged every
+		burst      int           // packets 5 us apart in a burst
 		lo, hi     float64       // alpha after 200 round trips
 		cutAtLeast float64       // the last cut's share of the window
 		cutAtMost  float64
 	}{
-		{CNPInterval, 0.9, 1, 0.45, 0.5},
-		{rtt, 0.03, 0.1, 0.015, 0.05},
+		{CNPInterval, 10 * time.Microsecond, 1, 0.9, 1, 0.45, 0.5},
+		{100 * time.Microsecond, 100 * time.Microsecond, 1, 0.9, 1, 0.45, 0.5},
+		{200 * time.Microsecond, 200 * time.Microsecond, 4, 0.9, 1, 0.45, 0.5}, // a CNP per paced burst: all marked
+		{rtt, 10 * time.Microsecond, 1, 0.03, 0.1, 0.015, 0.05},
 	} {
 		c := newCongestion(256)
-		c.onAcked(200)
+		c.onAcked(200, time.Time{}, 0)
 		now := time.Unix(1000, 0)
 		var before, after float64
-		for at := time.Duration(0); at < 200*rtt; at += tc.every {
-			c.onAcked(1) // the window keeps growing between the cuts
+		nextCNP := time.Duration(0)
+		for at := time.Duration(0); at < 200*rtt; at += tc.packet {
+			for j := range tc.burst {
+				c.onSent(now.Add(at + time.Duration(j)*5*time.Microsecond))
+				c.onAcked(1, now.Add(at+time.Duration(j)*5*time.Microsecond), rtt) // the window keeps growing between the cuts
+			}
+			if at < nextCNP {
+				continue
+			}
+			nextCNP += tc.every
 			w := c.cwnd
 			if c.onCNP(now.Add(at), rtt) {
 				before, after = w, c.cwnd
@@ -112,5 +135,63 @@ func TestCNPAlphaFollowsTheMarkedShare(t *testing.T) {
 		if cut < tc.cutAtLeast || cut > tc.cutAtMost {
 			t.Errorf("a CNP every %v: the last cut took %.3f of the window, want %.3f-%.3f", tc.every, cut, tc.cutAtLeast, tc.cutAtMost)
 		}
+	}
+}
+
+// TestFractionalWindow: CNPs that keep coming cut the window below one
+// packet, down to minWindow: one packet may still be in flight, and the
+// pacer spaces packets by the fraction (a window of a quarter sends one
+// packet every 3.2 round trips at paceGain 1.25). Below one packet the
+// window grows by its additive increase per round trip of time, however
+// few ACKs come: a QP paced to a packet every few round trips grows as
+// fast as one that sends many.
+func TestFractionalWindow(t *testing.T) {
+	srtt := 100 * time.Microsecond
+	now := time.Unix(1000, 0)
+	c := newCongestion(256)
+	for range 40 {
+		now = now.Add(2 * srtt)
+		c.onCNP(now, srtt)
+	}
+	if c.cwnd != minWindow || c.window() != 1 {
+		t.Fatalf("after 40 CNPs: window %.4f (%d in flight), want %.4f (1)", c.cwnd, c.window(), minWindow)
+	}
+	c.cwnd = 0.25
+	var p pacer
+	for range paceBurst + 1 { // the burst idle time buys, then one more
+		p.spend(now, 1, srtt, c.paceWindow())
+	}
+	if gap, want := p.at.Sub(now), 320*time.Microsecond; gap < want-time.Microsecond || gap > want+time.Microsecond {
+		t.Errorf("pacing at a window of 0.25: next packet in %v, want %v", gap, want)
+	}
+	c.onAcked(1, now, srtt)
+	before, ai := c.cwnd, c.ai
+	c.onAcked(1, now.Add(4*srtt), srtt) // one ACK in four round trips
+	if got, want := c.cwnd-before, 4*ai; got < want*0.99 || got > want*1.01 {
+		t.Errorf("one ACK four round trips after the last: grew %.4f, want %.4f (4 x %.4f)", got, want, ai)
+	}
+}
+
+// TestIncreaseAfterACut: a CNP's cut on a path that marks all the time
+// (alpha near 1) leaves a small window a small additive increase, so
+// that many QPs at a fraction of a packet add little to the queue in
+// all; each round trip of ACKs without a CNP doubles it back to one
+// packet a round trip.
+func TestIncreaseAfterACut(t *testing.T) {
+	srtt := 100 * time.Microsecond
+	now := time.Unix(1000, 0)
+	c := newCongestion(256)
+	c.cwnd = 0.5
+	c.onCNP(now, srtt)
+	if c.ai != minIncrease {
+		t.Fatalf("after a cut at alpha %.2f: increase %.4f, want %.4f", c.alpha, c.ai, minIncrease)
+	}
+	for i := 1; c.ai < maxIncrease; i++ {
+		if i > 5 {
+			t.Fatalf("increase %.4f after %d round trips without a CNP", c.ai, i)
+		}
+		now = now.Add(srtt)
+		c.onAcked(1, now, srtt)
+		c.decay(now, srtt)
 	}
 }

@@ -277,16 +277,20 @@ func (s *Sender) takeLoss(now time.Time) {
 // window's spacing, or with DCQCN by their bytes at its rate.
 func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 	if !s.byRate {
-		rtt := s.rtt.srtt
-		if s.params.SelectiveRepeat && s.bw.cap(s.rtt.min) > 0 {
+		s.cc.onSent(now)
+		rtt, w := s.rtt.srtt, s.cc.paceWindow()
+		if c := s.bw.cap(s.rtt.min); s.params.SelectiveRepeat && c > 0 && float64(c) < w {
 			// The window is the path's BDP at the delivery rate over the
 			// least round trip (Window): paced over the smoothed one,
 			// which a queue (or READ responses queued behind others)
 			// lengthens, it would go slower than the rate it was sized
-			// for, and the rate it measures would shrink it again.
-			rtt = s.rtt.min
+			// for, and the rate it measures would shrink it again. The
+			// congestion window, when it is the smaller, is a window over
+			// the smoothed round trip (below a packet, the pacing is all
+			// that holds the QP back).
+			rtt, w = s.rtt.min, float64(c)
 		}
-		s.pace.spend(now, k, rtt, s.Window())
+		s.pace.spend(now, k, rtt, w)
 		return
 	}
 	s.spendBytes(now, e.bytes(k))
@@ -363,6 +367,17 @@ const (
 	minEarly = time.Millisecond
 	minProbe = 20 * time.Millisecond
 )
+
+// fewInFlight is IRN's N: a selective-repeat QP with no more packets
+// than this in flight arms its early timer on its own round trip alone
+// (armEarly).
+const fewInFlight = 3
+
+// firstRTT is the round trip a selective-repeat QP assumes before it or
+// any QP on its path has seen one: its early timer then fires after 3 ms
+// (srtt + 4 rttvar), not after the local ACK timeout (67 ms at the usual
+// 14), and the path's samples take over from the next arming.
+const firstRTT = time.Millisecond
 
 // maxHoles is how many READ response holes a selective-repeat sender
 // queues to ask for behind the one it is asking for; one beyond them
@@ -716,18 +731,31 @@ func (s *Sender) arm(now time.Time) {
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
 	path := s.params.Path.Max(now)
-	if (s.rtt.srtt > 0 || path > 0 && s.params.SelectiveRepeat) && !s.params.NoCongestionControl {
+	if (s.rtt.srtt > 0 || s.params.SelectiveRepeat) && !s.params.NoCongestionControl {
 		// Before its own first sample a selective-repeat QP takes the
-		// round trip the QPs sharing its path have seen (one whose first
-		// packets were all lost, in an incast, would else wait for the
-		// local ACK timeout while the others took the link). Go-back-N,
-		// which rxe peers run, waits for a sample of its own, as before.
+		// round trip the QPs sharing its path have seen, or firstRTT
+		// before any of them has seen one (one whose first packets were
+		// all lost, in an incast, would else wait for the local ACK
+		// timeout while the others took the link). Go-back-N, which rxe
+		// peers run, waits for a sample of its own, as before.
 		srtt, rttvar := s.rtt.srtt, s.rtt.rttvar
 		if srtt == 0 {
 			srtt, rttvar = path, path/2
 		}
+		if srtt == 0 {
+			srtt, rttvar = firstRTT, firstRTT/2
+		}
 		longest := max(s.rtt.max, path)
 		wait := max(srtt+4*rttvar, minEarly, longest+longest/4)
+		if s.params.SelectiveRepeat && s.InFlight() <= fewInFlight {
+			// IRN's RTO_low: with so few packets out, a loss has none
+			// behind it to show it (a tail, or a QP of an incast paced
+			// to a packet a round trip), and a spurious resend costs a
+			// duplicate or two; the longest round trip seen on the path
+			// (a queue that once stood, a peer once starved) would make
+			// each such loss cost milliseconds.
+			wait = max(srtt+4*rttvar, minEarly)
+		}
 		if !s.params.SelectiveRepeat {
 			wait = max(2*srtt+4*rttvar, minProbe, 2*longest)
 		}
@@ -772,7 +800,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 // not stand for READ data or an atomic result). It reports progress.
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	k, acked, delivered := 0, 0, 0
-	var rtt time.Duration
+	var rtt, resentRTT time.Duration
 	ambiguous := false
 	for s.n > 0 {
 		e := &s.ring[s.head]
@@ -794,6 +822,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		}
 		if e.resent {
 			ambiguous = true
+			if e.Kind != Read {
+				resentRTT = now.Sub(e.sent)
+			}
 		} else if e.Kind != Read {
 			// A READ is done when its last response has come: that
 			// time includes its transfer. Its round trip is sampled at
@@ -816,7 +847,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		s.noteDelivered(delivered-(was-s.placed), now) // those reported placed were counted then
 	}
 	s.alloc.pool.use(-k)
-	s.cc.onAcked(acked)
+	s.cc.onAcked(acked, now, s.rtt.srtt)
 	if ambiguous {
 		// Karn's rule for a cumulative ACK: one that covers a packet
 		// sent again is no sample, not even of the packets after it. With
@@ -825,6 +856,15 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 		// the path's it would slow every later repair (a timer that waits
 		// longer, a repair that takes longer, a larger sample).
 		rtt = 0
+		if s.rtt.srtt == 0 && s.params.SelectiveRepeat {
+			// Unless there is no estimate yet: a QP whose first packets
+			// were lost (an incast's first burst) would else have none
+			// for as long as each ACK covers a packet sent again, and
+			// wait the path's longest round trip, doubled, for each
+			// loss. Selective repeat dates a packet sent again from its
+			// resending: the sample is the repair's round trip, or less.
+			rtt = resentRTT
+		}
 	}
 	s.sample(rtt, now)
 	s.cc.decay(now, s.rtt.srtt)

@@ -945,3 +945,62 @@ func TestReadHoleAskedAgainWithoutTheTimer(t *testing.T) {
 	}
 	t.Fatal("the hole was not asked for again while responses came past it")
 }
+
+// TestIncastQPRecoversWithoutASample: a selective-repeat QP whose first
+// packet is lost before any QP on its path has a round trip (an incast's
+// first burst, into a full queue) sends it again after firstRTT's 3 ms,
+// not after the local ACK timeout, and takes the repair's round trip as
+// its first sample (every ACK it gets covers a packet sent again).
+func TestIncastQPRecoversWithoutASample(t *testing.T) {
+	var path reliability.PathRTT
+	s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: true, Path: &path})
+	if g := s.Send(reliability.Entry{Kind: reliability.Data, Placeable: true, AckReq: true}, t0); g.Hold != reliability.Go {
+		t.Fatal(g.Hold)
+	}
+	if wait, want := s.Deadline().Sub(t0), 3*time.Millisecond; wait != want {
+		t.Fatalf("the first packet's timer in %v, want %v (the local ACK timeout is %v)", wait, want, reliability.AckTimeout(14))
+	}
+	at := s.Deadline()
+	if v := s.Tick(at); v != reliability.Accepted {
+		t.Fatalf("the early timer: %v", v)
+	}
+	if e, _, ok := s.Resend(at); !ok || e.PSN != 100 {
+		t.Fatalf("the repair: %v %v", e, ok)
+	}
+	s.Resent(at)
+	s.OnAck(100, at.Add(400*time.Microsecond))
+	if s.RTT() != 400*time.Microsecond {
+		t.Errorf("srtt %v after the repair's ACK, want its 400µs", s.RTT())
+	}
+}
+
+// TestFewInFlightTimerOnItsOwnRoundTrip: with selective repeat and three
+// packets or fewer in flight, the early timer waits on the QP's own round
+// trip (at least minEarly), not on the longest round trip its path has
+// seen (IRN's RTO_low): a QP paced to a packet a round trip loses a
+// millisecond to a loss, not the path's worst.
+func TestFewInFlightTimerOnItsOwnRoundTrip(t *testing.T) {
+	var path reliability.PathRTT
+	path.Sample(10*time.Millisecond, t0) // a queue once stood
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{
+		{1, time.Millisecond},
+		{3, time.Millisecond},
+		{8, 12500 * time.Microsecond}, // 1.25 x the path's longest
+	} {
+		s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: true, Path: &path})
+		for range tc.n + 1 {
+			s.Admit(reliability.Entry{Kind: reliability.Data, Placeable: true, AckReq: true}, t0)
+		}
+		now := t0.Add(200 * time.Microsecond)
+		s.OnAck(100, now) // the timer is armed again, n in flight
+		if s.InFlight() != tc.n {
+			t.Fatalf("%d in flight, want %d", s.InFlight(), tc.n)
+		}
+		if got := s.Deadline().Sub(now); got != tc.want {
+			t.Errorf("%d in flight: the early timer in %v, want %v", tc.n, got, tc.want)
+		}
+	}
+}
