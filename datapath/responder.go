@@ -142,6 +142,18 @@ func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 			if r.rcv.RepeatedNAK() {
 				e.counters.SeqNAKRepeated.Add(1)
 			}
+			if !r.rcv.Selective() && r.rcv.Expected() != r.rcvFirst {
+				// A go-back-N NAK goes behind an ACK of what came in
+				// order: rxe's requester, once a NAK has started a
+				// retry, ignores every later NAK until a positive ACK
+				// at or past the PSN it went back to (reset_retry_counters
+				// in rxe_comp.c), so a second loss inside the packets it
+				// sends again would else wait for its local ACK timeout
+				// (2 s for rdma_cm's QPs). The ACK says nothing the NAK
+				// does not: a NAK acknowledges every PSN before its own.
+				e.counters.ACKsBeforeNAK.Add(1)
+				e.acknowledge(q, r)
+			}
 			e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 		default:
 			e.counters.SeqNAKSuppressed.Add(1)
