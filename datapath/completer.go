@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -199,16 +200,30 @@ func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status ibv.WCSt
 // NIC's counters.
 func (e *engine) senderStats(r *qpRun) {
 	s := r.snd.Stats()
-	e.counters.ReplayStalls.Add(s.Stalls - r.seen.Stalls)
-	e.counters.ReplayStalledNs.Add(uint64(s.Stalled - r.seen.Stalled))
-	e.counters.RetransmittedPkts.Add(s.Retransmitted - r.seen.Retransmitted)
-	e.counters.LocalACKTimeouts.Add(s.Timeouts - r.seen.Timeouts)
-	e.counters.EarlyRetransmits.Add(s.Early - r.seen.Early)
-	e.counters.RcvdStaleResponse.Add(s.Stale - r.seen.Stale)
-	e.counters.CreditWaits.Add(s.CreditWaits - r.seen.CreditWaits)
-	e.counters.RepairNAKs.Add(s.NAKsOfRepair - r.seen.NAKsOfRepair)
+	if s == r.seen {
+		// Nothing to add (the usual case: no stall, no loss): eight
+		// atomic adds of zero per packet are not free.
+		e.answersAwaited(r)
+		return
+	}
+	addNonZero(&e.counters.ReplayStalls, s.Stalls-r.seen.Stalls)
+	addNonZero(&e.counters.ReplayStalledNs, uint64(s.Stalled-r.seen.Stalled))
+	addNonZero(&e.counters.RetransmittedPkts, s.Retransmitted-r.seen.Retransmitted)
+	addNonZero(&e.counters.LocalACKTimeouts, s.Timeouts-r.seen.Timeouts)
+	addNonZero(&e.counters.EarlyRetransmits, s.Early-r.seen.Early)
+	addNonZero(&e.counters.RcvdStaleResponse, s.Stale-r.seen.Stale)
+	addNonZero(&e.counters.CreditWaits, s.CreditWaits-r.seen.CreditWaits)
+	addNonZero(&e.counters.RepairNAKs, s.NAKsOfRepair-r.seen.NAKsOfRepair)
 	r.seen = s
 	e.answersAwaited(r)
+}
+
+// addNonZero adds d to c unless it is 0 (an atomic add costs as much
+// either way).
+func addNonZero(c *atomic.Uint64, d uint64) {
+	if d != 0 {
+		c.Add(d)
+	}
 }
 
 // responseIndex is the place in its READ of the response of psn: its
