@@ -48,10 +48,12 @@ func (r *rttStats) update(d time.Duration) bool {
 }
 
 // Pacing parameters: the rate is paceGain windows per round trip; up to
-// paceBurst packets may go back to back.
+// paceBurst packets may go back to back, as long as they span no more
+// than paceBurstTime of pacing.
 const (
-	paceGain  = 1.25
-	paceBurst = 4
+	paceGain      = 1.25
+	paceBurst     = 4
+	paceBurstTime = 20 * time.Microsecond
 )
 
 // pacer lets packets go no faster than the window per round trip (times
@@ -77,8 +79,15 @@ func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window float6
 		return
 	}
 	gap := time.Duration(float64(srtt) / (paceGain * window))
-	if floor := now.Add(-paceBurst * gap); p.at.Before(floor) {
-		p.at = floor // idle time buys at most a burst
+	// Idle time buys at most a burst: paceBurst packets, or, for a QP
+	// paced slower than that in paceBurstTime, one: a shallow queue that
+	// marks above a few packets sees every QP's bursts at line rate (four
+	// QPs' bursts of five, met, overflow a 32 KiB marking threshold while
+	// the link is far from full), while a fast QP's engine, late by a few
+	// microseconds, still catches up.
+	burst := min(paceBurst*gap, max(gap, paceBurstTime))
+	if floor := now.Add(-burst); p.at.Before(floor) {
+		p.at = floor
 	}
 	p.at = p.at.Add(gap * time.Duration(max(k, 1)))
 }

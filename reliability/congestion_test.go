@@ -158,7 +158,7 @@ func TestFractionalWindow(t *testing.T) {
 	}
 	c.cwnd = 0.25
 	var p pacer
-	for range paceBurst + 1 { // the burst idle time buys, then one more
+	for range 2 { // the one packet idle time buys (a gap of 320 us is more than paceBurstTime), then one more
 		p.spend(now, 1, srtt, c.paceWindow())
 	}
 	if gap, want := p.at.Sub(now), 320*time.Microsecond; gap < want-time.Microsecond || gap > want+time.Microsecond {

@@ -210,6 +210,7 @@ type Sender struct {
 	// The controllers (congestion.go): the window, the pacing and the
 	// round-trip estimate.
 	cc       congestion
+	marked   bool  // a CNP has come: the path marks ECN (delayRule)
 	byRate   bool  // the QP runs DCQCN (rate), not the window (cc)
 	rate     dcqcn // DCQCN's reaction point, with byRate
 	lossSeen bool  // a loss for DCQCN's LossCut, not yet taken
@@ -330,7 +331,11 @@ const (
 	// least DelayAutoRTT: there queueing delay stands out of a host's
 	// scheduling noise (about 100 us on a busy 2-core host), while on a
 	// short path the noise alone would hold the sender below the link
-	// rate.
+	// rate; and only until the QP's first CNP: a path that marks ECN
+	// tells its queue more exactly than the round trip does, and the
+	// two rules cutting at once for one queue (the delay target, 1/8 of
+	// a 1 ms round trip, is a queue of 32 KiB at 2 Gbit/s, where a
+	// shallow switch marks) leave the link a quarter idle.
 	DelayAuto DelayRule = iota
 	DelayOff
 	DelayOn
@@ -346,7 +351,7 @@ func (s *Sender) delayRule() bool {
 	case DelayOn:
 		return true
 	case DelayAuto:
-		return s.rtt.min >= DelayAutoRTT
+		return s.rtt.min >= DelayAutoRTT && !s.marked
 	}
 	return false
 }
@@ -414,6 +419,7 @@ func (s *Sender) OnCNP(now time.Time) {
 		}
 		return
 	}
+	s.marked = true
 	if s.cc.onCNP(now, s.rtt.srtt) {
 		s.stats.CNPCuts++
 	}
