@@ -195,3 +195,33 @@ func TestIncreaseAfterACut(t *testing.T) {
 		c.decay(now, srtt)
 	}
 }
+
+// TestPacingBurst: after idle time, a QP paced fast (a packet every
+// microsecond) may send paceBurst packets more back to back; one paced
+// slower than paceBurst packets in paceBurstTime, one more only, so that
+// several QPs' bursts met in a shallow queue do not cross its marking
+// threshold while the link is far from full.
+func TestPacingBurst(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		gap  time.Duration
+		want int // packets that go at once after idle time
+	}{
+		{time.Microsecond, paceBurst + 1},
+		{4 * time.Microsecond, paceBurst + 1},
+		{10 * time.Microsecond, 3},
+		{80 * time.Microsecond, 2},
+	} {
+		var p pacer
+		srtt := 100 * time.Millisecond
+		window := float64(srtt) / (paceGain * float64(tc.gap)) // a window of srtt/gap packets, paced at gap
+		n := 0
+		for !p.holds(now) && n < 100 {
+			p.spend(now, 1, srtt, window)
+			n++
+		}
+		if n != tc.want {
+			t.Errorf("paced a packet every %v: %d went at once after idle time, want %d", tc.gap, n, tc.want)
+		}
+	}
+}

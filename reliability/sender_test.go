@@ -1024,3 +1024,37 @@ func TestFewInFlightTimerOnItsOwnRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayRuleOffOnECNPaths: DelayAuto applies the delay rule on a long
+// path (a minimum round trip of 1 ms) until the QP's first CNP: a path
+// that marks ECN has its queue told by the marks, and the two rules
+// would cut at once for one queue.
+func TestDelayRuleOffOnECNPaths(t *testing.T) {
+	for _, cnp := range []bool{false, true} {
+		s, _ := newSender(t, 256, reliability.Params{Timeout: 20, RetryCnt: 3})
+		now := t0
+		psn := wire.PSN(100)
+		round := func(rtt time.Duration) {
+			k := admitN(s, 256, now)
+			now = now.Add(rtt)
+			psn = psn.Add(uint32(k))
+			s.OnAck(psn.Sub(1), now)
+		}
+		for range 5 {
+			round(time.Millisecond)
+		}
+		if cnp {
+			s.OnCNP(now)
+		}
+		for range 4 { // a queue stands: the answers take 2 ms
+			round(2 * time.Millisecond)
+		}
+		cuts := s.Stats().DelayCuts
+		if !cnp && cuts == 0 {
+			t.Error("no CNP: the delay rule did not cut for a round trip twice the minimum")
+		}
+		if cnp && cuts != 0 {
+			t.Errorf("after a CNP: %d delay cuts, want none", cuts)
+		}
+	}
+}
