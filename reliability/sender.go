@@ -280,6 +280,14 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 	if !s.byRate {
 		s.cc.onSent(now)
 		rtt, w := s.rtt.srtt, s.cc.paceWindow()
+		if w < 1 && s.rtt.min > 0 {
+			// Below one packet the pacing is the QP's rate: spaced over
+			// the least round trip, the same for every QP of a path,
+			// not over a smoothed one that a repair's late answer
+			// stretched (one QP of an incast would else send at a
+			// quarter of another's rate with the same window).
+			rtt = s.rtt.min
+		}
 		if c := s.bw.cap(s.rtt.min); s.params.SelectiveRepeat && c > 0 && float64(c) < w {
 			// The window is the path's BDP at the delivery rate over the
 			// least round trip (Window): paced over the smoothed one,
@@ -373,9 +381,9 @@ const (
 	minProbe = 20 * time.Millisecond
 )
 
-// fewInFlight is IRN's N: a selective-repeat QP with no more packets
-// than this in flight arms its early timer on its own round trip alone
-// (armEarly).
+// fewInFlight is IRN's N, at the initial window: a selective-repeat QP
+// with no more packets than this in flight arms its early timer on its
+// own round trip alone (armEarly).
 const fewInFlight = 3
 
 // firstRTT is the round trip a selective-repeat QP assumes before it or
@@ -746,7 +754,7 @@ func (s *Sender) armEarly(now time.Time) {
 		// peers run, waits for a sample of its own, as before.
 		srtt, rttvar := s.rtt.srtt, s.rtt.rttvar
 		if srtt == 0 {
-			srtt, rttvar = path, path/2
+			srtt, rttvar = path, path/4
 		}
 		if srtt == 0 {
 			srtt, rttvar = firstRTT, firstRTT/2

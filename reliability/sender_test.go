@@ -792,8 +792,8 @@ func TestEarlyTimerFromPathBeforeFirstSample(t *testing.T) {
 			t.Fatal(g.Hold)
 		}
 		wait := s.Deadline().Sub(t0)
-		if want := 6 * time.Millisecond; sr && wait != want {
-			t.Errorf("selective repeat: the first packet's timer in %v, want %v (2 ms + 4 x 1 ms)", wait, want)
+		if want := 4 * time.Millisecond; sr && wait != want {
+			t.Errorf("selective repeat: the first packet's timer in %v, want %v (2 ms + 4 x 0.5 ms)", wait, want)
 		}
 		if rto := reliability.AckTimeout(14); !sr && wait != rto {
 			t.Errorf("go-back-N: the first packet's timer in %v, want the local ACK timeout, %v", wait, rto)
