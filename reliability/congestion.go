@@ -114,13 +114,14 @@ const initialWindow = 4
 const minWindow = 1.0 / 64
 
 // The additive increase after a CNP's cut starts at minIncrease packets
-// per round trip and doubles with each round trip that brings no CNP, up
-// to one packet (TCP's): a path that keeps marking keeps every QP's
-// increase small and equal (64 senders add 4 packets a round trip in all,
-// not the 64 that would overflow a queue of 32, and AIMD's equal steps
-// keep their shares fair), while a QP whose path clears is back at full
-// speed's increase within four round trips, as DCQCN's fast recovery and
-// hyper increase ramp a rate.
+// per round trip (more when alpha is low, 1-alpha, or the window large, a
+// sixteenth of it) and doubles with each round trip of ACKs that brings
+// no CNP, up to one packet (TCP's): a path that keeps marking keeps every
+// QP's increase small and equal (64 senders add 4 packets a round trip in
+// all, not the 64 that would overflow a queue of 32, and AIMD's equal
+// steps keep their shares fair), while a QP whose path clears is back at
+// full speed's increase within four round trips, as DCQCN's fast recovery
+// and hyper increase ramp a rate.
 const (
 	minIncrease = 1.0 / 16
 	maxIncrease = 1.0
@@ -160,10 +161,11 @@ type congestion struct {
 	// arrived, in b bursts a CNPInterval apart or more, had at most
 	// min(n, b) chances of one, and k CNPs say it marked about k of
 	// them (the bursts are counted as they leave: the pacer's bursts
-	// arrive as they left, spread a little by the path). A queue that only touches
-	// the marking threshold cuts the window a little, one that stands
-	// above it halves it, whether the QP sends a packet every microsecond
-	// or one every round trip (one of 64 senders in an incast).
+	// arrive as they left, spread a little by the path). A queue that
+	// only touches the marking threshold cuts the window a little, one
+	// that stands above it halves it, whether the QP sends a packet every
+	// microsecond or one every round trip (one of 64 senders in an
+	// incast).
 	alpha      float64
 	cnpCut     time.Time
 	alphaDecay time.Time // when the current round trip's count began
