@@ -477,12 +477,15 @@ func (s *Sender) Window() int {
 
 // bdpCap is IRN's cap on what a DCQCN sender keeps in flight: the line
 // rate's packets in the least round trip seen, with an eighth more, and
-// at least initialWindow; the replay allocation before a round trip is
-// known.
+// at least initialWindow; initialWindow before a round trip is known (the
+// replay allocation then let 64 QPs of an incast, all at the line rate
+// before their first CNP, pour their whole queues into a switch queue of
+// 32 frames, and the few whose packets got through finished at a fifth of
+// the others' time).
 func (s *Sender) bdpCap() int {
 	n := max(len(s.ring), 1)
 	if s.rtt.min == 0 {
-		return n
+		return min(n, initialWindow)
 	}
 	bdp := s.rate.p.LineRate * s.rtt.min.Seconds() / 8 / float64(s.pathMTU()+PacketOverhead)
 	return min(n, max(initialWindow, int(math.Ceil(bdp*9/8))))
