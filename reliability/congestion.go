@@ -47,11 +47,14 @@ func (r *rttStats) update(d time.Duration) bool {
 	return true
 }
 
-// Pacing parameters: the rate is paceGain windows per round trip; up to
-// paceBurst packets may go back to back, as long as they span no more
+// Pacing parameters: the rate is paceGain windows per round trip, close
+// to the window's own (at 1.25 a window went out in four fifths of the
+// round trip and the queue saw it as a burst: four QPs through a queue
+// that marks at eight packets moved 0.76 of the link, at 1.1, 0.80); up
+// to paceBurst packets may go back to back, as long as they span no more
 // than paceBurstTime of pacing.
 const (
-	paceGain      = 1.25
+	paceGain      = 1.1
 	paceBurst     = 4
 	paceBurstTime = 20 * time.Microsecond
 )

@@ -141,7 +141,7 @@ func TestCNPAlphaFollowsTheMarkedShare(t *testing.T) {
 // TestFractionalWindow: CNPs that keep coming cut the window below one
 // packet, down to minWindow: one packet may still be in flight, and the
 // pacer spaces packets by the fraction (a window of a quarter sends one
-// packet every 3.2 round trips at paceGain 1.25). Below one packet the
+// packet every 3.6 round trips at paceGain 1.1). Below one packet the
 // window grows by its additive increase per round trip of time, however
 // few ACKs come: a QP paced to a packet every few round trips grows as
 // fast as one that sends many.
@@ -158,10 +158,10 @@ func TestFractionalWindow(t *testing.T) {
 	}
 	c.cwnd = 0.25
 	var p pacer
-	for range 2 { // the one packet idle time buys (a gap of 320 us is more than paceBurstTime), then one more
+	for range 2 { // the one packet idle time buys (a gap of 364 us is more than paceBurstTime), then one more
 		p.spend(now, 1, srtt, c.paceWindow())
 	}
-	if gap, want := p.at.Sub(now), 320*time.Microsecond; gap < want-time.Microsecond || gap > want+time.Microsecond {
+	if gap, want := p.at.Sub(now), time.Duration(float64(srtt)/(paceGain*0.25)); gap < want-time.Microsecond || gap > want+time.Microsecond {
 		t.Errorf("pacing at a window of 0.25: next packet in %v, want %v", gap, want)
 	}
 	c.onAcked(1, now, srtt)

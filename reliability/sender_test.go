@@ -859,7 +859,7 @@ func TestSelectiveReportsResendEveryHole(t *testing.T) {
 	// it spaces new packets); the first acknowledges 101, the one naming
 	// 106 shows 105 lost.
 	for _, psn := range []wire.PSN{103, 104, 106, 107, 108, 109, 110} {
-		now = now.Add(20 * time.Microsecond)
+		now = now.Add(40 * time.Microsecond)
 		sent = append(sent, nak(psn, now)...)
 	}
 	if fmt.Sprint(sent) != "[102 105]" {
@@ -868,7 +868,7 @@ func TestSelectiveReportsResendEveryHole(t *testing.T) {
 	if got, want := s.InFlight(), inFlight-1-7; got != want {
 		t.Errorf("in flight %d, want %d (101 acknowledged, 7 placed ahead)", got, want)
 	}
-	repaired := at.Add(rtt + 20*time.Microsecond) // 102 went again with the first NAK
+	repaired := at.Add(rtt + 40*time.Microsecond) // 102 went again with the first NAK
 	if again := nak(110, repaired.Add(rtt)); len(again) != 0 {
 		t.Errorf("a NAK within a round trip of the repair sent %v again", again)
 	}
