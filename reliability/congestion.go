@@ -47,14 +47,17 @@ func (r *rttStats) update(d time.Duration) bool {
 	return true
 }
 
-// Pacing parameters: the rate is paceGain windows per round trip, close
-// to the window's own (at 1.25 a window went out in four fifths of the
-// round trip and the queue saw it as a burst: four QPs through a queue
-// that marks at eight packets moved 0.76 of the link, at 1.1, 0.80); up
-// to paceBurst packets may go back to back, as long as they span no more
-// than paceBurstTime of pacing.
+// Pacing parameters: the rate is paceGain windows per round trip, the
+// window's own (at 1.25 a window went out in four fifths of the round
+// trip and the queue saw it as a burst: four QPs through a queue that
+// marks at eight packets moved 0.76 of the link, at 1.0 0.83), and
+// slowStartPace windows in slow start, where the window doubles a round
+// trip (Linux paces slow start at twice the window too); up to paceBurst
+// packets may go back to back, as long as they span no more than
+// paceBurstTime of pacing.
 const (
-	paceGain      = 1.1
+	paceGain      = 1.0
+	slowStartPace = 2.0
 	paceBurst     = 4
 	paceBurstTime = 20 * time.Microsecond
 )

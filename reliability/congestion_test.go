@@ -225,3 +225,37 @@ func TestPacingBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowStartPacesAhead: in slow start, where the window doubles a
+// round trip, the pacer spaces packets by half the window's own spacing
+// (slowStartPace); after it, by the window's (paceGain).
+func TestSlowStartPacesAhead(t *testing.T) {
+	pool := NewPool(64)
+	alloc, err := pool.Reserve(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(alloc, 0, Params{Timeout: 14, RetryCnt: 7})
+	now := time.Unix(1000, 0)
+	s.Admit(Entry{Kind: Data, AckReq: true}, now)
+	now = now.Add(time.Millisecond)
+	s.OnAck(0, now) // srtt 1 ms
+	gapAt := func() time.Duration {
+		e := Entry{Kind: Data}
+		for range paceBurst + 2 { // past the burst idle time buys
+			s.spendEntry(now, &e, 1)
+		}
+		before := s.pace.at
+		s.spendEntry(now, &e, 1)
+		return s.pace.at.Sub(before)
+	}
+	w := s.cc.cwnd
+	if ss, want := gapAt(), time.Duration(float64(time.Millisecond)/(slowStartPace*w)); ss != want {
+		t.Errorf("slow start, window %.0f: a packet every %v, want %v", w, ss, want)
+	}
+	s.cc.ssthresh = s.cc.cwnd // congestion avoidance
+	s.pace.restart()
+	if ca, want := gapAt(), time.Duration(float64(time.Millisecond)/(paceGain*w)); ca != want {
+		t.Errorf("congestion avoidance, window %.0f: a packet every %v, want %v", w, ca, want)
+	}
+}

@@ -299,6 +299,9 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 			// that holds the QP back).
 			rtt, w = s.rtt.min, float64(c)
 		}
+		if s.cc.cwnd < s.cc.ssthresh {
+			w *= slowStartPace / paceGain // the window doubles a round trip: pace ahead of it
+		}
 		s.pace.spend(now, k, rtt, w)
 		return
 	}
