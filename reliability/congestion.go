@@ -79,12 +79,13 @@ func (p *pacer) holds(now time.Time) bool { return !p.at.IsZero() && now.Before(
 func (p *pacer) restart() { p.at = time.Time{} }
 
 // spend moves the pacing clock on by k packets (a READ request's by the
-// responses it asks for: they come back at the pace the requests go).
-func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window float64) {
+// responses it asks for: they come back at the pace the requests go),
+// sent at gain windows a round trip.
+func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window, gain float64) {
 	if srtt == 0 {
 		return
 	}
-	gap := time.Duration(float64(srtt) / (paceGain * window))
+	gap := time.Duration(float64(srtt) / (gain * window))
 	// Idle time buys at most a burst: paceBurst packets, or, for a QP
 	// paced slower than that in paceBurstTime, one: a shallow queue that
 	// marks above a few packets sees every QP's bursts at line rate (four
@@ -177,10 +178,11 @@ type congestion struct {
 	alphaDecay time.Time // when the current round trip's count began
 	cnps       int       // CNPs since then
 	acks       int       // packets acknowledged since then
-	ai         float64   // the additive increase, packets per round trip
-	grewAt     time.Time // when the window last grew
 	bursts     int       // bursts sent since then
 	burstAt    time.Time // when the current burst began
+
+	ai     float64   // the additive increase, packets per round trip
+	grewAt time.Time // when the window last grew
 }
 
 // onSent counts a packet sent at now towards the bursts of the round.
@@ -217,7 +219,7 @@ func (c *congestion) onLoss(psn, next wire.PSN) bool {
 		return false
 	}
 	c.cutOnce, c.recover = true, next
-	c.ssthresh = max(c.cwnd/2, min(c.cwnd, 2), minWindow)
+	c.ssthresh = max(c.cwnd/2, min(c.cwnd, 2))
 	c.cwnd = c.ssthresh
 	return true
 }
@@ -314,7 +316,7 @@ func (c *congestion) onDelay(r *rttStats, now time.Time) (exitSlowStart, cut boo
 	exitSlowStart = c.cwnd < c.ssthresh
 	if now.Sub(c.delayCut) >= r.srtt {
 		c.delayCut = now
-		c.cwnd = max(c.cwnd*max(1-delayBeta*float64(r.srtt-target)/float64(r.srtt), 0.5), min(c.cwnd, 2), minWindow)
+		c.cwnd = max(c.cwnd*max(1-delayBeta*float64(r.srtt-target)/float64(r.srtt), 0.5), min(c.cwnd, 2))
 		cut = true
 	}
 	c.ssthresh = min(c.ssthresh, c.cwnd)

@@ -76,12 +76,12 @@ func TestCongestion(t *testing.T) {
 	}
 
 	var p pacer
-	p.spend(now, 1, 0, 10)
+	p.spend(now, 1, 0, 10, paceGain)
 	if p.holds(now) {
 		t.Error("pacing before a round-trip sample")
 	}
 	for range paceBurst + 1 {
-		p.spend(now, 1, srtt, 10) // a gap of 8 us
+		p.spend(now, 1, srtt, 10, paceGain) // a gap of 10 us
 	}
 	if !p.holds(now) || p.holds(now.Add(srtt)) {
 		t.Errorf("after a burst: holds now %v, a round trip later %v; want true, false", p.holds(now), p.holds(now.Add(srtt)))
@@ -141,7 +141,7 @@ func TestCNPAlphaFollowsTheMarkedShare(t *testing.T) {
 // TestFractionalWindow: CNPs that keep coming cut the window below one
 // packet, down to minWindow: one packet may still be in flight, and the
 // pacer spaces packets by the fraction (a window of a quarter sends one
-// packet every 3.6 round trips at paceGain 1.1). Below one packet the
+// packet every 4 round trips at paceGain 1). Below one packet the
 // window grows by its additive increase per round trip of time, however
 // few ACKs come: a QP paced to a packet every few round trips grows as
 // fast as one that sends many.
@@ -158,8 +158,8 @@ func TestFractionalWindow(t *testing.T) {
 	}
 	c.cwnd = 0.25
 	var p pacer
-	for range 2 { // the one packet idle time buys (a gap of 364 us is more than paceBurstTime), then one more
-		p.spend(now, 1, srtt, c.paceWindow())
+	for range 2 { // the one packet idle time buys (a gap of 400 us is more than paceBurstTime), then one more
+		p.spend(now, 1, srtt, c.paceWindow(), paceGain)
 	}
 	if gap, want := p.at.Sub(now), time.Duration(float64(srtt)/(paceGain*0.25)); gap < want-time.Microsecond || gap > want+time.Microsecond {
 		t.Errorf("pacing at a window of 0.25: next packet in %v, want %v", gap, want)
@@ -217,7 +217,7 @@ func TestPacingBurst(t *testing.T) {
 		window := float64(srtt) / (paceGain * float64(tc.gap)) // a window of srtt/gap packets, paced at gap
 		n := 0
 		for !p.holds(now) && n < 100 {
-			p.spend(now, 1, srtt, window)
+			p.spend(now, 1, srtt, window, paceGain)
 			n++
 		}
 		if n != tc.want {

@@ -299,10 +299,11 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 			// that holds the QP back).
 			rtt, w = s.rtt.min, float64(c)
 		}
+		gain := paceGain
 		if s.cc.cwnd < s.cc.ssthresh {
-			w *= slowStartPace / paceGain // the window doubles a round trip: pace ahead of it
+			gain = slowStartPace // the window doubles a round trip: pace ahead of it
 		}
-		s.pace.spend(now, k, rtt, w)
+		s.pace.spend(now, k, rtt, w, gain)
 		return
 	}
 	s.spendBytes(now, e.bytes(k))
@@ -384,9 +385,9 @@ const (
 	minProbe = 20 * time.Millisecond
 )
 
-// fewInFlight is IRN's N, at the initial window: a selective-repeat QP
-// with no more packets than this in flight arms its early timer on its
-// own round trip alone (armEarly).
+// fewInFlight is IRN's N: a selective-repeat QP with no more packets
+// than this in flight arms its early timer on its own round trip alone
+// (armEarly).
 const fewInFlight = 3
 
 // firstRTT is the round trip a selective-repeat QP assumes before it or
@@ -759,10 +760,11 @@ func (s *Sender) armEarly(now time.Time) {
 		// timeout while the others took the link). Go-back-N, which rxe
 		// peers run, waits for a sample of its own, as before.
 		srtt, rttvar := s.rtt.srtt, s.rtt.rttvar
-		if srtt == 0 {
+		switch {
+		case srtt > 0:
+		case path > 0:
 			srtt, rttvar = path, path/4
-		}
-		if srtt == 0 {
+		default:
 			srtt, rttvar = firstRTT, firstRTT/2
 		}
 		longest := max(s.rtt.max, path)
