@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
 	"github.com/softrnic/softrnic/host/verbs/verbstest"
@@ -90,7 +91,7 @@ func TestFreshBridgedVeth(t *testing.T) {
 	hostPort := openPort(t, host, hostEnd, "xsk")
 	var h *verbstest.End
 	host.Do(func() error { // the kernel UDP socket opens in the host's namespace
-		h = verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: hostPort, MAC: wire.MAC(hostEnd.MAC), IP: hostIP.Addr(), KernelRx: true}, 1<<20)
+		h = verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC(hostEnd.MAC), IP: hostIP.Addr(), KernelRx: true}, Port: hostPort}, 1<<20)
 		return nil
 	})
 	if !h.Dev.KernelRx() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/datapath/wire/wiretest"
 	"github.com/softrnic/softrnic/host/perftest"
@@ -34,7 +35,7 @@ func TestPerfVeth(t *testing.T) {
 	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) { return macs[ip], nil }
 	env := func(ns string, end topo.End) perftest.Env {
 		p := openPort(t, tp.NS(ns), end, "xsk")
-		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: wire.MAC(end.MAC), IP: end.Addrs[0].Addr(), MTU: spec.Links[0].MTU})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC(end.MAC), IP: end.Addrs[0].Addr()}, Port: p, MTU: spec.Links[0].MTU})
 		if err != nil {
 			t.Fatal(err)
 		}

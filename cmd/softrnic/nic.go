@@ -132,7 +132,10 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 		undo = append(undo, stop)
 	}
 	xskPort := o.portKind == "xsk"
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, MTU: e.nd.MTU, Poll: o.poll, ECN: o.ecn, MaxQPs: max(256, o.qps+16), KernelRx: xskPort}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{
+		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Poll: o.poll, ECN: o.ecn, MaxQPs: max(256, o.qps+16), KernelRx: xskPort},
+		MTU:       e.nd.MTU,
+	}); err != nil {
 		return nil, nil, err
 	}
 	undo = append(undo, func() { e.dev.Close() }, func() { logCounters(e.nd.Name, e.dev, ports) })

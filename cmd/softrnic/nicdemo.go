@@ -232,7 +232,7 @@ func newDemoEnd(ns *topo.Namespace, end topo.End, kind, udpFlag string, size int
 	if l, lerr := ns.Link(end.Name); lerr == nil {
 		mtu = l.Attrs().MTU
 	}
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MTU: mtu}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: e.ah.DestMAC, IP: e.ah.DestGID}, Port: port, MTU: mtu}); err != nil {
 		closePort()
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/udpport"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -44,7 +45,7 @@ func udQP(t *testing.T, e *verbstest.End) *verbs.QP {
 func TestDelivered(t *testing.T) {
 	pa, _ := porttest.NewPair(porttest.Config{Buffers: 256})
 	// The device opens the Receiver (DeviceConfig.KernelRx).
-	nic := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pa, MAC: nicMAC, IP: nicIP, KernelRx: true}, 1<<16)
+	nic := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: nicMAC, IP: nicIP, KernelRx: true}, Port: pa}, 1<<16)
 	if !nic.Dev.KernelRx() {
 		t.Skipf("cannot bind UDP port 4791 on %v (another RoCEv2 stack holds it?)", nicIP)
 	}

@@ -159,7 +159,10 @@ func run(ctx context.Context, role, ifname, listen, connect, portKind string, si
 	// context tables and the engines that send and receive frames. MTU is
 	// the interface's MTU: the NIC's active path MTU follows from it (1500
 	// gives 1024, 9000 gives 4096).
-	if s.dev, err = verbs.Open(verbs.DeviceConfig{Ports: ports, MAC: nd.MAC, IP: ip, MTU: nd.MTU}); err != nil {
+	if s.dev, err = verbs.Open(verbs.DeviceConfig{
+		NICConfig: datapath.NICConfig{Ports: ports, MAC: nd.MAC, IP: ip},
+		MTU:       nd.MTU,
+	}); err != nil {
 		return err
 	}
 	defer s.dev.Close()

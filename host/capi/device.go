@@ -196,7 +196,10 @@ func openDevice(name string) (_ *device, err error) {
 			return nil, err
 		}
 	}
-	if d.dev, err = verbs.Open(verbs.DeviceConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, MTU: d.nd.MTU, Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk"}); err != nil {
+	if d.dev, err = verbs.Open(verbs.DeviceConfig{
+		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk"},
+		MTU:       d.nd.MTU,
+	}); err != nil {
 		return nil, err
 	}
 	d.undo = append(d.undo, func() { d.dev.Close() })

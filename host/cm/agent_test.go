@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -41,7 +42,7 @@ func pair(t *testing.T, link porttest.Config, rt uint8) (*side, *side) {
 		return wire.MAC{}, errors.New("no such host")
 	}
 	open := func(p *porttest.Port, ip netip.Addr) *side {
-		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: macs[ip], IP: ip})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macs[ip], IP: ip}, Port: p})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -29,7 +30,7 @@ func pairEnvLink(t *testing.T, link porttest.Config) (Env, Env) {
 	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) { return macs[ip], nil }
 	open := func(p *porttest.Port, ip string) Env {
 		a := netip.MustParseAddr(ip)
-		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: macs[a], IP: a})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macs[a], IP: a}, Port: p})
 		if err != nil {
 			t.Fatal(err)
 		}

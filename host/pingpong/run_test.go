@@ -30,7 +30,7 @@ func pairPoll(t *testing.T, link porttest.Config, poll datapath.PollMode) (Env, 
 	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) { return macs[ip], nil }
 	open := func(p *porttest.Port, ip string) Env {
 		a := netip.MustParseAddr(ip)
-		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: macs[a], IP: a, Poll: poll})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macs[a], IP: a, Poll: poll}, Port: p})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/cm"
@@ -26,7 +27,7 @@ type side struct {
 }
 
 func open(t *testing.T, p *porttest.Port, ip netip.Addr, mac wire.MAC, resolve func(context.Context, netip.Addr) (wire.MAC, error), size int) *side {
-	d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: ip})
+	d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: mac, IP: ip}, Port: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -69,7 +70,7 @@ func writeN(tb testing.TB, a *end, wr []verbs.SendWR, wc []verbs.WC, n int) {
 // prints these beside the same calls through softrnic's C libibverbs.
 func BenchmarkCalls(b *testing.B) {
 	pa, _ := porttest.NewPair(porttest.Config{Buffers: 1024})
-	a := verbstest.NewEndConfig(b, verbs.DeviceConfig{Port: pa, MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1")}, 4096)
+	a := verbstest.NewEndConfig(b, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1")}, Port: pa}, 4096)
 	b.Run("poll-empty", func(b *testing.B) {
 		wc := make([]verbs.WC, 16)
 		for b.Loop() {

@@ -21,7 +21,7 @@ import (
 // them, and a packet to QPN 1 reaches no QP.
 func TestQPNumbers(t *testing.T) {
 	pa, _ := porttest.NewPair(porttest.Config{})
-	d, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: macA, IP: ipA, MaxQPs: 4})
+	d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macA, IP: ipA, MaxQPs: 4}, Port: pa})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestQPNumbers(t *testing.T) {
 // is refused at Open.
 func TestPathMTUAboveActive(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{})
-	a, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: macA, IP: ipA, MTU: 1500})
+	a, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macA, IP: ipA}, Port: pa, MTU: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestPathMTUAboveActive(t *testing.T) {
 	b := verbstest.NewEnd(t, pb, macB, ipB, 4096)
 	for _, tc := range []struct{ netdev, active int }{{1500, 3}, {1100, 2}, {1103, 2}, {1104, 3}, {9000, 5}, {4175, 4}, {4176, 5}, {336, 1}} {
 		pc, _ := porttest.NewPair(porttest.Config{})
-		d, err := verbs.Open(verbs.DeviceConfig{Port: pc, MAC: macA, IP: ipA, MTU: tc.netdev})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macA, IP: ipA}, Port: pc, MTU: tc.netdev})
 		if err != nil {
 			t.Fatalf("netdev MTU %d: %v", tc.netdev, err)
 		}
@@ -98,8 +98,15 @@ func TestPathMTUAboveActive(t *testing.T) {
 		d.Close()
 	}
 	pc, _ := porttest.NewPair(porttest.Config{})
-	if d, err := verbs.Open(verbs.DeviceConfig{Port: pc, MAC: macA, IP: ipA, MTU: 300}); !errors.Is(err, verbs.ErrInvalid) {
+	if d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macA, IP: ipA}, Port: pc, MTU: 300}); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("netdev MTU 300: %v, want ErrInvalid", err)
+		if d != nil {
+			d.Close()
+		}
+	}
+	// The device's host memory and completion notices are its own.
+	if d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macA, IP: ipA, Notify: func(uint32) {}}, Port: pc}); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("NICConfig.Notify set: %v, want ErrInvalid", err)
 		if d != nil {
 			d.Close()
 		}
@@ -531,7 +538,7 @@ func TestWriteImmRNR(t *testing.T) {
 func TestKeysAndAddressesDiffer(t *testing.T) {
 	keys := func() (keys []uint32, addrs []uint64) {
 		pa, _ := porttest.NewPair(porttest.Config{})
-		d, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: macA, IP: ipA})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macA, IP: ipA}, Port: pa})
 		if err != nil {
 			t.Fatal(err)
 		}

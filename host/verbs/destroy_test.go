@@ -21,7 +21,7 @@ import (
 func TestDestroyQP(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
 	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
-	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pb, MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), MaxQPs: 1}, 1<<16)
+	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), MaxQPs: 1}, Port: pb}, 1<<16)
 	connect := func() {
 		t.Helper()
 		if err := a.QP.Modify(&verbs.QPAttr{State: verbs.QPSReset}, verbs.AttrState); err != nil {
@@ -121,7 +121,7 @@ func TestDestroyQP(t *testing.T) {
 func TestQPAndCQNumbersModel(t *testing.T) {
 	const maxQPs = 6
 	pa, _ := porttest.NewPair(porttest.Config{Buffers: 64})
-	dev, err := verbs.Open(verbs.DeviceConfig{Port: pa, MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1"), MaxQPs: maxQPs})
+	dev, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1"), MaxQPs: maxQPs}, Port: pa})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestDeregMR(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
 	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
 	// An MPT of 3: entry 0 is no region's, entry 1 is the End's buffer.
-	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pb, MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), MaxMRs: 3}, 1<<16)
+	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), MaxMRs: 3}, Port: pb}, 1<<16)
 	connect := func() {
 		t.Helper()
 		for _, e := range []*verbstest.End{a, b} {

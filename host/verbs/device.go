@@ -5,20 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/kernelrx"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"
-	"github.com/softrnic/softrnic/hpu"
-	"github.com/softrnic/softrnic/reliability"
 )
 
 // Sentinel errors of the control path.
@@ -30,70 +25,31 @@ var (
 	ErrBusy        = errors.New("verbs: resource in use")
 )
 
-// DeviceConfig sets up a device.
+// DeviceConfig sets up a device: the NIC's own configuration (its
+// ports, address, table sizes, caches, congestion control and polling;
+// see datapath.NICConfig) and what the driver adds around it. The device
+// provides the NIC's host memory, DMA engine and completion notices
+// itself: NICConfig's Memory, DMA and Notify must be left unset.
 type DeviceConfig struct {
-	// Port is the device's port when it has one queue; Ports, when set,
-	// are its queues, one NIC engine each (QP n runs on queue n mod
-	// len(Ports)).
+	datapath.NICConfig
+	// Port is the device's port when it has one queue (NICConfig.Ports,
+	// when set, are its queues, one NIC engine each: QP n runs on queue n
+	// mod len(Ports)).
 	Port     datapath.Port
-	Ports    []datapath.Port
-	MAC      wire.MAC
-	IP       netip.Addr
 	PCIe     hostmem.PCIe // DMA model; zero is memory speed
 	PageSize int          // MR page size (default 4096)
 	// MTU is the netdev MTU the port runs on, in bytes; 0 takes the
 	// largest the port's frames carry. The port's active IB MTU follows
 	// it, as rdma_rxe's follows its netdev's.
-	MTU    int
-	MaxQPs int // QPs the device can create (default 256), numbered from datapath.FirstQPN
-	MaxMRs int // entries of its MPT (default 1024): regions registered at once, less one (entry 0 is no region's)
-	// NoCongestionControl: RC senders without congestion window, pacing
-	// or early probes (datapath.NICConfig's), for comparison runs.
-	NoCongestionControl bool
-	// ECN: the ECN field of the device's packets (datapath.NICConfig's;
-	// default: ECT(0) while congestion control is on).
-	ECN datapath.ECN
-	// DelayRule: when RC senders also shrink their window on a rising
-	// round trip (datapath.NICConfig's; default: on long paths).
-	DelayRule reliability.DelayRule
-	// DCQCN: RC QPs run DCQCN's rate-based congestion control with these
-	// parameters instead of the window (datapath.NICConfig's; nil: the
-	// window).
-	DCQCN *reliability.DCQCNParams
-	// Poll and PollBudget: what the NIC's idle engines do
-	// (datapath.NICConfig's; default: sleep at once). With
-	// datapath.PollApp the application's CQ.Poll and CQ.Wait drive the
-	// NIC, as a poll-mode driver: the lowest latency, a core per polling
-	// application.
-	Poll       datapath.PollMode
-	PollBudget time.Duration
-	// Driven, with PollApp, starts no goroutine for the NIC's engines:
-	// only the application's own calls run it (posts, CQ.Poll, CQ.Wait,
-	// NIC.Progress), as a run-to-completion poll-mode driver's thread
-	// does, and nothing moves between them (CQ.Sleep and a connection
-	// manager's waits never return). For a benchmark that measures the
-	// NIC's own work in one thread, with no second thread's turns, and
-	// the scheduler's preemptions of it, in the figures.
+	MTU int
+	// Driven, with Poll: datapath.PollApp, starts no goroutine for the
+	// NIC's engines: only the application's own calls run it (posts,
+	// CQ.Poll, CQ.Wait, NIC.Progress), as a run-to-completion poll-mode
+	// driver's thread does, and nothing moves between them (CQ.Sleep and
+	// a connection manager's waits never return). For a benchmark that
+	// measures the NIC's own work in one thread, with no second thread's
+	// turns, and the scheduler's preemptions of it, in the figures.
 	Driven bool
-	// BaselineQPC: the NIC's QP contexts behind the blocking baseline
-	// cache instead of GCCache (datapath.NICConfig's), for comparison runs;
-	// BaselineFetches, its host fetches in flight (0: one, blocking).
-	BaselineQPC     bool
-	BaselineFetches int
-	// Cache sizes the NIC's context caches (datapath.NICConfig's; zero:
-	// 512 sets of 4 ways).
-	Cache ctxcache.Config
-	// HPU sizes the handler stage (datapath.NICConfig's; zero: PsPIN's 4
-	// clusters of 8 HPUs), started when the first execution context is
-	// attached (QP.AttachHandlers).
-	HPU hpu.Config
-	// KernelRx opens a kernel UDP socket on port 4791 at IP beside the
-	// ports (package kernelrx), whose datagrams the NIC takes in: the
-	// RoCEv2 frames an xsk port's XDP program did not see reach the NIC
-	// through it (kernel_rx_frames), not an ICMP error. Best effort:
-	// where another stack holds the port, the device opens without it
-	// (KernelRx reports which).
-	KernelRx bool
 }
 
 // Device is a softrnic NIC and the driver state that goes with it.
@@ -122,6 +78,9 @@ type Device struct {
 
 // Open starts a device on a port.
 func Open(cfg DeviceConfig) (*Device, error) {
+	if cfg.Memory != nil || cfg.DMA != nil || cfg.Notify != nil {
+		return nil, fmt.Errorf("%w: NICConfig's Memory, DMA and Notify are the device's own", ErrInvalid)
+	}
 	if cfg.Driven && cfg.Poll != datapath.PollApp {
 		return nil, fmt.Errorf("%w: Driven needs Poll: datapath.PollApp (the application's polling runs the NIC)", ErrInvalid)
 	}
@@ -136,6 +95,9 @@ func Open(cfg DeviceConfig) (*Device, error) {
 		ports = []datapath.Port{cfg.Port}
 	}
 	mem := hostmem.NewMemory()
+	if cfg.PCIe.Clock == nil {
+		cfg.PCIe.Clock = cfg.Clock // the DMA engine keeps the NIC's time (nil: the system's)
+	}
 	for _, p := range ports {
 		if p != nil && (cfg.MTU == 0 || cfg.MTU > p.MaxFrameLen()-etherHeader) {
 			cfg.MTU = p.MaxFrameLen() - etherHeader // no more than the port's frames carry
@@ -146,12 +108,9 @@ func Open(cfg DeviceConfig) (*Device, error) {
 	}
 	d := &Device{cfg: cfg, mem: mem, dma: hostmem.NewDMA(mem, cfg.PCIe, 0), done: make(chan struct{}), nextQP: datapath.FirstQPN, nextMR: 1, cqs: make([]atomic.Pointer[CQ], 256)}
 	d.qps = make([]atomic.Pointer[QP], datapath.FirstQPN+cfg.MaxQPs)
-	nic, err := datapath.NewNIC(datapath.NICConfig{
-		Ports: ports, MAC: cfg.MAC, IP: cfg.IP, Memory: mem, DMA: d.dma, MaxQPs: cfg.MaxQPs, MaxMRs: cfg.MaxMRs,
-		Notify: d.notify, NoCongestionControl: cfg.NoCongestionControl, ECN: cfg.ECN, DelayRule: cfg.DelayRule, DCQCN: cfg.DCQCN,
-		HPU: cfg.HPU, Poll: cfg.Poll, PollBudget: cfg.PollBudget, BaselineQPC: cfg.BaselineQPC, BaselineFetches: cfg.BaselineFetches, Cache: cfg.Cache,
-		KernelRx: cfg.KernelRx,
-	})
+	ncfg := cfg.NICConfig
+	ncfg.Ports, ncfg.Memory, ncfg.DMA, ncfg.Notify = ports, mem, d.dma, d.notify
+	nic, err := datapath.NewNIC(ncfg)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -24,7 +25,7 @@ type side struct {
 // the peer may write and read.
 func openSide(p *porttest.Port, mac wire.MAC, ip string) side {
 	addr := netip.MustParseAddr(ip)
-	dev, _ := verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: addr})
+	dev, _ := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: mac, IP: addr}, Port: p})
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(16)
 	qp, _ := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: cq, RecvCQ: cq,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -266,8 +267,8 @@ func TestHandlersBackpressure(t *testing.T) {
 	link := porttest.Config{Buffers: 8192}
 	pa, pb := porttest.NewPair(link)
 	small := hpu.Config{Clusters: 1, HPUs: 1, Slots: 2, SlotSize: 1024, Messages: 4}
-	a := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pa, MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1"), HPU: small}, bufSize)
-	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{Port: pb, MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), HPU: small}, bufSize)
+	a := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("10.47.0.1"), HPU: small}, Port: pa}, bufSize)
+	b := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IP: netip.MustParseAddr("10.47.0.2"), HPU: small}, Port: pb}, bufSize)
 	verbstest.Connect(t, a, b, 3, 14)
 	const msgs = 40
 	var seen [msgs]atomic.Int32

@@ -24,7 +24,7 @@ func TestPollModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
 			cfg := func(p datapath.Port, last byte) verbs.DeviceConfig {
-				return verbs.DeviceConfig{Port: p, MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}), Poll: mode}
+				return verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}), Poll: mode}, Port: p}
 			}
 			a := verbstest.NewEndConfig(t, cfg(pa, 1), bufSize)
 			b := verbstest.NewEndConfig(t, cfg(pb, 2), bufSize)
@@ -78,8 +78,7 @@ func TestPollLingers(t *testing.T) {
 	ends := func(t *testing.T, budget time.Duration) (a, b *verbstest.End) {
 		pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
 		cfg := func(p datapath.Port, last byte) verbs.DeviceConfig {
-			return verbs.DeviceConfig{Port: p, MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}),
-				Poll: datapath.PollApp, PollBudget: budget}
+			return verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}), Poll: datapath.PollApp, PollBudget: budget}, Port: p}
 		}
 		a = verbstest.NewEndConfig(t, cfg(pa, 1), bufSize)
 		b = verbstest.NewEndConfig(t, cfg(pb, 2), bufSize)
@@ -173,7 +172,7 @@ func TestDriven(t *testing.T) {
 	var bufs [2][]byte
 	ahs := [2]verbs.AH{{DestMAC: wire.MAC{2, 0, 0, 0, 7, 1}, DestGID: netip.MustParseAddr("10.48.0.1")}, {DestMAC: wire.MAC{2, 0, 0, 0, 7, 2}, DestGID: netip.MustParseAddr("10.48.0.2")}}
 	for i, p := range []*porttest.Port{pa, pb} {
-		d, err := verbs.Open(verbs.DeviceConfig{Port: p, MAC: ahs[i].DestMAC, IP: ahs[i].DestGID, Poll: datapath.PollApp, Driven: true})
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: ahs[i].DestMAC, IP: ahs[i].DestGID, Poll: datapath.PollApp}, Port: p, Driven: true})
 		if err != nil {
 			t.Fatal(err)
 		}

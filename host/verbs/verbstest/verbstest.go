@@ -36,7 +36,7 @@ func NewEnd(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size 
 // NewEndPCIe is NewEnd with a PCIe model between the NIC and host memory.
 func NewEndPCIe(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, size int, model hostmem.PCIe) *End {
 	t.Helper()
-	return newEnd(t, verbs.DeviceConfig{Port: port, MAC: mac, IP: ip, PCIe: model}, size, 0)
+	return newEnd(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: mac, IP: ip}, Port: port, PCIe: model}, size, 0)
 }
 
 // NewEndQueues is NewEnd on a port with several queues, one NIC engine
@@ -45,7 +45,7 @@ func NewEndPCIe(t testing.TB, port datapath.Port, mac wire.MAC, ip netip.Addr, s
 // whose engine does not own it.
 func NewEndQueues(t testing.TB, ports []datapath.Port, mac wire.MAC, ip netip.Addr, size, skew int) *End {
 	t.Helper()
-	return newEnd(t, verbs.DeviceConfig{Ports: ports, MAC: mac, IP: ip}, size, skew)
+	return newEnd(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{Ports: ports, MAC: mac, IP: ip}}, size, skew)
 }
 
 // NewEndConfig is NewEnd on a device opened with cfg.

@@ -128,10 +128,11 @@ func openScaleEnd(name string, p datapath.Port, last byte, n int, cfg ScaleConfi
 	e := &scaleEnd{ah: verbs.AH{DestMAC: wire.MAC{2, 0, 0, 0, 9, last}, DestGID: netip.AddrFrom4([4]byte{10, 53, 0, last})}}
 	p = cfg.Observe.WrapPort(name, p)
 	var err error
-	e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
-		PCIe: hostmem.PCIe{Latency: cfg.PCIe}, BaselineQPC: baseline > 0, BaselineFetches: baseline,
-		Poll: datapath.PollApp, Driven: true,
-		Cache: ctxConfig(cfg)})
+	e.dev, err = verbs.Open(verbs.DeviceConfig{
+		NICConfig: datapath.NICConfig{MAC: e.ah.DestMAC, IP: e.ah.DestGID, MaxQPs: n,
+			BaselineQPC: baseline > 0, BaselineFetches: baseline, Poll: datapath.PollApp, Cache: ctxConfig(cfg)},
+		Port: p, PCIe: hostmem.PCIe{Latency: cfg.PCIe}, Driven: true,
+	})
 	if err != nil {
 		return nil, err
 	}

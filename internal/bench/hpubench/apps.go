@@ -24,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
@@ -116,7 +117,7 @@ type appLink struct {
 func openEnd(p *porttest.Port, mac wire.MAC, ip string, qps, size int) (*appEnd, error) {
 	e := &appEnd{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
 	var err error
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: p, MAC: mac, IP: e.ah.DestGID}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: mac, IP: e.ah.DestGID}, Port: p}); err != nil {
 		return nil, err
 	}
 	if e.pd, err = e.dev.AllocPD(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/porttest"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/observe"
@@ -124,8 +125,11 @@ func open(obs *observe.Hooks, name string, p *porttest.Port, mac wire.MAC, ip st
 	e := &end{ah: verbs.AH{DestMAC: mac, DestGID: netip.MustParseAddr(ip)}, buf: make([]byte, size)}
 	port := obs.WrapPort(name, p)
 	var err error
-	if e.dev, err = verbs.Open(verbs.DeviceConfig{Port: port, MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc.cc == NoCC,
-		DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc.cc], DCQCN: cc.dcqcn}); err != nil {
+	if e.dev, err = verbs.Open(verbs.DeviceConfig{
+		NICConfig: datapath.NICConfig{MAC: mac, IP: e.ah.DestGID, NoCongestionControl: cc.cc == NoCC,
+			DelayRule: map[CC]reliability.DelayRule{LossCC: reliability.DelayOff}[cc.cc], DCQCN: cc.dcqcn},
+		Port: port,
+	}); err != nil {
 		return nil, err
 	}
 	e.closing = obs.Opened(name, e.dev, port)
