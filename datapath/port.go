@@ -79,6 +79,11 @@ type PortStats struct {
 	RxDropTooLong   atomic.Uint64 // longer than MaxFrameLen
 	RxDropKernel    atomic.Uint64 // dropped before the port saw them (ring full, no buffers), as the kernel reports
 	TxDropTooLong   atomic.Uint64 // Send refused: longer than MaxFrameLen
+
+	// Batching with the kernel (udpport's UDP GSO and GRO).
+	TxSegmented  atomic.Uint64 // frames sent as segments of a message of several (UDP GSO)
+	RxCoalesced  atomic.Uint64 // frames received coalesced with others (UDP GRO)
+	TxOffloadOff atomic.Uint64 // times the kernel refused a GSO message and the port went on without
 }
 
 // CountDrop counts a frame that wire.Classify refused under its reason.

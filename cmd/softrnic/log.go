@@ -261,6 +261,7 @@ func logCounters(name string, dev *verbs.Device, ports []datapath.Port) {
 			slog.Warn("the port dropped frames", "dev", name, "queue", i, "fragment", s.RxDropFragment.Load(), "runt", s.RxDropRunt.Load(), "malformed", s.RxDropMalformed.Load(),
 				"too_long", s.RxDropTooLong.Load(), "kernel", s.RxDropKernel.Load(), "tx_too_long", s.TxDropTooLong.Load())
 		}
-		slog.Debug("port counters", "dev", name, "queue", i, "rx", s.RxFrames.Load(), "tx", s.TxFrames.Load(), "not_roce", s.RxDropNotRoCE.Load())
+		slog.Debug("port counters", "dev", name, "queue", i, "rx", s.RxFrames.Load(), "tx", s.TxFrames.Load(), "not_roce", s.RxDropNotRoCE.Load(),
+			"tx_segmented", s.TxSegmented.Load(), "rx_coalesced", s.RxCoalesced.Load(), "tx_offload_off", s.TxOffloadOff.Load())
 	}
 }

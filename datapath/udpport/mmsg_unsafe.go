@@ -4,6 +4,7 @@ package udpport
 // batched recvmmsg/sendmmsg calls and the message headers they take.
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"unsafe"
 
@@ -11,21 +12,23 @@ import (
 )
 
 // batch is the scratch space of one recvmmsg or sendmmsg call, allocated
-// once per port.
+// once per port. On send, message m may carry several frames, one iovec
+// each, from iovs[iov(m)] on: a UDP GSO message.
 type batch struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6 // large enough for IPv4 too
-	ctrl  []byte                  // each message's control messages (ctrlLen bytes): its TOS on receive
+	ctrl  []byte                  // each message's control messages (ctrlLen bytes): its TOS and GRO segment size on receive, its GSO segment size on send
 }
 
 // ctrlLen holds a received datagram's TOS (IP_TOS, one byte) or traffic
-// class (IPV6_TCLASS, an int), with room for one more control message.
+// class (IPV6_TCLASS, an int) and its GRO segment size (UDP_GRO, an int),
+// or a sent one's GSO segment size (UDP_SEGMENT, a uint16).
 var ctrlLen = 2 * unix.CmsgSpace(4)
 
 func newBatch(n int) batch {
 	b := batch{hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n),
-		ctrl: make([]byte, n*ctrlLen)} // used on receive only (setRecv): a send has no control messages
+		ctrl: make([]byte, n*ctrlLen)}
 	for i := range b.hdrs {
 		b.hdrs[i].Hdr.Iov = &b.iovs[i]
 		b.hdrs[i].Hdr.Iovlen = 1
@@ -34,42 +37,52 @@ func newBatch(n int) batch {
 	return b
 }
 
-// tos returns the TOS or traffic class received message i came with (0
-// if the kernel gave none).
-func (b *batch) tos(i int) uint8 {
-	return cmsgTOS(b.ctrl[i*ctrlLen : i*ctrlLen+int(b.hdrs[i].Hdr.Controllen)])
+// received returns the TOS or traffic class received message i came with
+// (0 if the kernel gave none) and its GRO segment size (0: not coalesced).
+func (b *batch) received(i int) (tos uint8, seg int) {
+	return cmsgFields(b.ctrl[i*ctrlLen : i*ctrlLen+int(b.hdrs[i].Hdr.Controllen)])
 }
 
-// cmsgTOS finds IP_TOS or IPV6_TCLASS in control messages, without
-// allocating (unix.ParseSocketControlMessage would).
+// cmsgTOS finds IP_TOS or IPV6_TCLASS in control messages.
 func cmsgTOS(c []byte) uint8 {
+	tos, _ := cmsgFields(c)
+	return tos
+}
+
+// cmsgFields finds IP_TOS or IPV6_TCLASS and UDP_GRO in control messages,
+// without allocating (unix.ParseSocketControlMessage would).
+func cmsgFields(c []byte) (tos uint8, seg int) {
 	hl := unix.CmsgLen(0)
 	for len(c) >= hl {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 		n := int(h.Len)
 		if n < hl || n > len(c) {
-			return 0
+			return tos, seg
 		}
 		data := c[hl:n]
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			return data[0]
+			tos = data[0]
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			return uint8(*(*int32)(unsafe.Pointer(&data[0])))
+			tos = uint8(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			seg = int(int32(binary.NativeEndian.Uint32(data)))
 		}
 		next := unix.CmsgSpace(n - hl)
 		if next > len(c) {
-			return 0
+			return tos, seg
 		}
 		c = c[next:]
 	}
-	return 0
+	return tos, seg
 }
 
 // set points message i at buf, addressed to (or receiving from) a.
 func (b *batch) set(i int, buf []byte) {
 	b.iovs[i].Base = &buf[0]
 	b.iovs[i].SetLen(len(buf))
+	b.hdrs[i].Hdr.Iov = &b.iovs[i]
+	b.hdrs[i].Hdr.Iovlen = 1
 	b.hdrs[i].Hdr.Namelen = uint32(unsafe.Sizeof(b.names[i]))
 	b.hdrs[i].Hdr.Flags = 0
 	b.hdrs[i].Len = 0
@@ -81,6 +94,35 @@ func (b *batch) setRecv(i int, buf []byte) {
 	b.set(i, buf)
 	b.hdrs[i].Hdr.Control = &b.ctrl[i*ctrlLen]
 	b.hdrs[i].Hdr.SetControllen(ctrlLen)
+}
+
+// setIov points iovec i at buf.
+func (b *batch) setIov(i int, buf []byte) {
+	b.iovs[i].Base = &buf[0]
+	b.iovs[i].SetLen(len(buf))
+}
+
+// setSend makes message m the n iovecs from iov on; with more than one,
+// a UDP GSO message the kernel cuts into datagrams of seg bytes (the last
+// may be shorter).
+func (b *batch) setSend(m, iov, n, seg int) {
+	h := &b.hdrs[m]
+	h.Hdr.Iov = &b.iovs[iov]
+	h.Hdr.SetIovlen(n)
+	h.Hdr.Flags = 0
+	h.Len = 0
+	if n == 1 {
+		h.Hdr.Control = nil
+		h.Hdr.SetControllen(0)
+		return
+	}
+	c := b.ctrl[m*ctrlLen:]
+	ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+	ch.Level, ch.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	ch.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = uint16(seg)
+	h.Hdr.Control = &c[0]
+	h.Hdr.SetControllen(unix.CmsgSpace(2))
 }
 
 // setAddr writes the destination of message i.

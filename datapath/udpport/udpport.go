@@ -18,6 +18,17 @@
 // real network keeps them on one path, and different QPs spread over
 // paths. Each datagram leaves with its frame's TOS (traffic class): the
 // ECN field the NIC chose (datapath.NICConfig.ECN).
+//
+// Where the kernel has them (Linux 5.0 on), the port hands the kernel
+// runs of frames in one message and takes them back the same way: UDP
+// GSO on send (UDP_SEGMENT: consecutive frames of one flow and one size,
+// the last possibly shorter, go as one message the kernel cuts into one
+// datagram a frame, each still a whole RoCEv2 packet with its own BTH
+// and ICRC) and UDP GRO on receive (UDP_GRO: datagrams of one flow the
+// kernel coalesced arrive as one, cut back into frames here). The
+// kernel's per-packet cost is then paid once a message. The kernel
+// numbers the IPv4 IDs of a DF datagram's segments 0, 1, 2, ..., which
+// the ICRC covers, so the frames of a message are given those IDs.
 package udpport
 
 import (
@@ -38,6 +49,10 @@ type Config struct {
 	Buffers     int        // frame buffers, shared by RX and TX (default 1024)
 	Batch       int        // datagrams per system call at most (default 64)
 	MaxFrameLen int        // default 9216
+	// NoOffload sends every frame as a datagram of its own and receives
+	// them one at a time: no UDP GSO or GRO (default: both, where the
+	// kernel has them).
+	NoOffload bool
 }
 
 // Port is a datapath.Port over a UDP socket.
@@ -50,9 +65,10 @@ type Port struct {
 	hdrLen  int // Ethernet, IP and UDP header bytes written before a datagram
 	pool    *datapath.Pool
 	rx, tx  batch
-	txSock  []uint8  // per frame of a Send batch: the socket it goes from
-	txTOS   []uint8  // and its TOS
-	rxBufs  []uint32 // each receive slot's buffer, kept prepared across calls (rxHas)
+	msgs    []message // a Send batch's messages
+	gso     bool      // sending UDP GSO messages (until the kernel refuses one)
+	gro     groRx     // coalesced datagrams received, being cut into frames (with UDP GRO)
+	rxBufs  []uint32  // each receive slot's buffer, kept prepared across calls (rxHas)
 	rxHas   []bool
 	rxHeld  int            // slots holding a buffer
 	pollfd  [2]unix.PollFd // the socket and the wake eventfd
@@ -100,8 +116,13 @@ func Open(cfg Config) (*Port, error) {
 	}
 	p.pool = datapath.NewPool(cfg.Buffers, cfg.MaxFrameLen)
 	p.rx, p.tx = newBatch(cfg.Batch), newBatch(cfg.Batch)
-	p.txSock = make([]uint8, cfg.Batch)
-	p.txTOS = make([]uint8, cfg.Batch)
+	p.msgs = make([]message, cfg.Batch)
+	if !cfg.NoOffload {
+		p.gso = unix.SetsockoptInt(p.src[0], unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil // the kernel knows UDP_SEGMENT
+		if unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1) == nil {
+			p.gro = newGRORx(min(cfg.Batch, groSlots))
+		}
+	}
 	for i := range p.srcTOS {
 		p.srcTOS[i] = -1
 	}
@@ -219,6 +240,9 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	if p.closed {
 		return 0, datapath.ErrClosed
 	}
+	if p.gro.on() {
+		return p.recvGRO(frames)
+	}
 	// Each slot keeps its buffer, set up for recvmmsg, until a datagram
 	// fills it: a poll that finds nothing costs the system call alone.
 	k := 0
@@ -255,7 +279,8 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 			continue
 		}
 		frame := p.pool.Buf(h)[:p.hdrLen+dlen]
-		p.writeHeaders(frame, p.rx.addr(i), p.rx.tos(i))
+		tos, _ := p.rx.received(i)
+		p.writeHeaders(frame, p.rx.addr(i), tos, 0)
 		if err := wire.Classify(frame); err != nil {
 			p.stats.CountDrop(err)
 			p.pool.Return(h)
@@ -269,17 +294,124 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	return n, nil
 }
 
+// groSlots is how many coalesced datagrams a port with UDP GRO takes in
+// one recvmmsg call, each into a buffer of groSlotLen bytes (what GRO
+// coalesces at most).
+const (
+	groSlots   = 16
+	groSlotLen = 1 << 16
+)
+
+// groRx holds the datagrams one recvmmsg call took with UDP GRO, each
+// one or more frames' worth that Recv cuts into frames, as many as the
+// caller and the buffer pool have room for; the rest wait for the next
+// Recv.
+type groRx struct {
+	buf        []byte // slots of groSlotLen bytes
+	slot       []groSlot
+	next, have int // the slot being cut, and how many the last call filled
+}
+
+// groSlot is one received datagram being cut into frames.
+type groSlot struct {
+	off, end int // what is left of it in its buffer
+	seg      int // its segment size (each frame's; the last may be shorter)
+	first    bool
+	from     netip.AddrPort
+	tos      uint8
+	id       uint16 // the IPv4 ID the next frame was sent with: its index in the sender's message
+}
+
+func newGRORx(n int) groRx {
+	return groRx{buf: make([]byte, n*groSlotLen), slot: make([]groSlot, n)}
+}
+
+func (g *groRx) on() bool { return len(g.slot) > 0 }
+
+// recvGRO is Recv with UDP GRO: datagrams are received into the slots'
+// buffers and copied out a frame at a time, each given its headers.
+func (p *Port) recvGRO(frames []datapath.Frame) (int, error) {
+	g := &p.gro
+	n := 0
+	for n < len(frames) {
+		if g.next == g.have {
+			for i := range g.slot {
+				p.rx.setRecv(i, g.buf[i*groSlotLen:(i+1)*groSlotLen])
+			}
+			m, err := recvmmsg(p.fd, &p.rx, len(g.slot))
+			if err != nil {
+				return n, fmt.Errorf("udpport: recvmmsg: %w", err)
+			}
+			g.next, g.have = 0, m
+			if m == 0 {
+				break
+			}
+			for i := range m {
+				sl := &g.slot[i]
+				tos, seg := p.rx.received(i)
+				*sl = groSlot{off: i * groSlotLen, end: i*groSlotLen + int(p.rx.hdrs[i].Len), seg: seg, first: true, from: p.rx.addr(i), tos: tos}
+				if p.rx.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+					p.stats.RxDropTooLong.Add(1)
+					sl.off = sl.end
+				}
+				if sl.seg <= 0 || sl.seg >= sl.end-sl.off {
+					sl.seg = sl.end - sl.off // one datagram, not coalesced
+				}
+			}
+		}
+		sl := &g.slot[g.next]
+		if sl.off >= sl.end {
+			g.next++
+			continue
+		}
+		l := min(sl.seg, sl.end-sl.off)
+		if p.hdrLen+l > p.cfg.MaxFrameLen {
+			p.stats.RxDropTooLong.Add(1)
+			sl.off += l
+			sl.id++
+			continue
+		}
+		h, ok := p.pool.Take()
+		if !ok {
+			break // the rest waits for buffers
+		}
+		frame := p.pool.Buf(h)[:p.hdrLen+l]
+		copy(frame[p.hdrLen:], g.buf[sl.off:sl.off+l])
+		coalesced := !sl.first || sl.off+l < sl.end
+		sl.off += l
+		id := sl.id
+		sl.id++
+		sl.first = false
+		p.writeHeaders(frame, sl.from, sl.tos, id)
+		if err := wire.Classify(frame); err != nil {
+			p.stats.CountDrop(err)
+			p.pool.Return(h)
+			continue
+		}
+		frames[n] = datapath.Frame{Data: frame, Handle: uint64(h), NoICRC: true}
+		n++
+		p.stats.RxFrames.Add(1)
+		p.stats.RxBytes.Add(uint64(len(frame)))
+		if coalesced {
+			p.stats.RxCoalesced.Add(1)
+		}
+	}
+	return n, nil
+}
+
 // writeHeaders writes the Ethernet, IP and UDP headers of a received
 // datagram in front of it, as far as the socket can know them: its
-// source, and the TOS (traffic class) it came with.
-func (p *Port) writeHeaders(frame []byte, from netip.AddrPort, tos uint8) {
+// source, the TOS (traffic class) it came with, and the IPv4 ID it most
+// likely had (its index in a coalesced datagram, as a sending port
+// numbers the frames of a GSO message).
+func (p *Port) writeHeaders(frame []byte, from netip.AddrPort, tos uint8, id uint16) {
 	eth := wire.Ethernet(frame)
 	eth.SetDst(p.cfg.LocalMAC)
 	eth.SetSrc(wire.MAC{})
 	var udpOff int
 	if p.cfg.Local.Is4() {
 		eth.SetEtherType(wire.EtherTypeIPv4)
-		f := wire.IPv4Fields{TOS: tos, Flags: wire.IPv4FlagDF, TTL: 64, Src: from.Addr().Unmap(), Dst: p.cfg.Local}
+		f := wire.IPv4Fields{TOS: tos, ID: id, Flags: wire.IPv4FlagDF, TTL: 64, Src: from.Addr().Unmap(), Dst: p.cfg.Local}
 		f.Encode(frame[wire.EthernetLen:], len(frame)-wire.EthernetLen)
 		udpOff = wire.EthernetLen + wire.IPv4MinLen
 	} else {
@@ -305,17 +437,79 @@ func (p *Port) Free(frames []datapath.Frame) { p.pool.Put(frames) }
 func (p *Port) Alloc(frames []datapath.Frame) int { return p.pool.Get(frames) }
 
 // Send implements datapath.Port. Each frame's UDP payload is sent to the
-// frame's destination address, port 4791. It stops early, without error,
-// when the socket's buffer is full; a frame that is not a RoCEv2 frame
-// ends the batch with an error.
+// frame's destination address, port 4791: consecutive frames of one flow
+// and one size in one UDP GSO message where the kernel takes them. It
+// stops early, without error, when the socket's buffer is full; a frame
+// that is not a RoCEv2 frame ends the batch with an error.
 func (p *Port) Send(frames []datapath.Frame) (int, error) {
 	if p.closed {
 		return 0, datapath.ErrClosed
 	}
-	k := min(len(frames), p.cfg.Batch)
+	k, msgs, badFrame := p.plan(frames)
+	// Runs of messages from one socket, in order: a QP's frames keep theirs.
 	var err error
-	sock := p.txSock // each frame's source socket
-	tos := p.txTOS   // and its TOS
+	sent, m := 0, 0
+	for m < msgs {
+		run := m + 1
+		for run < msgs && p.msgs[run].sock == p.msgs[m].sock && p.msgs[run].tos == p.msgs[m].tos {
+			run++
+		}
+		p.setTOS(int(p.msgs[m].sock), p.msgs[m].tos)
+		n, serr := sendmmsg(p.src[p.msgs[m].sock], &p.tx, m, run-m)
+		for _, msg := range p.msgs[m : m+n] {
+			sent += msg.frames
+			if msg.frames > 1 {
+				p.stats.TxSegmented.Add(uint64(msg.frames))
+			}
+		}
+		m += n
+		if serr != nil && p.gso && (serr == unix.EIO || serr == unix.EINVAL) && p.msgs[m].frames > 1 {
+			// The route's device cannot take a GSO message (no checksum
+			// offload, a tunnel): one datagram a frame from now on; the
+			// caller sends the rest again.
+			p.gso = false
+			p.stats.TxOffloadOff.Add(1)
+			break
+		}
+		if serr != nil {
+			err = fmt.Errorf("udpport: sendmmsg: %w", serr)
+			break
+		}
+		if m < run {
+			break // the socket's buffer is full: the rest waits
+		}
+	}
+	if err == nil && sent == k {
+		err = badFrame // reported once every frame before it has gone
+	}
+	for i := range frames[:sent] {
+		p.stats.TxFrames.Add(1)
+		p.stats.TxBytes.Add(uint64(len(frames[i].Data)))
+	}
+	p.pool.Put(frames[:sent])
+	return sent, err
+}
+
+// message is one message of a Send batch: frames frames from frames[first]
+// on, one datagram each, from socket sock with TOS tos.
+type message struct {
+	first, frames int
+	seg, bytes    int // the first frame's UDP payload, and all of theirs
+	sock, tos     uint8
+	dst           netip.Addr
+	short         bool // its last frame is shorter than seg: no more may join
+}
+
+// plan lays a Send batch's frames out in messages (p.msgs, p.tx), making
+// each frame's headers what the kernel will send (normalize). It returns
+// how many frames are planned, in how many messages, and the error of a
+// frame that is not a RoCEv2 frame (which ends the batch).
+func (p *Port) plan(frames []datapath.Frame) (k, msgs int, err error) {
+	k = min(len(frames), p.cfg.Batch)
+	maxBytes := maxGSOBytes4
+	if p.cfg.Local.Is6() {
+		maxBytes = maxGSOBytes6
+	}
 	for i := range k {
 		var pkt wire.Packet
 		if perr := wire.ParseNoICRC(frames[i].Data, &pkt); perr != nil || pkt.IPv6 != p.cfg.Local.Is6() {
@@ -326,35 +520,50 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 			k = i
 			break
 		}
-		sock[i] = uint8(p.sockFor(pkt.UDP().SrcPort()))
-		tos[i] = tosOf(&pkt)
-		p.tx.set(i, pkt.Frame[pkt.BTHOff:])
-		p.tx.setAddr(i, netip.AddrPortFrom(p.normalize(&pkt, p.srcPort[sock[i]]), wire.RoCEv2Port))
-	}
-	// Runs of frames from one socket, in order: a QP's frames keep theirs.
-	sent := 0
-	for sent < k {
-		run := sent + 1
-		for run < k && sock[run] == sock[sent] && tos[run] == tos[sent] {
-			run++
+		sock := uint8(p.sockFor(pkt.UDP().SrcPort()))
+		tos := tosOf(&pkt)
+		var dst netip.Addr
+		if ip := pkt.IPv4Header(); ip != nil {
+			dst = ip.Dst()
+		} else {
+			dst = pkt.IPv6Header().Dst()
 		}
-		p.setTOS(int(sock[sent]), tos[sent])
-		n, serr := sendmmsg(p.src[sock[sent]], &p.tx, sent, run-sent)
-		sent += n
-		if serr != nil && err == nil {
-			err = fmt.Errorf("udpport: sendmmsg: %w", serr)
+		payload := pkt.Frame[pkt.BTHOff:]
+		var id uint16
+		if last := msgs - 1; p.gso && last >= 0 && p.msgs[last].joins(sock, tos, dst, len(payload), maxBytes) {
+			msg := &p.msgs[last]
+			id = uint16(msg.frames)
+			msg.frames++
+			msg.bytes += len(payload)
+			msg.short = len(payload) < msg.seg
+		} else {
+			p.msgs[msgs] = message{first: i, frames: 1, seg: len(payload), bytes: len(payload), sock: sock, tos: tos, dst: dst}
+			msgs++
 		}
-		if n < run-(sent-n) || serr != nil {
-			break // the socket's buffer is full: the rest waits
-		}
+		p.normalize(&pkt, p.srcPort[sock], id)
+		p.tx.setIov(i, payload)
 	}
-	for i := range frames[:sent] {
-		p.stats.TxFrames.Add(1)
-		p.stats.TxBytes.Add(uint64(len(frames[i].Data)))
+	for m, msg := range p.msgs[:msgs] {
+		p.tx.setSend(m, msg.first, msg.frames, msg.seg)
+		p.tx.setAddr(m, netip.AddrPortFrom(msg.dst, wire.RoCEv2Port))
 	}
-	p.pool.Put(frames[:sent])
-	return sent, err
+	return k, msgs, err
 }
+
+// joins reports whether a frame of n payload bytes, from socket sock with
+// TOS tos to dst, may join the message as its next segment.
+func (m *message) joins(sock, tos uint8, dst netip.Addr, n, maxBytes int) bool {
+	return m.sock == sock && m.tos == tos && m.dst == dst && !m.short && n <= m.seg &&
+		m.frames < maxSegments && m.bytes+n <= maxBytes
+}
+
+// The kernel's limits on a UDP GSO message: segments (UDP_MAX_SEGMENTS
+// in Linux before 6.9; 128 since) and bytes (an IP datagram's).
+const (
+	maxSegments  = 64
+	maxGSOBytes4 = 65535 - wire.IPv4MinLen - wire.UDPLen
+	maxGSOBytes6 = 65535 - wire.UDPLen
+)
 
 // sockFor is the socket a frame with UDP source port port goes from: the
 // one bound to it (a frame rewritten already), or one chosen by the port
@@ -369,14 +578,16 @@ func (p *Port) sockFor(port uint16) int {
 }
 
 // Rewrite implements capture.Rewriter: each frame's headers become what
-// Send will put on the wire (normalize), so that a capture records that.
-// Send does it again, finding nothing to change.
+// Send will put on the wire (normalize, with the IPv4 IDs of the GSO
+// messages they will go in), so that a capture records that. Send does it
+// again, finding nothing to change, unless the batch goes in parts.
 func (p *Port) Rewrite(frames []datapath.Frame) {
-	for i := range frames {
-		var pkt wire.Packet
-		if wire.ParseNoICRC(frames[i].Data, &pkt) == nil && pkt.IPv6 == p.cfg.Local.Is6() {
-			p.normalize(&pkt, p.srcPort[p.sockFor(pkt.UDP().SrcPort())])
+	for len(frames) > 0 {
+		k, _, _ := p.plan(frames)
+		if k == 0 {
+			k = 1 // not a RoCEv2 frame: Send refuses it
 		}
+		frames = frames[k:]
 	}
 }
 
@@ -403,23 +614,20 @@ func (p *Port) setTOS(i int, tos uint8) {
 }
 
 // normalize makes the packet's IP and UDP headers what the kernel will send
-// (source address, IPv4 ID 0, source port srcPort; the TOS is the frame's,
-// setTOS), fixing the ICRC if a field changed, and returns the destination
-// address.
-func (p *Port) normalize(pkt *wire.Packet, srcPort uint16) netip.Addr {
+// (source address, IPv4 ID id: 0 for a datagram of its own, the index of
+// a GSO message's segment; source port srcPort; the TOS is the frame's,
+// setTOS), fixing the ICRC if a field changed.
+func (p *Port) normalize(pkt *wire.Packet, srcPort uint16, id uint16) {
 	changed := false
-	var dst netip.Addr
 	if ip := pkt.IPv4Header(); ip != nil {
-		dst = ip.Dst()
-		if ip.ID() != 0 || ip.Src() != p.cfg.Local {
-			ip.SetID(0)
+		if ip.ID() != id || ip.Src() != p.cfg.Local {
+			ip.SetID(id)
 			ip.SetSrc(p.cfg.Local)
 			ip.SetChecksum(ip.ComputeChecksum())
 			changed = true
 		}
 	} else {
 		ip := pkt.IPv6Header()
-		dst = ip.Dst()
 		if ip.Src() != p.cfg.Local {
 			ip.SetSrc(p.cfg.Local)
 			changed = true
@@ -432,7 +640,6 @@ func (p *Port) normalize(pkt *wire.Packet, srcPort uint16) netip.Addr {
 	if changed {
 		pkt.SetICRC()
 	}
-	return dst
 }
 
 // Wait implements datapath.Port.
