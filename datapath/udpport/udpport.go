@@ -616,8 +616,9 @@ func (p *Port) setTOS(i int, tos uint8) {
 // normalize makes the packet's IP and UDP headers what the kernel will send
 // (source address, IPv4 ID id: 0 for a datagram of its own, the index of
 // a GSO message's segment; source port srcPort; the TOS is the frame's,
-// setTOS), fixing the ICRC if a field changed.
+// setTOS), carrying a change into the ICRC.
 func (p *Port) normalize(pkt *wire.Packet, srcPort uint16, id uint16) {
+	old := pkt.CopyHeaders()
 	changed := false
 	if ip := pkt.IPv4Header(); ip != nil {
 		if ip.ID() != id || ip.Src() != p.cfg.Local {
@@ -638,7 +639,7 @@ func (p *Port) normalize(pkt *wire.Packet, srcPort uint16, id uint16) {
 		changed = true
 	}
 	if changed {
-		pkt.SetICRC()
+		pkt.UpdateICRCFrom(&old) // the headers' change alone: the payload is not read again
 	}
 }
 

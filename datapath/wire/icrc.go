@@ -95,3 +95,97 @@ func UpdateICRC(frame []byte) error {
 	p.SetICRC()
 	return nil
 }
+
+// HeaderCopy holds a copy of a packet's IP and UDP headers, taken before
+// they are changed in place, so that UpdateICRCFrom can carry the change
+// into the ICRC without reading the payload again.
+type HeaderCopy struct {
+	b [IPv4MaxLen + UDPLen]byte
+	n int
+}
+
+// CopyHeaders returns a copy of the packet's IP and UDP headers.
+func (p *Packet) CopyHeaders() HeaderCopy {
+	var h HeaderCopy
+	h.n = copy(h.b[:], p.Frame[p.IPOff:p.UDPOff+UDPLen])
+	return h
+}
+
+// UpdateICRCFrom updates the packet's ICRC for what changed in its IP and
+// UDP headers since old was copied (CopyHeaders), as SetICRC would, at the
+// cost of the headers' bytes instead of the packet's: a CRC is linear, so
+// the ICRC moves by the CRC of the change alone, carried past the bytes
+// that follow it. Changes to masked fields (TTL, TOS or traffic class,
+// flow label, the checksums) do not move it.
+func (p *Packet) UpdateICRCFrom(old *HeaderCopy) {
+	var delta [IPv4MaxLen + UDPLen]byte
+	cur := p.Frame[p.IPOff : p.UDPOff+UDPLen]
+	changed := false
+	for i := range old.n {
+		delta[i] = cur[i] ^ old.b[i]
+		changed = changed || delta[i] != 0
+	}
+	if !changed {
+		return
+	}
+	ipLen := p.UDPOff - p.IPOff
+	if p.IPv6 {
+		delta[0] &^= 0x0f // traffic class and flow label
+		delta[1], delta[2], delta[3] = 0, 0, 0
+		delta[7] = 0 // hop limit
+	} else {
+		delta[1] = 0                // TOS
+		delta[8] = 0                // TTL
+		delta[10], delta[11] = 0, 0 // header checksum
+	}
+	delta[ipLen+6], delta[ipLen+7] = 0, 0 // UDP checksum
+	// The change's CRC with no initial or final inversion, carried past
+	// the rest of the covered bytes (BTH on to the ICRC) as zeros.
+	var r uint32
+	for _, b := range delta[:old.n] {
+		r = slicing8[0][byte(r)^b] ^ r>>8
+	}
+	r = multModP(xPow8N(p.ICRCOff-(p.UDPOff+UDPLen)), r)
+	binary.LittleEndian.PutUint32(p.Frame[p.ICRCOff:], p.ICRC()^r)
+}
+
+// multModP multiplies a and b modulo the CRC-32 polynomial, in CRC-32's
+// reflected bit order (x^0 is the top bit).
+func multModP(a, b uint32) uint32 {
+	const poly = 0xedb88320
+	m := uint32(1) << 31
+	var p uint32
+	for m != 0 && a&(2*m-1) != 0 {
+		if a&m != 0 {
+			p ^= b
+		}
+		m >>= 1
+		if b&1 != 0 {
+			b = b>>1 ^ poly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// xPow2N[k] is x^(2^k) modulo the CRC-32 polynomial, reflected.
+var xPow2N = func() (t [32]uint32) {
+	t[0] = 1 << 30 // x
+	for k := 1; k < len(t); k++ {
+		t[k] = multModP(t[k-1], t[k-1])
+	}
+	return t
+}()
+
+// xPow8N returns x^(8n) modulo the CRC-32 polynomial: what carrying a CRC
+// register past n zero bytes multiplies it by.
+func xPow8N(n int) uint32 {
+	p := uint32(1) << 31 // 1
+	for k := 3; n != 0; k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			p = multModP(xPow2N[k&31], p)
+		}
+	}
+	return p
+}
