@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"sync/atomic"
 )
 
 // ICRCLen is the size of the invariant CRC that ends every RoCEv2 packet.
@@ -141,33 +142,51 @@ func (p *Packet) UpdateICRCFrom(old *HeaderCopy) {
 	delta[ipLen+6], delta[ipLen+7] = 0, 0 // UDP checksum
 	// The change's CRC with no initial or final inversion, carried past
 	// the rest of the covered bytes (BTH on to the ICRC) as zeros.
-	var r uint32
-	for _, b := range delta[:old.n] {
-		r = slicing8[0][byte(r)^b] ^ r>>8
-	}
+	r := ^updateHeaderCRC(^uint32(0), delta[:old.n]) // from a register of 0, no final inversion
 	r = multModP(xPow8N(p.ICRCOff-(p.UDPOff+UDPLen)), r)
 	binary.LittleEndian.PutUint32(p.Frame[p.ICRCOff:], p.ICRC()^r)
 }
 
 // multModP multiplies a and b modulo the CRC-32 polynomial, in CRC-32's
-// reflected bit order (x^0 is the top bit).
+// reflected bit order (x^0 is the top bit), four bits of a at a time:
+// Horner's rule from a's highest powers down, with the multiples of b by
+// 1, x, x^2, x^3 combined in a table of 16.
 func multModP(a, b uint32) uint32 {
-	const poly = 0xedb88320
-	m := uint32(1) << 31
-	var p uint32
-	for m != 0 && a&(2*m-1) != 0 {
-		if a&m != 0 {
-			p ^= b
-		}
-		m >>= 1
-		if b&1 != 0 {
-			b = b>>1 ^ poly
-		} else {
-			b >>= 1
+	var m [16]uint32
+	b1 := mulX(b)
+	b2 := mulX(b1)
+	b3 := mulX(b2)
+	m[8], m[4], m[2], m[1] = b, b1, b2, b3
+	for i := 3; i < 16; i++ {
+		if i&(i-1) != 0 {
+			m[i] = m[i&(i-1)] ^ m[i&-i]
 		}
 	}
-	return p
+	var acc uint32
+	for range 8 {
+		acc = acc>>4 ^ mulX4Low[acc&15] ^ m[a&15]
+		a >>= 4
+	}
+	return acc
 }
+
+// crcPoly is CRC-32's polynomial (IEEE), reflected.
+const crcPoly = 0xedb88320
+
+// mulX multiplies b by x modulo the polynomial.
+func mulX(b uint32) uint32 { return b>>1 ^ crcPoly&-(b&1) }
+
+// mulX4Low[v] is v, a value of four low bits (x^28 to x^31), times x^4.
+var mulX4Low = func() (t [16]uint32) {
+	for v := range t {
+		c := uint32(v)
+		for range 4 {
+			c = mulX(c)
+		}
+		t[v] = c
+	}
+	return t
+}()
 
 // xPow2N[k] is x^(2^k) modulo the CRC-32 polynomial, reflected.
 var xPow2N = func() (t [32]uint32) {
@@ -179,8 +198,25 @@ var xPow2N = func() (t [32]uint32) {
 }()
 
 // xPow8N returns x^(8n) modulo the CRC-32 polynomial: what carrying a CRC
-// register past n zero bytes multiplies it by.
+// register past n zero bytes multiplies it by. The packets of a flow come
+// in a few lengths, so the answers are kept in a small cache, one entry
+// per length modulo its size.
 func xPow8N(n int) uint32 {
+	e := &xPowCache[n%len(xPowCache)]
+	if v := e.Load(); v>>32 == uint64(n)+1 {
+		return uint32(v)
+	}
+	p := xPow8NSlow(n)
+	e.Store((uint64(n)+1)<<32 | uint64(p))
+	return p
+}
+
+// xPowCache holds xPow8N's answers: length+1 in the top half, x^(8n) in
+// the bottom (0: empty).
+var xPowCache [64]atomic.Uint64
+
+// xPow8NSlow computes x^(8n) from the powers x^(2^k).
+func xPow8NSlow(n int) uint32 {
 	p := uint32(1) << 31 // 1
 	for k := 3; n != 0; k, n = k+1, n>>1 {
 		if n&1 != 0 {
