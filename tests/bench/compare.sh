@@ -193,7 +193,7 @@ echo
 echo "softrnic beside the kernel, one veth pair (MTU $MTU), medians of $ROUNDS interleaved rounds"
 echo "references: sockperf UDP ping-pong busy-polling p50 $(median busy_p50) us, p99 $(median busy_p99) us, $(median busy_cpu) us CPU a round trip;"
 echo "  sleeping p50 $(median udp_p50) us, p99 $(median udp_p99) us; iperf3 TCP $(median tcp_gbps) Gbit/s;"
-echo "  kernel UDP GSO/GRO (4096 B payloads, 15 a call) $(median gso_gbps) Gbit/s; xsk raw frames (4096 B payloads) $(median raw_gbps) Gbit/s"
+echo "  kernel UDP GSO/GRO (4096 B payloads, 15 a send, 4 sends a call) $(median gso_gbps) Gbit/s; xsk raw frames (4096 B payloads) $(median raw_gbps) Gbit/s"
 echo
 row "goal" "softrnic" "reference" "ratio" "goal" "holds" "CPU us/iter"
 for t in write-lat send-lat read-lat; do

@@ -5,9 +5,10 @@
 //	xsk         the AF_XDP port (datapath/xsk), XDP program attached
 //	udp port    the kernel-UDP port (datapath/udpport)
 //	kernel UDP  plain UDP sockets with sendmmsg/recvmmsg batches, the baseline
-//	kernel UDP GSO  one send of up to 64 datagrams a call (UDP_SEGMENT, each
-//	            segment one whole RoCEv2 packet) into a socket with UDP_GRO:
-//	            the kernel's per-call cost paid once for many packets
+//	kernel UDP GSO  sends of up to 64 datagrams each (UDP_SEGMENT, each
+//	            segment one whole RoCEv2 packet), four to a sendmmsg call,
+//	            into a socket with UDP_GRO read with recvmmsg: the kernel's
+//	            per-call cost paid once for many packets
 //	iperf3 TCP  a TCP stream, for scale (bytes only: TCP has no frames of ours)
 //
 // One side sends RoCEv2 RDMA WRITE ONLY frames of a given payload as fast as
@@ -357,15 +358,22 @@ func (b *bench) runKernelUDP(r Result) Result {
 
 // gsoSegments bounds the datagrams of one UDP_SEGMENT send: the kernel
 // takes at most 64 (UDP_MAX_SEGMENTS is 128 on newer kernels), within
-// one UDP datagram's 65,507 bytes.
-const gsoSegments = 64
+// one UDP datagram's 65,507 bytes. gsoBatch is how many such sends go
+// in one sendmmsg call, and how many coalesced datagrams one recvmmsg
+// takes: batched as the udp port batches (up to 64 frames a call).
+const (
+	gsoSegments = 64
+	gsoBatch    = 4
+)
 
 // runUDPGSO sends the same RoCEv2 datagrams as runKernelUDP (from a
-// connected socket), laid back
-// to back, as many as fit one call, with UDP generic segmentation
-// offload: the kernel cuts the buffer into one datagram per segment (each
-// a whole RoCEv2 packet: BTH, payload, ICRC). The receiving socket takes
-// them coalesced (UDP_GRO); frames are counted by the segment size.
+// connected socket), laid back to back, as many as fit one UDP datagram,
+// with UDP generic segmentation offload: the kernel cuts the buffer into
+// one datagram per segment (each a whole RoCEv2 packet: BTH, payload,
+// ICRC). gsoBatch such sends go in one sendmmsg call. The receiving
+// socket takes them coalesced (UDP_GRO), gsoBatch at a time with
+// recvmmsg, spinning as the kernel UDP receiver does; frames are counted
+// by the segment size.
 func (b *bench) runUDPGSO(r Result) Result {
 	frame := b.frame(r.Payload)
 	r.FrameSize = len(frame)
@@ -395,28 +403,43 @@ func (b *bench) runUDPGSO(r Result) Result {
 	go func() {
 		defer wg.Done()
 		runtime.LockOSThread()
-		in := make([]byte, 65536)
-		for i := 0; !stop.Load(); i++ {
-			if i%256 == 0 { // a deadline now and then, to see stop
-				rc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		pc := ipv4.NewPacketConn(rc)
+		msgs := make([]ipv4.Message, gsoBatch)
+		for i := range msgs {
+			msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+		}
+		idle := 0
+		for !stop.Load() {
+			flags := unix.MSG_DONTWAIT
+			if idle > spinPolls {
+				flags = 0
+				rc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 			}
-			n, err := rc.Read(in)
-			if err != nil {
-				i = -1
+			n, err := pc.ReadBatch(msgs, flags)
+			if err != nil || n == 0 {
+				idle++
 				continue
 			}
-			frames.Add(uint64(n / seg)) // coalesced: equal segments
+			idle = 0
+			for _, m := range msgs[:n] {
+				frames.Add(uint64(m.N / seg)) // coalesced: equal segments
+			}
 		}
 	}()
 	go func() {
 		defer wg.Done()
 		runtime.LockOSThread()
+		pc := ipv4.NewPacketConn(tc)
+		msgs := make([]ipv4.Message, gsoBatch)
+		for i := range msgs {
+			msgs[i].Buffers = [][]byte{buf}
+		}
 		for !stop.Load() {
-			if _, err := tc.Write(buf); err != nil {
+			n, err := pc.WriteBatch(msgs, 0)
+			if err != nil {
 				runtime.Gosched()
-				continue
 			}
-			sent.Add(uint64(k))
+			sent.Add(uint64(n * k))
 		}
 	}()
 	r = measure(r, b.cfg, &frames, &sent)
