@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"text/tabwriter"
@@ -109,8 +110,22 @@ func latency(cfg hpu.Config, samples, size int, name string, work func(*hpu.Task
 		for b := range 8 {
 			payload[b] = byte(t0 >> (8 * b))
 		}
-		if err := e.Submit(in, hpu.Message{QPN: 17, MSN: uint32(i)}, hpu.Packet{Payload: payload, First: true, Last: true}); err != nil {
-			return LatencyRow{}, err
+		// A refusal (ErrFull: the last packet's buffer not yet handed
+		// back on a loaded machine) is what makes the NIC's peer send
+		// again: the packet is submitted again, its clock restarted.
+		for tries := 0; ; tries++ {
+			err := e.Submit(in, hpu.Message{QPN: 17, MSN: uint32(i)}, hpu.Packet{Payload: payload, First: true, Last: true})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, hpu.ErrFull) || tries == maxRefusals {
+				return LatencyRow{}, err
+			}
+			runtime.Gosched()
+			t0 = nanotime()
+			for b := range 8 {
+				payload[b] = byte(t0 >> (8 * b))
+			}
 		}
 		<-done
 	}
@@ -118,6 +133,10 @@ func latency(cfg hpu.Config, samples, size int, name string, work func(*hpu.Task
 	slices.Sort(run)
 	return LatencyRow{Handler: name, Size: size, P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Run50: run[len(run)/2], PsPIN: pspinLatency[size]}, nil
 }
+
+// maxRefusals bounds the times Latency submits one packet again after
+// ErrFull before it gives up.
+const maxRefusals = 100000
 
 // RateRow is the scheduler's packet rate with an empty handler.
 type RateRow struct {
