@@ -112,7 +112,9 @@ type Engine struct {
 	wg          sync.WaitGroup
 	closed      atomic.Bool
 	submitting  atomic.Int32 // Submits under way (Close waits for them)
+	_           [56]byte     // the submitter's line, apart from the HPUs'
 	spinners    atomic.Int32 // idle HPUs looking for work before they sleep
+	_           [60]byte
 	maxSpinners int32
 	start       time.Time
 	stop        chan struct{} // closed when the HPUs are to return
@@ -223,9 +225,11 @@ func New(cfg Config) *Engine {
 			cl.slots[s].buf = backing[s*cfg.SlotSize : (s+1)*cfg.SlotSize : (s+1)*cfg.SlotSize]
 			cl.free.put(int32(s))
 		}
+	}
+	for c := range e.clusters { // once every cluster is built: a spinning HPU looks at them all
 		for range cfg.HPUs {
 			e.wg.Add(1)
-			go e.hpu(cl)
+			go e.hpu(&e.clusters[c])
 		}
 	}
 	return e
@@ -364,7 +368,7 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 // they sleep. The queue has room: it holds at most the cluster's slots.
 func (e *Engine) queue(cl *cluster, s int32) {
 	cl.queue.put(s)
-	if cl.sleepers.Load() > 0 {
+	if e.spinners.Load() == 0 && cl.sleepers.Load() > 0 { // a spinning HPU looks at every queue (spin)
 		select {
 		case cl.wake <- struct{}{}:
 		default: // every sleeper has a wake-up coming
@@ -398,15 +402,18 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 	return nil, 0, false
 }
 
-// hpu is one HPU: it runs the tasks of its cluster.
+// hpu is one HPU: it runs the tasks of its cluster, and, while it spins
+// for work, those of any cluster.
 func (e *Engine) hpu(cl *cluster) {
 	defer e.wg.Done()
 	for {
+		run := cl
 		s, ok := cl.queue.pop()
 		if !ok {
-			s, ok = e.spin(cl)
+			run, s, ok = e.spin(cl)
 		}
 		for !ok { // sleep: announce it, look once more, then wait to be woken
+			run = cl
 			cl.sleepers.Add(1)
 			if s, ok = cl.queue.pop(); !ok {
 				select {
@@ -419,31 +426,51 @@ func (e *Engine) hpu(cl *cluster) {
 			}
 			cl.sleepers.Add(-1)
 		}
-		e.runTask(cl, s)
+		e.runTask(run, s)
 	}
 }
 
-// spinRounds is how many times an idle HPU looks at its queue before it
+// spinRounds is how many times an idle HPU looks at the queues before it
 // sleeps (each look yields the processor: about 20-50 us in all).
 const spinRounds = 256
 
 // spin looks for a task for a while before the HPU sleeps: waking a
 // sleeping goroutine costs more than a short handler, so under a steady
 // stream a few HPUs (one fewer than the processors, at least one) keep
-// looking. It reports false if none came (or the queue closed).
-func (e *Engine) spin(cl *cluster) (int32, bool) {
-	n := e.spinners.Add(1)
-	defer e.spinners.Add(-1)
-	if n > e.maxSpinners {
-		return 0, false
-	}
-	for range spinRounds {
-		if s, ok := cl.queue.pop(); ok {
-			return s, true
+// looking, at every cluster's queue, and while one does, queueing a task
+// wakes no HPU (queue): the busy path has no wake-up per packet. It
+// reports false if none came (or the queue closed).
+//
+// The rule that keeps a task from waiting with no HPU awake: every HPU
+// counted in spinners looks at every queue once more after it leaves
+// the count, so a task queued while queue saw it counted is found.
+func (e *Engine) spin(cl *cluster) (*cluster, int32, bool) {
+	if e.spinners.Add(1) <= e.maxSpinners {
+		for range spinRounds {
+			if c, s, ok := e.popAny(cl); ok {
+				e.spinners.Add(-1)
+				return c, s, true
+			}
+			runtime.Gosched()
 		}
-		runtime.Gosched()
 	}
-	return 0, false
+	e.spinners.Add(-1)
+	return e.popAny(cl)
+}
+
+// popAny takes a task from cl's queue, else from the other clusters'.
+func (e *Engine) popAny(cl *cluster) (*cluster, int32, bool) {
+	if s, ok := cl.queue.pop(); ok {
+		return cl, s, true
+	}
+	for i := range e.clusters {
+		if c := &e.clusters[i]; c != cl {
+			if s, ok := c.queue.pop(); ok {
+				return c, s, true
+			}
+		}
+	}
+	return nil, 0, false
 }
 
 // runTask runs one packet's handlers, or parks it until its message's
