@@ -25,6 +25,7 @@ type testPort struct {
 	tx       [][]byte
 	stats    PortStats
 	capacity int // what RecvCapacity says (0: the default)
+	waits    int // Wait calls: the engine slept on the port
 }
 
 func (p *testPort) Recv(frames []Frame) (int, error) {
@@ -53,7 +54,7 @@ func (p *testPort) Send(frames []Frame) (int, error) {
 	return len(frames), nil
 }
 
-func (p *testPort) Wait(time.Duration) error { return nil }
+func (p *testPort) Wait(time.Duration) error { p.waits++; return nil }
 func (p *testPort) Wake()                    {}
 func (p *testPort) Flush()                   {}
 func (p *testPort) MaxFrameLen() int         { return 9018 }

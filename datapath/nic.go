@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"net/netip"
 	"os"
 	"runtime"
@@ -199,6 +200,7 @@ type Counters struct {
 	HPUCommandsRefused         atomic.Uint64 // handlers' packets refused: no buffer free, or the QP cannot send
 	AppLingers                 atomic.Uint64 // polls that drove the NIC on for the next frame after the completion that left a QP idle (NIC.Linger)
 	AppLingerHits              atomic.Uint64 // of them, those that saw a frame within the poll budget
+	AppYields                  atomic.Uint64 // idle polls on a single CPU that slept on the port instead of spinning (NIC.Progress)
 
 	// The resolve stage's (resolve.go): context lookups through the
 	// caches, by type; lookups that waited for a miss to be filled (no
@@ -237,7 +239,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
-		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits},
+		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -332,6 +334,12 @@ type NIC struct {
 	paths    chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
 	// lingerSeen is arrivals when the last Linger ended.
 	lingerSeen atomic.Uint64
+	// oneCPU: the process may run on one CPU only (its affinity), where
+	// a poll that spins holds the processor that what it waits for needs
+	// (the peer's process, the kernel's receive work); idlePolls counts
+	// the application's idle polls in a row there (NIC.Progress).
+	oneCPU    bool
+	idlePolls atomic.Int32
 }
 
 // NewNIC builds the NIC's tables, caches and engines. Call Run to start it.
@@ -405,7 +413,15 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	for i := range clusters {
 		n.paths <- &memPath{nic: n, pipe: len(cfg.Ports) + i}
 	}
+	n.oneCPU = onOneCPU()
 	return n, nil
+}
+
+// onOneCPU reports whether the calling thread, and so the process started
+// with its affinity (taskset -c N), may run on one CPU only.
+func onOneCPU() bool {
+	var set unix.CPUSet
+	return unix.SchedGetaffinity(0, &set) == nil && set.Count() == 1
 }
 
 // Table returns the host-memory table of a context type.
@@ -572,7 +588,43 @@ func (n *NIC) Progress() bool {
 			busy = busy || b
 		}
 	}
+	if n.oneCPU && n.cfg.Poll == PollApp {
+		switch {
+		case busy:
+			n.idlePolls.Store(0)
+		case n.idlePolls.Add(1) >= oneCPUIdlePolls:
+			n.idlePolls.Store(0)
+			n.yieldCPU()
+		}
+	}
 	return busy
+}
+
+// oneCPUIdlePolls is how many idle polls in a row, on a single CPU, an
+// application's polling spins before it sleeps on the port (yieldCPU).
+const oneCPUIdlePolls = 4
+
+// yieldCPU sleeps, in the application's polling thread, on the first
+// engine's port until a frame, a doorbell (another thread's post) or the
+// timers' next tick, as the engine's goroutine does when idle: on a
+// single CPU nothing the poll waits for can happen while it spins (the
+// peer process that answers, the kernel's work that delivers the frame
+// are held off the processor until the scheduler takes it away, a
+// time slice of milliseconds), and sleeping hands the processor over at
+// once. An engine with work pending does not sleep.
+func (n *NIC) yieldCPU() {
+	e := n.engines[0]
+	if !e.mu.TryLock() {
+		return
+	}
+	if !e.dma.busy() && !e.cfg.DMA.Busy() && len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
+		n.counters.AppYields.Add(1)
+		wait := e.sleepFor()
+		e.sleeping.Store(true)
+		e.port.Wait(wait)
+		e.sleeping.Store(false)
+	}
+	e.mu.Unlock()
 }
 
 // Linger drives the NIC in the caller's thread, as Progress does, until
