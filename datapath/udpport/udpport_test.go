@@ -106,6 +106,24 @@ func TestVeth(t *testing.T) {
 		ipA, ipB := netip.MustParseAddr(fam[0]), netip.MustParseAddr(fam[1])
 		exchange(t, a, b, ipA, ipB)
 		exchange(t, b, a, ipB, ipA)
+		// A run of one flow's frames: GSO messages out, GRO back in.
+		frames := gsoFrames(ipA, ipB, 40, 4096, 1000)
+		seg0 := a.Stats().TxSegmented.Load()
+		porttest.SendAll(t, a, frames)
+		got := porttest.ReceiveN(t, b, len(frames))
+		if len(got) != len(frames) {
+			t.Fatalf("%v: %d of %d frames of one flow", ipA, len(got), len(frames))
+		}
+		for i := range frames {
+			var sent, rcvd wire.Packet
+			wire.ParseNoICRC(frames[i], &sent)
+			if err := wire.Parse(got[i].Data, &rcvd); err != nil || !bytes.Equal(sent.Frame[sent.BTHOff:sent.ICRCOff], rcvd.Frame[rcvd.BTHOff:rcvd.ICRCOff]) {
+				t.Fatalf("%v: frame %d of one flow: %v, or not the one sent", ipA, i, err)
+			}
+		}
+		if a.Stats().TxSegmented.Load() == seg0 {
+			t.Errorf("%v: no frame went in a GSO message", ipA)
+		}
 	}
 }
 
