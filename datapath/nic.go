@@ -672,6 +672,10 @@ func (n *NIC) Linger() (lingered, hit bool) {
 // of its own requests: WRITEs placed and messages received.
 func (n *NIC) arrivals() uint64 { return n.placed.Load() + n.counters.RdmaRecvs.Load() }
 
+// Arrivals is arrivals for a driver: its polls linger only while the
+// peer sends of its own accord.
+func (n *NIC) Arrivals() uint64 { return n.arrivals() }
+
 // rxFrames is the frames the engines have taken from their queues.
 func (n *NIC) rxFrames() uint64 {
 	var k uint64

@@ -381,6 +381,11 @@ type CQ struct {
 	// count of polls that skipped one since.
 	lingerMiss atomic.Int32
 	lingerSkip atomic.Int32
+	// lingerQuiet is the NIC's arrivals (datapath.NIC.Arrivals) at this
+	// CQ's last missed linger: while they stand still past
+	// lingerMissMax misses, the peer sends nothing of its own accord and
+	// the CQ does not linger at all.
+	lingerQuiet atomic.Uint64
 }
 
 // Destroy destroys the CQ, as ibv_destroy_cq does: refused (ErrBusy)
@@ -548,10 +553,19 @@ const (
 // of tens of microseconds). A program whose peer stays quiet (it waits
 // for this program's next request) makes the lingers miss: after
 // lingerMisses misses in a row the CQ lingers only once in 2, 4, ... 32
-// such polls, and hands the NIC to its goroutines at the others; a hit
-// makes it linger every time again.
+// such polls, and hands the NIC to its goroutines at the others, and
+// after lingerMissMax it does not linger at all until the peer sends of
+// its own accord (a WRITE placed, a message received: NIC.Arrivals), as
+// a READ test's peer never does; a hit makes it linger every time again.
 func (cq *CQ) linger() {
 	m := cq.lingerMiss.Load()
+	if m >= lingerMissMax && cq.dev.nic.Arrivals() == cq.lingerQuiet.Load() {
+		// Misses and no WRITE placed, no message received since: a peer
+		// that only answers (a READ test's) sends nothing to linger for,
+		// and a linger would cost this poll four budgets.
+		cq.dev.nic.Release()
+		return
+	}
 	if m >= lingerMisses && cq.lingerSkip.Add(1)%(1<<(m-lingerMisses+1)) != 0 {
 		cq.dev.nic.Release() // the program may poll no more: the NIC's goroutines take the next frame
 		return
@@ -561,6 +575,9 @@ func (cq *CQ) linger() {
 		cq.lingerMiss.Store(0)
 	case lingered && m < lingerMissMax:
 		cq.lingerMiss.Store(m + 1)
+		cq.lingerQuiet.Store(cq.dev.nic.Arrivals())
+	case lingered:
+		cq.lingerQuiet.Store(cq.dev.nic.Arrivals())
 	}
 }
 
