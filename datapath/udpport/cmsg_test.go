@@ -44,17 +44,47 @@ func TestCmsgTOS(t *testing.T) {
 	}
 }
 
+// TestCmsgGRO: the GRO segment size is found beside the TOS, in either
+// order, and a malformed buffer gives what was read before it.
+func TestCmsgGRO(t *testing.T) {
+	seg := cmsg(unix.SOL_UDP, unix.UDP_GRO, binary.NativeEndian.AppendUint32(nil, 4112))
+	tos := cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{0x02})
+	for _, tc := range []struct {
+		name    string
+		c       []byte
+		wantTOS uint8
+		wantSeg int
+	}{
+		{"GRO alone", seg, 0, 4112},
+		{"TOS then GRO", append(append([]byte{}, tos...), seg...), 0x02, 4112},
+		{"GRO then TOS", append(append([]byte{}, seg...), tos...), 0x02, 4112},
+		{"GRO cut short", seg[:unix.CmsgLen(0)+2], 0, 0},
+		{"neither", nil, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]uint64, (len(tc.c)+7)/8) // aligned, as the kernel's
+			buf := unsafeBytes(b)[:len(tc.c)]
+			copy(buf, tc.c)
+			if gotTOS, gotSeg := cmsgFields(buf); gotTOS != tc.wantTOS || gotSeg != tc.wantSeg {
+				t.Fatalf("cmsgFields = %#x, %d; want %#x, %d", gotTOS, gotSeg, tc.wantTOS, tc.wantSeg)
+			}
+		})
+	}
+}
+
 // FuzzCmsgTOS: any control buffer is read within its bounds.
 func FuzzCmsgTOS(f *testing.F) {
 	f.Add(cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{0x03}))
 	f.Add(cmsg(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, []byte{1, 0, 0, 0}))
 	f.Add(append(cmsg(unix.SOL_SOCKET, unix.SO_TIMESTAMP, make([]byte, 16)), cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{2})...))
+	f.Add(append(cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{2}), cmsg(unix.SOL_UDP, unix.UDP_GRO, []byte{0x10, 0x10, 0, 0})...))
 	f.Fuzz(func(t *testing.T, c []byte) {
 		// The kernel's buffers are aligned; so is the fuzzer's copy.
 		b := make([]uint64, (len(c)+7)/8)
 		buf := unsafeBytes(b)[:len(c)]
 		copy(buf, c)
 		cmsgTOS(buf)
+		cmsgFields(buf)
 	})
 }
 
