@@ -127,7 +127,7 @@ bench-capi: build libs ## unmodified ib_write_bw and ib_write_lat on lib/libibve
 bench-plots: build ## SVG plots in bench-plots/: bandwidth against message size, latency CDF against UDP, QP scaling with both caches (root)
 	bash tests/bench/plots.sh
 
-bench-rxe: build ## softrnic perf beside perftest on rdma_rxe inside one emulated VM (../shared/tools/rxe-vm): the ratios (root)
+bench-rxe: build libs ## softrnic perf and Debian's perftest on lib/ beside perftest on rdma_rxe inside one emulated VM (../shared/tools/rxe-vm): the ratios (root)
 	bash tests/bench/rxe.sh
 
 perf-veth: build ## softrnic perf write-bw and write-lat between two softrnic NICs over a veth pair (root)

@@ -6,8 +6,11 @@
 # In the guest (Debian's 6.1 kernel under qemu TCG, 2 vCPUs): perftest's
 # ib_write_bw (64 KiB) and ib_write_lat (2 bytes) between rxe0 and itself,
 # then softrnic perf write-bw and write-lat between two softrnic NICs in
-# two network namespaces joined by a veth pair (xsk ports, MTU 9000), the
-# same sizes and iterations, one after the other, ROUNDS times, medians.
+# two network namespaces joined by a veth pair (xsk ports, MTU 9000), and
+# the same Debian ib_write_bw and ib_write_lat binaries again, unmodified,
+# on softrnic's C libraries (lib/, LD_LIBRARY_PATH) between those two
+# NICs: the same sizes and iterations, one after the other, ROUNDS times,
+# medians.
 # rxe runs in the guest's one namespace: rxe 6.1 opens its UDP socket in
 # the initial namespace only, so two rxe devices cannot face each other
 # across namespaces there; rxe0 to rxe0 takes rxe's loopback (no wire),
@@ -15,7 +18,9 @@
 # native: only the ratios mean something, not the figures.
 #
 # Environment: RXEVM (rxe-vm.sh), SOFTRNIC (the binary), ROUNDS (default
-# 3), BWN (write-bw iterations, 200), LATN (write-lat iterations, 200).
+# 3), BWN (write-bw iterations, 200), LATN (write-lat iterations, 200),
+# POLL (how softrnic's NICs are driven, softrnic perf -poll and
+# SOFTRNIC_POLL; default sleep).
 set -eu
 cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
@@ -23,6 +28,7 @@ BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 ROUNDS=${ROUNDS:-3}
 BWN=${BWN:-200}
 LATN=${LATN:-200}
+POLL=${POLL:-sleep}
 [ "$(id -u)" = 0 ] || { echo "bench-rxe: needs root" >&2; exit 2; }
 [ -x "$T" ] || { echo "bench-rxe: no rxe VM tool at $T (set RXEVM)" >&2; exit 2; }
 OUT=$(mktemp -d /tmp/bench-rxe.XXXXXX)
@@ -44,6 +50,8 @@ VETH=$(find "${RXEVM_DIR:-/tmp/rxe-vm}/kernel/lib/modules" -name veth.ko | head 
 [ -n "$VETH" ] || { echo "bench-rxe: no veth.ko for the guest kernel" >&2; exit 1; }
 cp "$BIN" "$SHARE/softrnic"
 cp "$VETH" "$SHARE/veth.ko"
+[ -f lib/libibverbs.so.1 ] || { echo "bench-rxe: no lib/libibverbs.so.1 (make libs)" >&2; exit 1; }
+rm -rf "$SHARE/lib" && mkdir -p "$SHARE/lib" && cp lib/*.so* "$SHARE/lib/"
 # The guest's namespaces and veth pair (iproute2 is /bin/ip there; busybox's ip has no netns).
 "$T" exec -t 60 'grep -q "^veth " /proc/modules || insmod /host/veth.ko; IP=/bin/ip; mkdir -p /run/netns;
 	$IP netns del srna 2>/dev/null; $IP netns del srnb 2>/dev/null;
@@ -66,25 +74,35 @@ pair() {
 
 GUEST=10.77.0.2
 SR="/bin/ip netns exec"
+CLIB="env SOFTRNIC_NETDEV=veth0 SOFTRNIC_POLL=$POLL LD_LIBRARY_PATH=/host/lib"
 for r in $(seq "$ROUNDS"); do
 	echo "== round $r of $ROUNDS" >&2
 	pair "ib_write_bw -d rxe0 -x 1 -F -n $BWN --report_gbits" "ib_write_bw -d rxe0 -x 1 -F -n $BWN --report_gbits $GUEST"
 	record rxe_bw "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
-	pair "$SR srna /host/softrnic perf write-bw -d veth0 -n $BWN --report_gbits -poll sleep" \
-		"$SR srnb /host/softrnic perf write-bw -d veth0 -n $BWN --report_gbits -poll sleep 10.9.0.1"
+	pair "$SR srna /host/softrnic perf write-bw -d veth0 -n $BWN --report_gbits -poll $POLL" \
+		"$SR srnb /host/softrnic perf write-bw -d veth0 -n $BWN --report_gbits -poll $POLL 10.9.0.1"
 	record srn_bw "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
 	pair "ib_write_lat -d rxe0 -x 1 -F -n $LATN" "ib_write_lat -d rxe0 -x 1 -F -n $LATN $GUEST"
 	record rxe_lat "$(awk '$1=="2" && NF>=9 {print $5; exit}' "$OUT/client.log")"
-	pair "$SR srna /host/softrnic perf write-lat -d veth0 -n $LATN -poll sleep" \
-		"$SR srnb /host/softrnic perf write-lat -d veth0 -n $LATN -poll sleep 10.9.0.1"
+	pair "$SR srna /host/softrnic perf write-lat -d veth0 -n $LATN -poll $POLL" \
+		"$SR srnb /host/softrnic perf write-lat -d veth0 -n $LATN -poll $POLL 10.9.0.1"
 	record srn_lat "$(awk '$1=="2" && NF>=9 {print $5; exit}' "$OUT/client.log")"
+	# Debian's perftest on softrnic's libibverbs, the NIC driven as
+	# softrnic perf's above (POLL).
+	pair "$SR srna $CLIB ib_write_bw -d softrnic_veth0 -x 1 -F -n $BWN --report_gbits" \
+		"$SR srnb $CLIB ib_write_bw -d softrnic_veth0 -x 1 -F -n $BWN --report_gbits 10.9.0.1"
+	record c_bw "$(awk '$1=="65536" {print $4; exit}' "$OUT/client.log")"
+	pair "$SR srna $CLIB ib_write_lat -d softrnic_veth0 -x 1 -F -n $LATN" \
+		"$SR srnb $CLIB ib_write_lat -d softrnic_veth0 -x 1 -F -n $LATN 10.9.0.1"
+	record c_lat "$(awk '$1=="2" && NF>=9 {print $5; exit}' "$OUT/client.log")"
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "%.2f", a/b}'; }
 holds() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN {ok = (op=="<=") ? (r<=g) : (r>=g); print (r=="nan") ? "-" : (ok ? "yes" : "no")}'; }
 echo
 echo "softrnic beside rdma_rxe in one emulated VM (qemu TCG, 2 vCPUs, guest kernel 6.1), medians of $ROUNDS rounds"
-echo "rxe: ib_write_bw/ib_write_lat rxe0 to rxe0 (rxe's loopback); softrnic: softrnic perf between two NICs over a veth pair in two namespaces"
+echo "rxe: ib_write_bw/ib_write_lat rxe0 to rxe0 (rxe's loopback); softrnic: softrnic perf, then the same Debian ib_write_bw/ib_write_lat"
+echo "on softrnic's libibverbs (lib/), between two NICs over a veth pair in two namespaces"
 echo "under emulation every figure is 10-100x off native: read the ratios only"
 echo
 printf '%-32s %12s %12s %8s %8s %6s\n' "" "softrnic" "rxe" "ratio" "goal" "holds"
@@ -92,3 +110,7 @@ r=$(ratio "$(median srn_bw)" "$(median rxe_bw)")
 printf '%-32s %12s %12s %8s %8s %6s\n' "write-bw 64 KiB, Gbit/s" "$(median srn_bw)" "$(median rxe_bw)" "$r" ">=2" "$(holds "$r" ">=" 2)"
 r=$(ratio "$(median srn_lat)" "$(median rxe_lat)")
 printf '%-32s %12s %12s %8s %8s %6s\n' "write-lat 2 B, t_typical us" "$(median srn_lat)" "$(median rxe_lat)" "$r" "<=0.5" "$(holds "$r" "<=" 0.5)"
+r=$(ratio "$(median c_bw)" "$(median rxe_bw)")
+printf '%-32s %12s %12s %8s %8s %6s\n' "ib_write_bw 64 KiB, Gbit/s" "$(median c_bw)" "$(median rxe_bw)" "$r" ">=1" "$(holds "$r" ">=" 1)"
+r=$(ratio "$(median c_lat)" "$(median rxe_lat)")
+printf '%-32s %12s %12s %8s %8s %6s\n' "ib_write_lat 2 B, t_typical us" "$(median c_lat)" "$(median rxe_lat)" "$r" "<=1" "$(holds "$r" "<=" 1)"
