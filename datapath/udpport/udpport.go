@@ -310,6 +310,7 @@ type groRx struct {
 	buf        []byte // slots of groSlotLen bytes
 	slot       []groSlot
 	next, have int // the slot being cut, and how many the last call filled
+	dirty      int // slots from 0 the last call wrote to: to set up again
 }
 
 // groSlot is one received datagram being cut into frames.
@@ -323,7 +324,7 @@ type groSlot struct {
 }
 
 func newGRORx(n int) groRx {
-	return groRx{buf: make([]byte, n*groSlotLen), slot: make([]groSlot, n)}
+	return groRx{buf: make([]byte, n*groSlotLen), slot: make([]groSlot, n), dirty: n}
 }
 
 func (g *groRx) on() bool { return len(g.slot) > 0 }
@@ -335,10 +336,13 @@ func (p *Port) recvGRO(frames []datapath.Frame) (int, error) {
 	n := 0
 	for n < len(frames) {
 		if g.next == g.have {
-			for i := range g.slot {
+			// The slots the last call filled take a buffer again; the
+			// others are still set up (recvmmsg wrote nothing to them).
+			for i := range g.dirty {
 				p.rx.setRecv(i, g.buf[i*groSlotLen:(i+1)*groSlotLen])
 			}
 			m, err := recvmmsg(p.fd, &p.rx, len(g.slot))
+			g.dirty = m
 			if err != nil {
 				return n, fmt.Errorf("udpport: recvmmsg: %w", err)
 			}
@@ -557,8 +561,8 @@ func (m *message) joins(sock, tos uint8, dst netip.Addr, n, maxBytes int) bool {
 		m.frames < maxSegments && m.bytes+n <= maxBytes
 }
 
-// The kernel's limits on a UDP GSO message: segments (UDP_MAX_SEGMENTS
-// in Linux before 6.9; 128 since) and bytes (an IP datagram's).
+// The kernel's limits on a UDP GSO message: segments (UDP_MAX_SEGMENTS:
+// 64 in older kernels, 128 in newer ones) and bytes (an IP datagram's).
 const (
 	maxSegments  = 64
 	maxGSOBytes4 = 65535 - wire.IPv4MinLen - wire.UDPLen
