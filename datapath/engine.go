@@ -85,6 +85,7 @@ type engine struct {
 	idleSince             int64 // when the engine's idle polling began (nanotime)
 	appBusy               int64 // PollApp: when the engine's own goroutine last had work, in nanotime
 	procs                 int   // GOMAXPROCS when the engine's goroutine started
+	misses                int   // tickets of this engine's lookups whose answers have not come (look, arrived)
 
 	sleeping    atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done        chan struct{}

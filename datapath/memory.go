@@ -67,6 +67,7 @@ func (e *engine) waitTicket(t hostmem.ContextType, pid uint32, words []uint64) {
 				copy(words, c.Data(pid))
 				got = true
 				c.Release(r.PID)
+				e.misses--
 			} else {
 				e.arrived(t, r)
 			}

@@ -51,6 +51,7 @@ var parkTypes = [...]hostmem.ContextType{hostmem.QPC, hostmem.CQC, hostmem.SRQC,
 // arrived handles an answer of the cache of type t: the ticket of a
 // parked QP makes that QP ready; any other ticket is released.
 func (e *engine) arrived(t hostmem.ContextType, resp ctxcache.Response) {
+	e.misses--
 	var tag uint32
 	if e.parkPID[t] != nil {
 		tag = e.parkPID[t][resp.PID]
@@ -227,6 +228,9 @@ func (e *engine) unparkReady() {
 // pollParked takes the answers of the caches packets wait for and reports
 // whether any QP became ready.
 func (e *engine) pollParked() bool {
+	if e.misses == 0 { // no ticket of this engine's is out: no answer can come
+		return len(e.sqReady) > 0 || len(e.ready) > 0 || e.cqeDue || e.hpuDue
+	}
 	resp := e.parkResp[:]
 	for _, t := range parkTypes {
 		c := e.nic.caches[t]

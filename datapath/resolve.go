@@ -57,6 +57,9 @@ func (e *engine) look(t hostmem.ContextType, idx uint64) (ctxcache.Status, uint3
 	words := e.words[:w]
 	e.counters.CtxLookups[t].Add(1)
 	st, pid := e.nic.caches[t].Lookup(e.id, idx, words)
+	if st == ctxcache.Miss {
+		e.misses++ // its answer comes on the engine's pipe (pollParked, waitTicket)
+	}
 	if st != ctxcache.Hit || t == hostmem.CQC {
 		return st, pid, words
 	}
