@@ -82,7 +82,7 @@ type engine struct {
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
-	idleSince             int64 // when the engine's idle polling began (nanotime)
+	idleSince             int64 // when the engine's idle polling began (nanotime; 0: it has work)
 	appBusy               int64 // PollApp: when the engine's own goroutine last had work, in nanotime
 	procs                 int   // GOMAXPROCS when the engine's goroutine started
 	misses                int   // tickets of this engine's lookups whose answers have not come (look, arrived)
@@ -207,7 +207,7 @@ func (e *engine) run() {
 			return
 		}
 		if busy || e.cfg.DMA.Busy() || pending { // transfers in flight (a context fetch, a write): poll on for them
-			idle = 0
+			idle, e.idleSince = 0, 0
 			continue
 		}
 		// Idle: poll on for the budget (adaptive), or for ever (spin),
@@ -465,11 +465,14 @@ const rxBacklogTurns = 64
 
 // idleFor reports whether, idle for turns turns, the engine is still
 // within its poll budget: it notes when the idle time began at turn 64
-// and compares from then on.
+// and compares from then on. A turn with work ends the idle time; a sleep
+// does not, so an engine the timers' tick wakes with nothing to do sleeps
+// again after 64 turns instead of polling another budget (an idle queue
+// of a multi-queue port holds no core).
 func (e *engine) idleFor(turns int) bool {
 	now := nanotime()
-	if turns == 64 {
-		e.idleSince = now
+	if turns == 64 && e.idleSince == 0 {
+		e.idleSince = now // idle from here; a sleep does not start it again
 		return true
 	}
 	return time.Duration(now-e.idleSince) < e.cfg.PollBudget

@@ -221,3 +221,32 @@ func TestDriven(t *testing.T) {
 		d.Close()
 	}
 }
+
+// TestAdaptiveIdleSleeps: an adaptive engine with nothing to do sleeps
+// on its port, woken by the timers' tick at most a millisecond apart, and
+// after such a wake it sleeps again after a few idle turns instead of
+// polling a whole budget: an idle engine (a queue of a multi-queue port
+// that carries no traffic) holds no core, however long its budget.
+func TestAdaptiveIdleSleeps(t *testing.T) {
+	pa, _ := porttest.NewPair(porttest.Config{Buffers: 64})
+	d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, 9}, IP: netip.MustParseAddr("10.47.0.9"),
+		Poll: datapath.PollAdaptive, PollBudget: 20 * time.Millisecond}, Port: pa})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	time.Sleep(50 * time.Millisecond) // past the first budget
+	s := d.NIC().Engines()[0]
+	polls0, sleeps0 := s.IdlePolls.Load(), s.Sleeps.Load()
+	time.Sleep(100 * time.Millisecond)
+	polls, sleeps := s.IdlePolls.Load()-polls0, s.Sleeps.Load()-sleeps0
+	t.Logf("100 ms idle: %d sleeps, %d idle polls", sleeps, polls)
+	if sleeps < 10 {
+		t.Fatalf("%d sleeps in 100 ms of idleness (the tick wakes it every millisecond)", sleeps)
+	}
+	// A budget polled after every wake would be 20 ms of turns each time;
+	// a few dozen turns a wake are expected.
+	if polls > 1000*sleeps {
+		t.Fatalf("%d idle polls for %d sleeps: the engine polls its budget after every wake", polls, sleeps)
+	}
+}
