@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/netdev"
@@ -21,6 +22,7 @@ type nicOptions struct {
 	ipv6        bool
 	portKind    string // xsk or udp
 	poll        datapath.PollMode
+	pollBudget  time.Duration // PollAdaptive's (0: datapath's default)
 	ecn         datapath.ECN
 	pcap        string // record frames in this pcapng file
 	metricsAddr string // serve Prometheus metrics here
@@ -133,7 +135,7 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 	}
 	xskPort := o.portKind == "xsk"
 	if e.dev, err = verbs.Open(verbs.DeviceConfig{
-		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Poll: o.poll, ECN: o.ecn, MaxQPs: max(256, o.qps+16), KernelRx: xskPort},
+		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Poll: o.poll, PollBudget: o.pollBudget, ECN: o.ecn, MaxQPs: max(256, o.qps+16), KernelRx: xskPort},
 		MTU:       e.nd.MTU,
 	}); err != nil {
 		return nil, nil, err

@@ -241,19 +241,24 @@ func runPerf(args []string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	poll := pf.pollMode
+	poll, budget := pf.pollMode, time.Duration(0)
 	if poll == datapath.PollApp && addr == "" && passiveServer(cfg.Test) {
 		// This side's test polls nothing while the peer works (perftest's
 		// server of a WRITE, READ or atomic test waits on its socket):
-		// with -poll app its NIC polls on its own instead.
-		poll = datapath.PollSpin
+		// with -poll app its NIC polls on its own instead, each engine
+		// while it has work and for passivePollBudget after (adaptive):
+		// an engine whose queue carries the test never sleeps during it,
+		// and on a port with several queues, one whose queue carries
+		// nothing sleeps rather than holding a core the busy ones and
+		// the peer need.
+		poll, budget = datapath.PollAdaptive, passivePollBudget
 	}
 	if cfg.Events && !flagGiven(pf.fs, "poll") {
 		// -e: the test sleeps on its CQ, so the NIC runs on its own
 		// (PollApp would run it only while the test polls).
 		poll = datapath.PollAdaptive
 	}
-	e, closeNIC, err := openNIC(nicOptions{dev: *dev, gidIndex: *gidIndex, ipv6: *pf.ipv6, portKind: *portKind, poll: poll, ecn: pf.ecnMode,
+	e, closeNIC, err := openNIC(nicOptions{dev: *dev, gidIndex: *gidIndex, ipv6: *pf.ipv6, portKind: *portKind, poll: poll, pollBudget: budget, ecn: pf.ecnMode,
 		pcap: *pf.pcap, metricsAddr: *pf.metricsAddr, pprof: *pf.pprof, qps: cfg.QPs})
 	if err != nil {
 		return err
@@ -391,6 +396,13 @@ func writeSamples(name string, res []perftest.Result) error {
 	}
 	return os.WriteFile(name, []byte(b.String()), 0o644)
 }
+
+// passivePollBudget is how long a passive server's engine polls on after
+// its last work before it sleeps: longer than any pause of a running test
+// (a latency test's peer posts every few microseconds; a scheduling delay
+// or a linger is a millisecond at most), so that the engine carrying the
+// test does not sleep between its frames.
+const passivePollBudget = 10 * time.Millisecond
 
 // passiveServer reports whether a test's server side waits without
 // polling while the client runs.
