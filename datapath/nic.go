@@ -417,11 +417,13 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	return n, nil
 }
 
-// onOneCPU reports whether the calling thread, and so the process started
-// with its affinity (taskset -c N), may run on one CPU only.
+// onOneCPU reports whether the process may run on one CPU only (taskset
+// -c N): its main thread's affinity, which every thread started after it
+// inherits. A program that pins only its polling thread to a CPU of its
+// own keeps spinning there.
 func onOneCPU() bool {
 	var set unix.CPUSet
-	return unix.SchedGetaffinity(0, &set) == nil && set.Count() == 1
+	return unix.SchedGetaffinity(unix.Getpid(), &set) == nil && set.Count() == 1
 }
 
 // Table returns the host-memory table of a context type.
