@@ -619,13 +619,14 @@ func (n *NIC) yieldCPU() {
 	if !e.mu.TryLock() {
 		return
 	}
+	// Sleeping is said before the queues are looked at: a doorbell rung
+	// after the look finds it said and wakes the port (NIC.bell).
+	e.sleeping.Store(true)
 	if !e.dma.busy() && !e.cfg.DMA.Busy() && len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
 		n.counters.AppYields.Add(1)
-		wait := e.sleepFor()
-		e.sleeping.Store(true)
-		e.port.Wait(wait)
-		e.sleeping.Store(false)
+		e.port.Wait(e.sleepFor())
 	}
+	e.sleeping.Store(false)
 	e.mu.Unlock()
 }
 
