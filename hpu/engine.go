@@ -442,13 +442,16 @@ const spinRounds = 256
 // reports false if none came (or the queue closed).
 //
 // The rule that keeps a task from waiting with no HPU awake: every HPU
-// counted in spinners looks at every queue once more after it leaves
-// the count, so a task queued while queue saw it counted is found.
+// counted in spinners, when it leaves the count, either looks at every
+// queue once more (it found nothing) or wakes the sleeping HPUs of the
+// clusters whose queues hold tasks (it found one), so a task queued while
+// queue saw it counted is taken.
 func (e *Engine) spin(cl *cluster) (*cluster, int32, bool) {
 	if e.spinners.Add(1) <= e.maxSpinners {
 		for range spinRounds {
 			if c, s, ok := e.popAny(cl); ok {
 				e.spinners.Add(-1)
+				e.wakeQueued() // what was queued while it looked, for HPUs that sleep
 				return c, s, true
 			}
 			runtime.Gosched()
@@ -456,6 +459,22 @@ func (e *Engine) spin(cl *cluster) (*cluster, int32, bool) {
 	}
 	e.spinners.Add(-1)
 	return e.popAny(cl)
+}
+
+// wakeQueued wakes a sleeping HPU of every cluster whose queue holds a
+// task: a spinner that stops looking because it found a task hands on
+// the tasks queued meanwhile, whose queueing woke no HPU (queue saw it
+// spin); it may be busy with its own cluster's tasks for a long time.
+func (e *Engine) wakeQueued() {
+	for i := range e.clusters {
+		c := &e.clusters[i]
+		if c.queue.len() > 0 && c.sleepers.Load() > 0 {
+			select {
+			case c.wake <- struct{}{}:
+			default: // a wake-up is on its way already
+			}
+		}
+	}
 }
 
 // popAny takes a task from cl's queue, else from the other clusters'.
