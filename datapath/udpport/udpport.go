@@ -278,20 +278,30 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 			p.pool.Return(h)
 			continue
 		}
-		frame := p.pool.Buf(h)[:p.hdrLen+dlen]
 		tos, _ := p.rx.received(i)
-		p.writeHeaders(frame, p.rx.addr(i), tos, 0)
-		if err := wire.Classify(frame); err != nil {
-			p.stats.CountDrop(err)
-			p.pool.Return(h)
-			continue
+		if p.deliver(&frames[n], h, p.hdrLen+dlen, p.rx.addr(i), tos, 0) {
+			n++
 		}
-		frames[n] = datapath.Frame{Data: frame, Handle: uint64(h), NoICRC: true}
-		n++
-		p.stats.RxFrames.Add(1)
-		p.stats.RxBytes.Add(uint64(len(frame)))
 	}
 	return n, nil
+}
+
+// deliver makes buffer h, holding a datagram after room for its headers
+// (n bytes in all), a received frame: its headers written (writeHeaders),
+// checked (a frame that is not RoCEv2 is counted and its buffer given
+// back: false), counted.
+func (p *Port) deliver(f *datapath.Frame, h uint32, n int, from netip.AddrPort, tos uint8, id uint16) bool {
+	frame := p.pool.Buf(h)[:n]
+	p.writeHeaders(frame, from, tos, id)
+	if err := wire.Classify(frame); err != nil {
+		p.stats.CountDrop(err)
+		p.pool.Return(h)
+		return false
+	}
+	*f = datapath.Frame{Data: frame, Handle: uint64(h), NoICRC: true}
+	p.stats.RxFrames.Add(1)
+	p.stats.RxBytes.Add(uint64(len(frame)))
+	return true
 }
 
 // groSlots is how many coalesced datagrams a port with UDP GRO takes in
@@ -315,12 +325,12 @@ type groRx struct {
 
 // groSlot is one received datagram being cut into frames.
 type groSlot struct {
-	off, end int // what is left of it in its buffer
-	seg      int // its segment size (each frame's; the last may be shorter)
-	first    bool
-	from     netip.AddrPort
-	tos      uint8
-	id       uint16 // the IPv4 ID the next frame was sent with: its index in the sender's message
+	off, end  int  // what is left of it in its buffer
+	seg       int  // its segment size (each frame's; the last may be shorter)
+	coalesced bool // more than one frame's worth
+	from      netip.AddrPort
+	tos       uint8
+	id        uint16 // the IPv4 ID the next frame was sent with: its index in the sender's message
 }
 
 func newGRORx(n int) groRx {
@@ -353,13 +363,15 @@ func (p *Port) recvGRO(frames []datapath.Frame) (int, error) {
 			for i := range m {
 				sl := &g.slot[i]
 				tos, seg := p.rx.received(i)
-				*sl = groSlot{off: i * groSlotLen, end: i*groSlotLen + int(p.rx.hdrs[i].Len), seg: seg, first: true, from: p.rx.addr(i), tos: tos}
+				*sl = groSlot{off: i * groSlotLen, end: i*groSlotLen + int(p.rx.hdrs[i].Len), seg: seg, from: p.rx.addr(i), tos: tos}
 				if p.rx.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 					p.stats.RxDropTooLong.Add(1)
 					sl.off = sl.end
 				}
 				if sl.seg <= 0 || sl.seg >= sl.end-sl.off {
 					sl.seg = sl.end - sl.off // one datagram, not coalesced
+				} else {
+					sl.coalesced = true
 				}
 			}
 		}
@@ -379,25 +391,15 @@ func (p *Port) recvGRO(frames []datapath.Frame) (int, error) {
 		if !ok {
 			break // the rest waits for buffers
 		}
-		frame := p.pool.Buf(h)[:p.hdrLen+l]
-		copy(frame[p.hdrLen:], g.buf[sl.off:sl.off+l])
-		coalesced := !sl.first || sl.off+l < sl.end
-		sl.off += l
+		copy(p.pool.Buf(h)[p.hdrLen:], g.buf[sl.off:sl.off+l])
 		id := sl.id
+		sl.off += l
 		sl.id++
-		sl.first = false
-		p.writeHeaders(frame, sl.from, sl.tos, id)
-		if err := wire.Classify(frame); err != nil {
-			p.stats.CountDrop(err)
-			p.pool.Return(h)
-			continue
-		}
-		frames[n] = datapath.Frame{Data: frame, Handle: uint64(h), NoICRC: true}
-		n++
-		p.stats.RxFrames.Add(1)
-		p.stats.RxBytes.Add(uint64(len(frame)))
-		if coalesced {
-			p.stats.RxCoalesced.Add(1)
+		if p.deliver(&frames[n], h, p.hdrLen+l, sl.from, sl.tos, id) {
+			n++
+			if sl.coalesced {
+				p.stats.RxCoalesced.Add(1)
+			}
 		}
 	}
 	return n, nil

@@ -573,10 +573,10 @@ func (cq *CQ) linger() {
 	switch lingered, hit := cq.dev.nic.Linger(); {
 	case hit:
 		cq.lingerMiss.Store(0)
-	case lingered && m < lingerMissMax:
-		cq.lingerMiss.Store(m + 1)
-		cq.lingerQuiet.Store(cq.dev.nic.Arrivals())
 	case lingered:
+		if m < lingerMissMax {
+			cq.lingerMiss.Store(m + 1)
+		}
 		cq.lingerQuiet.Store(cq.dev.nic.Arrivals())
 	}
 }

@@ -312,26 +312,7 @@ func (b *bench) runKernelUDP(r Result) Result {
 	go func() {
 		defer wg.Done()
 		runtime.LockOSThread()
-		pc := ipv4.NewPacketConn(rc)
-		msgs := make([]ipv4.Message, b.cfg.Batch)
-		for i := range msgs {
-			msgs[i].Buffers = [][]byte{make([]byte, 9216)}
-		}
-		idle := 0
-		for !stop.Load() {
-			flags := unix.MSG_DONTWAIT
-			if idle > spinPolls {
-				flags = 0
-				rc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-			}
-			n, err := pc.ReadBatch(msgs, flags)
-			if err != nil || n == 0 {
-				idle++
-				continue
-			}
-			idle = 0
-			frames.Add(uint64(n))
-		}
+		readBatches(rc, b.cfg.Batch, 9216, &stop, func(ms []ipv4.Message) { frames.Add(uint64(len(ms))) })
 	}()
 	go func() {
 		defer wg.Done()
@@ -354,6 +335,33 @@ func (b *bench) runKernelUDP(r Result) Result {
 	stop.Store(true)
 	wg.Wait()
 	return r
+}
+
+// readBatches reads rc with recvmmsg, batch datagrams of up to size
+// bytes a call, until stop: spinning without blocking, then, after
+// spinPolls empty reads in a row, blocking with a deadline. got is given
+// each batch read.
+func readBatches(rc *net.UDPConn, batch, size int, stop *atomic.Bool, got func([]ipv4.Message)) {
+	pc := ipv4.NewPacketConn(rc)
+	msgs := make([]ipv4.Message, batch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, size)}
+	}
+	idle := 0
+	for !stop.Load() {
+		flags := unix.MSG_DONTWAIT
+		if idle > spinPolls {
+			flags = 0
+			rc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		}
+		n, err := pc.ReadBatch(msgs, flags)
+		if err != nil || n == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		got(msgs[:n])
+	}
 }
 
 // gsoSegments bounds the datagrams of one UDP_SEGMENT send: the kernel
@@ -403,28 +411,11 @@ func (b *bench) runUDPGSO(r Result) Result {
 	go func() {
 		defer wg.Done()
 		runtime.LockOSThread()
-		pc := ipv4.NewPacketConn(rc)
-		msgs := make([]ipv4.Message, gsoBatch)
-		for i := range msgs {
-			msgs[i].Buffers = [][]byte{make([]byte, 65536)}
-		}
-		idle := 0
-		for !stop.Load() {
-			flags := unix.MSG_DONTWAIT
-			if idle > spinPolls {
-				flags = 0
-				rc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-			}
-			n, err := pc.ReadBatch(msgs, flags)
-			if err != nil || n == 0 {
-				idle++
-				continue
-			}
-			idle = 0
-			for _, m := range msgs[:n] {
+		readBatches(rc, gsoBatch, 65536, &stop, func(ms []ipv4.Message) {
+			for _, m := range ms {
 				frames.Add(uint64(m.N / seg)) // coalesced: equal segments
 			}
-		}
+		})
 	}()
 	go func() {
 		defer wg.Done()
