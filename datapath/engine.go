@@ -222,12 +222,23 @@ func (e *engine) run() {
 		// Sleep on the port until a frame, a doorbell or a handed-off
 		// frame (Wake) or the timers' next tick.
 		e.stats.Sleeps.Add(1)
-		e.sleeping.Store(true)
-		if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
-			e.port.Wait(wait)
-		}
-		e.sleeping.Store(false)
+		e.sleepOnPort(wait)
 	}
+}
+
+// sleepOnPort sleeps on the port for wait at most, unless work is queued
+// for the engine (doorbells, commands, frames handed over, events from
+// the HPUs), and reports whether it slept. The sleep is said before the
+// queues are looked at: whoever queues work after the look finds it said
+// and wakes the port (NIC.bell, engine.wake).
+func (e *engine) sleepOnPort(wait time.Duration) bool {
+	e.sleeping.Store(true)
+	slept := len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0
+	if slept {
+		e.port.Wait(wait)
+	}
+	e.sleeping.Store(false)
+	return slept
 }
 
 // While an application polls (NIC.Progress) no longer ago than
@@ -283,11 +294,7 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 		e.stats.IdlePolls.Add(1)
 		return true
 	}
-	e.sleeping.Store(true)
-	if len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.hpuEv) == 0 {
-		e.port.Wait(wait)
-	}
-	e.sleeping.Store(false)
+	e.sleepOnPort(wait)
 	return true
 }
 

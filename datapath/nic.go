@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"net/netip"
 	"os"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -619,14 +620,9 @@ func (n *NIC) yieldCPU() {
 	if !e.mu.TryLock() {
 		return
 	}
-	// Sleeping is said before the queues are looked at: a doorbell rung
-	// after the look finds it said and wakes the port (NIC.bell).
-	e.sleeping.Store(true)
-	if !e.dma.busy() && !e.cfg.DMA.Busy() && len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0 {
+	if !e.dma.busy() && !e.cfg.DMA.Busy() && e.sleepOnPort(e.sleepFor()) {
 		n.counters.AppYields.Add(1)
-		e.port.Wait(e.sleepFor())
 	}
-	e.sleeping.Store(false)
 	e.mu.Unlock()
 }
 
