@@ -106,14 +106,14 @@ func latency(cfg hpu.Config, samples, size int, name string, work func(*hpu.Task
 		if i == samples/10 {
 			n.Store(0)
 		}
-		t0 := nanotime()
-		for b := range 8 {
-			payload[b] = byte(t0 >> (8 * b))
-		}
 		// A refusal (ErrFull: the last packet's buffer not yet handed
 		// back on a loaded machine) is what makes the NIC's peer send
 		// again: the packet is submitted again, its clock restarted.
 		for tries := 0; ; tries++ {
+			t0 := nanotime()
+			for b := range 8 {
+				payload[b] = byte(t0 >> (8 * b))
+			}
 			err := e.Submit(in, hpu.Message{QPN: 17, MSN: uint32(i)}, hpu.Packet{Payload: payload, First: true, Last: true})
 			if err == nil {
 				break
@@ -122,10 +122,6 @@ func latency(cfg hpu.Config, samples, size int, name string, work func(*hpu.Task
 				return LatencyRow{}, err
 			}
 			runtime.Gosched()
-			t0 = nanotime()
-			for b := range 8 {
-				payload[b] = byte(t0 >> (8 * b))
-			}
 		}
 		<-done
 	}
