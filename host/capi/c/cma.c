@@ -159,16 +159,29 @@ EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return &c->ch;
 }
 
+/* close_channel closes a channel the library made for a synchronous id
+ * (rdma_create_id without a channel): only that id's calls read it, in
+ * the caller's thread, so it goes whole. */
+static void close_channel(struct rdma_event_channel *channel)
+{
+	struct srn_cm_channel *c = container_of(channel, struct srn_cm_channel, ch);
+	srn_cm_close_channel(c->h);
+	close(c->ch.fd);
+	close(c->wfd);
+	free(c);
+}
+
 EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct srn_cm_channel *c = container_of(channel, struct srn_cm_channel, ch);
 	srn_cm_close_channel(c->h);
-	/* The write end stays open: a thread still blocked in
-	 * rdma_get_cm_event on this channel (rping's cm_thread when main
-	 * returns) stays blocked, as it does on rdma_cm's own fd, instead of
-	 * seeing the pipe's end and failing. */
-	close(c->ch.fd);
-	free(c);
+	/* The NIC writes to it no more, but both ends of the pipe and the
+	 * channel stay: another thread of the program may still read it
+	 * (rping's cm_thread, which main's teardown races). One blocked in
+	 * rdma_get_cm_event stays blocked, as it does on rdma_cm's own fd,
+	 * and so does one that comes to read after the destruction, instead
+	 * of failing with EBADF (and reading freed memory). The cost is two
+	 * descriptors and a few bytes per channel a program destroys. */
 }
 
 static void set_sockaddr(struct sockaddr_storage *ss, const uint8_t *a16, uint16_t port)
@@ -358,14 +371,14 @@ static int create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out
 	struct srn_cm_id *c = new_id(channel, context, ps, qpt, -1);
 	if (!c) {
 		if (sync)
-			rdma_destroy_event_channel(channel);
+			close_channel(channel);
 		return fail(ENOMEM);
 	}
 	c->sync = sync;
 	int h = srn_cm_create_id(container_of(channel, struct srn_cm_channel, ch)->h, ps, (uint64_t)(uintptr_t)c);
 	if (h < 0) {
 		if (sync)
-			rdma_destroy_event_channel(channel);
+			close_channel(channel);
 		free(c);
 		return fail(-h);
 	}
@@ -399,7 +412,7 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	if (c->ud_ah)
 		ibv_destroy_ah(c->ud_ah);
 	if (c->sync)
-		rdma_destroy_event_channel(id->channel);
+		close_channel(id->channel);
 	free(c->ep_qp_attr);
 	free(c);
 	return 0;
@@ -685,7 +698,7 @@ EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *cha
 	id->channel = channel;
 	if (was_sync) {
 		drop_sync_event(c);
-		rdma_destroy_event_channel(old);
+		close_channel(old);
 	}
 	return 0;
 }
