@@ -199,13 +199,16 @@ func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status ibv.WCSt
 // senderStats adds what a QP's sender counted since last time to the
 // NIC's counters.
 func (e *engine) senderStats(r *qpRun) {
-	s := r.snd.Stats()
-	if s == r.seen {
-		// Nothing to add (the usual case: no stall, no loss): eight
-		// atomic adds of zero per packet are not free.
+	if g := r.snd.StatsGen(); g == r.seenGen {
+		// Nothing to add (the usual case: no stall, no loss): neither
+		// eight atomic adds of zero per packet nor a read of the QP's
+		// counters (cold, with many QPs).
 		e.answersAwaited(r)
 		return
+	} else {
+		r.seenGen = g
 	}
+	s := r.snd.Stats()
 	addNonZero(&e.counters.ReplayStalls, s.Stalls-r.seen.Stalls)
 	addNonZero(&e.counters.ReplayStalledNs, uint64(s.Stalled-r.seen.Stalled))
 	addNonZero(&e.counters.RetransmittedPkts, s.Retransmitted-r.seen.Retransmitted)

@@ -57,16 +57,17 @@ type qpSend struct {
 	sqProducer, sqConsumer uint32
 	inflight               []inflight // fetched, not yet completed, in order: a ring of min(SQ size, maxInflight) (sizeInflight)
 	ifHead, ifN            int
-	ifSeq                  uint32    // the next in-flight entry's number
-	sendIdx, sendPkt       int       // next new packet: message (from ifHead) and packet
-	wheel                  wheelLink // its place on the engine's timing wheel (timers.go)
-	onLater                bool      // on the engine's list of QPs to come back to next pass
-	sqWaiting              bool      // the requester waits for a context (park.go)
-	fetch                  int32     // its WQE fetch slot + 1, or 0 (dmastage.go)
-	dmaFault               bool      // a read of its WQEs or payload failed: the requester fails the QP
-	awaitOut               int       // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
-	roomWait               bool      // on the engine's list of QPs waiting for room for the answers
-	seen                   reliability.SenderStats
+	ifSeq                  uint32                  // the next in-flight entry's number
+	sendIdx, sendPkt       int                     // next new packet: message (from ifHead) and packet
+	wheel                  wheelLink               // its place on the engine's timing wheel (timers.go)
+	onLater                bool                    // on the engine's list of QPs to come back to next pass
+	sqWaiting              bool                    // the requester waits for a context (park.go)
+	fetch                  int32                   // its WQE fetch slot + 1, or 0 (dmastage.go)
+	dmaFault               bool                    // a read of its WQEs or payload failed: the requester fails the QP
+	awaitOut               int                     // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
+	roomWait               bool                    // on the engine's list of QPs waiting for room for the answers
+	seen                   reliability.SenderStats // the sender's counters last added to the NIC's (senderStats)
+	seenGen                uint32                  // the sender's StatsGen then
 }
 
 // maxInflight is the most work requests a QP has in flight at once

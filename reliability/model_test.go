@@ -43,10 +43,12 @@ type model struct {
 	params    reliability.Params
 	rnrEvery  int // the responder refuses every n-th new WRITE with an RNR NAK (0: never)
 	newWrites int
-	psnOf     map[wire.PSN]int // first PSN -> message index
-	ahead     map[wire.PSN]int // selective repeat: placed ahead of order -> message index
-	placed    int              // packets placed ahead, over the run
-	sacked    int              // packets the sender held as placed ahead, summed over the checks
+	psnOf     map[wire.PSN]int        // first PSN -> message index
+	ahead     map[wire.PSN]int        // selective repeat: placed ahead of order -> message index
+	placed    int                     // packets placed ahead, over the run
+	sacked    int                     // packets the sender held as placed ahead, summed over the checks
+	stats     reliability.SenderStats // the sender's counters at the last check
+	statsGen  uint32                  // its StatsGen then
 }
 
 type msg struct {
@@ -318,6 +320,12 @@ func (m *model) check() {
 		}
 	}
 	m.completed = done
+	st := m.s.Stats()
+	st.RateIncreases = 0 // not counted in StatsGen
+	if g := m.s.StatsGen(); st != m.stats && g == m.statsGen {
+		m.t.Fatalf("the sender's counters moved (%+v -> %+v) and StatsGen did not", m.stats, st)
+	}
+	m.stats, m.statsGen = st, m.s.StatsGen()
 	if !failed(m.s) {
 		// What the responder may still send: the responses of the READs
 		// sent and not retired that have not been placed.
@@ -412,6 +420,7 @@ func (m *model) restart() {
 	m.psnOf = map[wire.PSN]int{}
 	m.ahead = map[wire.PSN]int{}
 	m.r.Init(start, m.params.SelectiveRepeat)
+	m.stats, m.statsGen = reliability.SenderStats{}, 0
 }
 
 func (m *model) deliver(q *[]pkt, to func(pkt)) {

@@ -161,10 +161,14 @@ type SenderStats struct {
 // go-back-N cursor, the local ACK timer and RNR waits. It does no I/O and
 // reads no clock: the caller passes the time in.
 type Sender struct {
-	alloc    Allocation
-	ring     []Entry // alloc.entries
-	head     int
-	n        int // entries in use: unacknowledged packets, oldest first
+	alloc Allocation
+	ring  []Entry // alloc.entries
+	head  int
+	n     int // entries in use: unacknowledged packets, oldest first
+	// statsGen moves whenever a counter in stats does (count): a reader
+	// that keeps the last one it saw reads the counters only after
+	// they moved, not the whole struct per packet.
+	statsGen uint32
 	rdAtom   int // of them READs and atomics
 	sinceAck int // packets admitted since the last that asked for an ACK
 	next     wire.PSN
@@ -269,7 +273,7 @@ func (s *Sender) takeLoss(now time.Time) {
 	if s.lossSeen {
 		s.lossSeen = false
 		if s.rate.onLoss(now, s.rtt.srtt) {
-			s.stats.LossCuts++
+			s.count().LossCuts++
 		}
 	}
 }
@@ -427,13 +431,13 @@ func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 func (s *Sender) OnCNP(now time.Time) {
 	if s.byRate {
 		if s.rate.onCNP(now) {
-			s.stats.CNPCuts++
+			s.count().CNPCuts++
 		}
 		return
 	}
 	s.marked = true
 	if s.cc.onCNP(now, s.rtt.srtt) {
-		s.stats.CNPCuts++
+		s.count().CNPCuts++
 	}
 }
 
@@ -532,10 +536,10 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 	}
 	exit, cut := s.cc.onDelay(&s.rtt, now)
 	if exit {
-		s.stats.SlowStartExits++
+		s.count().SlowStartExits++
 	}
 	if cut {
-		s.stats.DelayCuts++
+		s.count().DelayCuts++
 	}
 }
 
@@ -555,7 +559,7 @@ func (s *Sender) cut(psn wire.PSN, placeable bool) {
 		return
 	}
 	if s.cc.onLoss(psn, s.next) {
-		s.stats.Cuts++
+		s.count().Cuts++
 	}
 }
 
@@ -592,6 +596,18 @@ func (s *Sender) Failed() (bool, ibv.WCStatus) { return s.failed, s.status }
 
 // Waiting reports whether an RNR NAK holds the sender until its timer.
 func (s *Sender) Waiting() bool { return s.rnrWait }
+
+// count returns the counters for an event to be added, and moves
+// StatsGen.
+func (s *Sender) count() *SenderStats {
+	s.statsGen++
+	return &s.stats
+}
+
+// StatsGen moves whenever a counter of Stats does, but RateIncreases: a
+// caller that polls the counters per packet compares it with the one
+// it saw last and reads them only when it moved.
+func (s *Sender) StatsGen() uint32 { return s.statsGen }
 
 // Stats returns the sender's counters.
 func (s *Sender) Stats() SenderStats {
@@ -683,7 +699,7 @@ func (s *Sender) hold(k Kind, now time.Time) Hold {
 	case s.n == len(s.ring):
 		if !s.stalled {
 			s.stalled, s.stallSince = true, now
-			s.stats.Stalls++
+			s.count().Stalls++
 		}
 		return HoldReplayFull
 	case s.params.NoCongestionControl:
@@ -898,7 +914,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	}
 	if s.stalled {
 		s.stalled = false
-		s.stats.Stalled += now.Sub(s.stallSince)
+		s.count().Stalled += now.Sub(s.stallSince)
 	}
 	if s.probing && s.probePSN.Before(s.Una()) { // the probe is answered
 		s.probing = false
@@ -929,7 +945,7 @@ func (s *Sender) goBackFor(psn wire.PSN, readHole bool) {
 			s.selFrom = psn
 			s.probing = false
 			s.resendOne = false
-			s.stats.GoBacks++
+			s.count().GoBacks++
 			s.cut(psn, e.Placeable || readHole)
 			return
 		}
@@ -940,7 +956,7 @@ func (s *Sender) goBackFor(psn wire.PSN, readHole bool) {
 // [Una-1, Next) is stale.
 func (s *Sender) OnAck(psn wire.PSN, now time.Time) Verdict {
 	if s.failed || psn.Before(s.Una().Sub(1)) || !psn.Before(s.next) {
-		s.stats.Stale++
+		s.count().Stale++
 		return Ignored
 	}
 	s.retire(psn, now)
@@ -976,7 +992,7 @@ func (s *Sender) HasCredit() bool {
 	if taken < s.credits || taken == 0 {
 		return true
 	}
-	s.stats.CreditWaits++
+	s.count().CreditWaits++
 	return false
 }
 
@@ -1005,7 +1021,7 @@ func (s *Sender) OnAETH(psn wire.PSN, syn wire.Syndrome, now time.Time) Verdict 
 // matching status. A NAK outside the window is stale.
 func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
 	if s.failed || !s.inWindow(psn) {
-		s.stats.Stale++
+		s.count().Stale++
 		return Ignored
 	}
 	s.retire(psn.Sub(1), now) // a NAK acknowledges what came before
@@ -1013,7 +1029,7 @@ func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
 		s.timerBack = false
 		s.goBack(psn)
 		if s.params.SelectiveRepeat && !s.srNext(now) {
-			s.stats.NAKsOfRepair++ // every hole it shows is being repaired
+			s.count().NAKsOfRepair++ // every hole it shows is being repaired
 		}
 		return Accepted
 	}
@@ -1136,7 +1152,7 @@ func (s *Sender) noteDelivered(n int, now time.Time) {
 // (7: never) the QP fails.
 func (s *Sender) OnRNR(psn wire.PSN, code uint8, now time.Time) Verdict {
 	if s.failed || !s.inWindow(psn) {
-		s.stats.Stale++
+		s.count().Stale++
 		return Ignored
 	}
 	s.retire(psn.Sub(1), now)
@@ -1186,7 +1202,7 @@ func (s *Sender) readEntry(psn wire.PSN, now time.Time) *Entry {
 			}
 		}
 	}
-	s.stats.Stale++
+	s.count().Stale++
 	return nil
 }
 
@@ -1222,7 +1238,7 @@ func (s *Sender) readSlotSelective(psn wire.PSN, now time.Time) (e *Entry, k uin
 		// missing too (the request or its responses), and is asked for
 		// again now, not at the timer.
 		if s.askHolesBelow(psn) { // not psn itself: it is being placed
-			s.stats.HolesAskedAgain++
+			s.count().HolesAskedAgain++
 		}
 		s.rdAskAt = now
 		s.armEarly(now)
@@ -1405,7 +1421,7 @@ func (s *Sender) ResendUntil(e *Entry) wire.PSN {
 // false when none is outstanding.
 func (s *Sender) AtomicSlot(psn wire.PSN) (e *Entry, ok bool) {
 	if s.failed || !s.inWindow(psn) {
-		s.stats.Stale++
+		s.count().Stale++
 		return nil, false
 	}
 	for i := range s.n {
@@ -1413,7 +1429,7 @@ func (s *Sender) AtomicSlot(psn wire.PSN) (e *Entry, ok bool) {
 			return e, true
 		}
 	}
-	s.stats.Stale++
+	s.count().Stale++
 	return nil, false
 }
 
@@ -1515,7 +1531,7 @@ func (s *Sender) Resent(now time.Time) {
 	default:
 		s.spendEntry(now, e, 1)
 	}
-	s.stats.Retransmitted++
+	s.count().Retransmitted++
 	e.resent = true
 	if e.Kind == Data && s.params.SelectiveRepeat {
 		e.sent = now // when it went again: its NAKs wait a round trip (srSkip)
@@ -1560,7 +1576,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 	}
 	s.pace.restart()
 	if now.Before(s.deadline) { // the early timer: a lost tail, sent again
-		s.stats.Early++
+		s.count().Early++
 		s.earlyBackoff = min(s.earlyBackoff+1, maxBackoff)
 		s.gapAsked = false
 		switch {
@@ -1581,7 +1597,7 @@ func (s *Sender) Tick(now time.Time) Verdict {
 	}
 	s.probing = false
 	s.holeN = 0
-	s.stats.Timeouts++
+	s.count().Timeouts++
 	if s.retries++; s.retries > int(s.params.RetryCnt) {
 		s.fail(ibv.WCRetryExcErr)
 		return Failed
@@ -1604,7 +1620,7 @@ func (s *Sender) probe() {
 	s.resend, s.resendPSN, s.selFrom = 0, s.Una(), s.Una()
 	s.resendOne, s.readUntil = true, e.last().Add(1)
 	s.probing, s.probePSN = true, e.last()
-	s.stats.Probes++
+	s.count().Probes++
 }
 
 // fail puts the sender in error: every entry is dropped (the caller
