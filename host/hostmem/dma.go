@@ -2,10 +2,12 @@ package hostmem
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // PCIe models the link between the NIC and host memory. The zero value is
@@ -52,6 +54,7 @@ type DMA struct {
 	mu       sync.Mutex   // guards the queue and the model's clock
 	queue    []dmaOp      // ring of pending transfers
 	head, n  int
+	epoch    time.Time   // the clock's time at the start: dmaOp.at counts from it
 	linkFree time.Time   // when the link finishes the last queued transfer
 	readDone []time.Time // completion times of the last MaxReads reads
 	readSeq  int
@@ -65,16 +68,32 @@ type DMA struct {
 }
 
 type dmaOp struct {
-	at       time.Time // when the transfer completes
-	write    bool
-	fence    bool // no data: only its completion, in order (Fence)
-	staged   bool // buf is in the staging ring, which ends at stageEnd
-	stageEnd int
+	at       int64 // when the transfer completes: nanoseconds after the engine's epoch
 	addr     uint64
-	buf      []byte
+	data     *byte // its buffer (buf): a read's destination, a write's copy of its data
+	n        int32 // the buffer's length
+	stageEnd int32 // with opStaged: where the buffer ends in the staging ring
 	c        Completer
 	tag      uint64
-	err      error
+	flags    uint8 // opWrite, opFence, opStaged
+}
+
+// A queued transfer is one cache line (64 bytes): with many QPs the queue
+// is cold between its turns round the ring, and each transfer costs the
+// lines it spans.
+const (
+	opWrite  = 1 << iota
+	opFence  // no data: only its completion, in order (Fence)
+	opStaged // the buffer is in the staging ring, which ends at stageEnd
+)
+
+// The build fails if a transfer outgrows its line.
+var _ [64 - unsafe.Sizeof(dmaOp{})]byte
+
+func (op *dmaOp) buf() []byte { return unsafe.Slice(op.data, op.n) }
+
+func (op *dmaOp) setBuf(b []byte) {
+	op.data, op.n = unsafe.SliceData(b), int32(len(b))
 }
 
 // ErrDMABusy is returned when the engine's queue is full.
@@ -89,7 +108,7 @@ func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 	if model.Clock == nil {
 		model.Clock = SystemClock{}
 	}
-	d := &DMA{mem: mem, model: model}
+	d := &DMA{mem: mem, model: model, epoch: model.Clock.Now()}
 	if !model.instant() {
 		d.queue = make([]dmaOp, queue)
 		d.stage = make([]byte, stageBytes)
@@ -142,7 +161,7 @@ func (d *DMA) nextDue() time.Duration {
 	if d.n == 0 {
 		return 0
 	}
-	return d.queue[d.head].at.Sub(d.model.Clock.Now())
+	return d.atTime(d.queue[d.head].at).Sub(d.model.Clock.Now())
 }
 
 // Pass lets time pass for a caller that waits for a transfer (a blocking
@@ -158,7 +177,7 @@ func (d *DMA) Pass() bool {
 	d.mu.Lock()
 	var at time.Time
 	if d.n > 0 {
-		at = d.queue[d.head].at
+		at = d.atTime(d.queue[d.head].at)
 	}
 	d.mu.Unlock()
 	c.WaitUntil(at)
@@ -180,7 +199,12 @@ func (d *DMA) ReadAsync(addr uint64, dst []byte, c Completer, tag uint64) error 
 		c.DMADone(tag, d.copy(false, addr, dst))
 		return nil
 	}
-	return d.enqueue(dmaOp{addr: addr, buf: dst, c: c, tag: tag}, nil)
+	if len(dst) > math.MaxInt32 {
+		return errors.New("host: DMA read over 2 GiB")
+	}
+	op := dmaOp{addr: addr, c: c, tag: tag}
+	op.setBuf(dst)
+	return d.enqueue(op, nil)
 }
 
 // Fence calls c.DMADone(tag, nil) once every transfer issued before it
@@ -192,7 +216,7 @@ func (d *DMA) Fence(c Completer, tag uint64) error {
 		c.DMADone(tag, nil)
 		return nil
 	}
-	return d.enqueue(dmaOp{fence: true, c: c, tag: tag}, nil)
+	return d.enqueue(dmaOp{flags: opFence, c: c, tag: tag}, nil)
 }
 
 // Write posts a write of src to addr: it is applied before any transfer
@@ -206,7 +230,7 @@ func (d *DMA) Write(addr uint64, src []byte) error {
 		d.stats.Faults.Add(1)
 		return err
 	}
-	return d.enqueue(dmaOp{write: true, addr: addr}, src)
+	return d.enqueue(dmaOp{flags: opWrite, addr: addr}, src)
 }
 
 // stageBytes is the size of a modelled engine's staging ring for the data
@@ -265,16 +289,19 @@ func (d *DMA) enqueue(op dmaOp, src []byte) error {
 		d.mu.Unlock()
 		return ErrDMABusy
 	}
-	if op.write {
+	write := op.flags&opWrite != 0
+	if write {
 		// The caller may reuse src at once: keep a copy until it is applied.
 		if off, ok := d.stageAlloc(len(src)); ok {
 			n := len(src)
 			dst := d.stage[off : off+n : off+n]
 			copy(dst, src)
-			op.buf, op.staged, op.stageEnd = dst, true, off+n
+			op.setBuf(dst)
+			op.flags |= opStaged
+			op.stageEnd = int32(off + n)
 		} else {
 			d.stats.StageFull.Add(1)
-			op.buf = append([]byte(nil), src...)
+			op.setBuf(append([]byte(nil), src...))
 		}
 	}
 	now := d.model.Clock.Now()
@@ -282,19 +309,20 @@ func (d *DMA) enqueue(op dmaOp, src []byte) error {
 	if d.linkFree.After(start) {
 		start = d.linkFree
 	}
-	if !op.write && len(d.readDone) > 0 {
+	if !write && len(d.readDone) > 0 {
 		if prev := d.readDone[d.readSeq%len(d.readDone)]; prev.After(start) {
 			start = prev // no more than MaxReads reads in flight
 		}
 	}
 	xfer := time.Duration(0)
 	if d.model.BytesPerSec > 0 {
-		xfer = time.Duration(float64(len(op.buf)) / d.model.BytesPerSec * float64(time.Second))
+		xfer = time.Duration(float64(op.n) / d.model.BytesPerSec * float64(time.Second))
 	}
 	d.linkFree = start.Add(xfer)
-	op.at = start.Add(xfer + d.model.Latency)
-	if !op.write && len(d.readDone) > 0 {
-		d.readDone[d.readSeq%len(d.readDone)] = op.at
+	at := start.Add(xfer + d.model.Latency)
+	op.at = int64(at.Sub(d.epoch))
+	if !write && len(d.readDone) > 0 {
+		d.readDone[d.readSeq%len(d.readDone)] = at
 		d.readSeq++
 	}
 	d.queue[(d.head+d.n)%len(d.queue)] = op
@@ -312,30 +340,32 @@ func (d *DMA) Poll() int {
 		return 0
 	}
 	d.mu.Lock()
-	now := d.model.Clock.Now()
-	if d.n == 0 || d.queue[d.head].at.After(now) {
+	now := int64(d.model.Clock.Now().Sub(d.epoch))
+	if d.n == 0 || d.queue[d.head].at > now {
 		d.mu.Unlock()
 		return 0 // nothing due yet: the common case of a poller waiting
 	}
 	d.mu.Unlock()
 	var done [16]dmaOp
+	var errs [16]error
 	total := 0
 	for {
 		k := 0
 		d.mu.Lock()
 		if d.n > 0 {
-			now = d.model.Clock.Now()
-			for k < len(done) && d.n > 0 && !d.queue[d.head].at.After(now) {
+			now = int64(d.model.Clock.Now().Sub(d.epoch))
+			for k < len(done) && d.n > 0 && d.queue[d.head].at <= now {
 				op := d.queue[d.head]
 				d.queue[d.head] = dmaOp{}
 				d.head = (d.head + 1) % len(d.queue)
 				d.n--
 				d.queued.Add(-1)
-				if !op.fence {
-					op.err = d.copy(op.write, op.addr, op.buf) // under the lock: in order
+				errs[k] = nil
+				if op.flags&opFence == 0 {
+					errs[k] = d.copy(op.flags&opWrite != 0, op.addr, op.buf()) // under the lock: in order
 				}
-				if op.staged {
-					d.stageHead = op.stageEnd
+				if op.flags&opStaged != 0 {
+					d.stageHead = int(op.stageEnd)
 					d.stageLive--
 				}
 				done[k] = op
@@ -345,9 +375,9 @@ func (d *DMA) Poll() int {
 		d.mu.Unlock()
 		for i := range done[:k] {
 			if done[i].c != nil {
-				done[i].c.DMADone(done[i].tag, done[i].err)
+				done[i].c.DMADone(done[i].tag, errs[i])
 			}
-			done[i] = dmaOp{}
+			done[i], errs[i] = dmaOp{}, nil
 		}
 		total += k
 		if k < len(done) {
@@ -355,6 +385,9 @@ func (d *DMA) Poll() int {
 		}
 	}
 }
+
+// atTime is the clock's time of a transfer's completion.
+func (d *DMA) atTime(at int64) time.Time { return d.epoch.Add(time.Duration(at)) }
 
 // Busy reports whether transfers are queued, not yet carried out: a
 // poller that sleeps now leaves them (and the cache fetches they carry)
