@@ -69,20 +69,23 @@ type ReceiverStats struct {
 // gap, the MSN, and the READs and atomics it executed, so that a
 // duplicate gets the same answer and never a second execution.
 type Receiver struct {
-	exp        wire.PSN
-	msn        uint32
-	nakSent    bool
-	lastNAK    time.Time
-	nakAgain   time.Duration // the wait before the gap's next NAK
-	nakRepeat  bool          // the last NAK Classify asked for repeated its gap's
+	// What every request reads, in one cache line (with many QPs the
+	// state is cold when a QP's turn comes); the records and the
+	// selective-repeat bitmap follow.
+	exp       wire.PSN
+	msn       uint32
+	nakSent   bool
+	nakRepeat bool // the last NAK Classify asked for repeated its gap's
+	sr        bool // selective repeat
+	lastNAK   time.Time
+	nakAgain  time.Duration // the wait before the gap's next NAK
+
+	stats      ReceiverStats
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
 	atomicNext int
-	stats      ReceiverStats
-
-	sr     bool                  // selective repeat
-	placed [SRWindow / 64]uint64 // bit i: PSN exp+i placed ahead of order
+	placed     [SRWindow / 64]uint64 // bit i: PSN exp+i placed ahead of order
 }
 
 // ReadRecord is a READ request the responder executed.
@@ -123,6 +126,9 @@ func (r *Receiver) Placed(psn wire.PSN) {
 // after a hole filled, another hole lies before them, and it is NAKed at
 // once instead of waiting for a packet to come past it.
 func (r *Receiver) PlacedAhead() bool {
+	if !r.sr {
+		return false // only selective repeat places ahead
+	}
 	for _, w := range r.placed {
 		if w != 0 {
 			return true

@@ -161,6 +161,11 @@ type SenderStats struct {
 // go-back-N cursor, the local ACK timer and RNR waits. It does no I/O and
 // reads no clock: the caller passes the time in.
 type Sender struct {
+	// The fields every packet sent and every ACK reads come first, in
+	// as few cache lines as they fit: with thousands of QPs each QP's
+	// state is cold when its turn comes, and each line it touches is a
+	// miss. Recovery's state and the counters follow.
+
 	alloc Allocation
 	ring  []Entry // alloc.entries
 	head  int
@@ -169,18 +174,66 @@ type Sender struct {
 	// that keeps the last one it saw reads the counters only after
 	// they moved, not the whole struct per packet.
 	statsGen uint32
+	next     wire.PSN
 	rdAtom   int // of them READs and atomics
 	sinceAck int // packets admitted since the last that asked for an ACK
-	next     wire.PSN
-	params   Params
+	pkts     int // packets in flight: the entries' PSNs not yet answered
+	// rdPkts of them READ responses: what the peer will send this QP
+	// that its port must take in (ReadInFlight).
+	rdPkts int
+	// acks: entries in use that asked for an ACK (or an atomic's
+	// response), not READs: with rdPkts, the most the peer will answer
+	// (Awaited).
+	acks   int
+	placed int // selective repeat: packets reported placed ahead (sacked's bits)
+	resend int // entries from head still to send again; -1: none
+	params Params
 
-	resend    int      // entries from head still to send again; -1: none
+	deadline time.Time
+	// The early retransmission timer the round-trip estimate sets: a
+	// lost tail is sent again after about a round trip, not after the
+	// local ACK timeout; only the local ACK timeout counts towards
+	// retry_cnt.
+	early        time.Time
+	retries      int
+	rnrTries     int
+	backoff      uint
+	earlyBackoff uint
+
+	failed    bool
+	rnrWait   bool
+	stalled   bool
+	probing   bool // go-back-N: a probe of Una is out (Tick's early timer)
+	lossSeen  bool // a loss for DCQCN's LossCut, not yet taken
+	byRate    bool // the QP runs DCQCN (rate), not the window (cc)
+	marked    bool // a CNP has come: the path marks ECN (delayRule)
+	resendOne bool // the resend is one READ's missing responses only
+	timerBack bool // the resend is a timer's: the first entry goes even if sent again lately
+
+	// End-to-end credits (IBTA 9.7.7.2): the responder's count of free
+	// receive WQEs after it executed creditPSN, from an ACK that carried
+	// one; rxe and others send none, and then nothing waits.
+	creditValid bool
+	credits     uint32
+	creditPSN   wire.PSN
+
+	// The controllers (congestion.go): the pacing, the round-trip
+	// estimate and the window.
+	pace pacer
+	rtt  rttStats
+	cc   congestion
+
+	// Recovery's state, read only when it runs.
 	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
 	selFrom   wire.PSN // with selective repeat, the resend skips placeable entries after it
-	resendOne bool     // the resend is one READ's missing responses only
 	readUntil wire.PSN // with resendOne: ask up to here (exclusive)
-	probing   bool     // go-back-N: a probe of Una is out (Tick's early timer)
-	probePSN  wire.PSN // its last PSN
+	probePSN  wire.PSN // the probe's last PSN
+	gapAsked  bool     // a READ response gap has been asked for again
+	status    ibv.WCStatus
+	failUna   wire.PSN // Una when it failed: the work before it completed
+
+	stallSince time.Time
+	stats      SenderStats
 
 	// Selective repeat for READs: bit i, the response at PSN rdBase+i
 	// has been placed ahead of order; rdAlign keeps rdBase at Una.
@@ -197,37 +250,8 @@ type Sender struct {
 	// come past them a round trip later ask again.
 	rdAskAt time.Time
 
-	deadline time.Time
-	retries  int
-	rnrTries int
-	rnrWait  bool
-	backoff  uint
-	gapAsked bool // a READ response gap has been asked for again
-	failed   bool
-	status   ibv.WCStatus
-	failUna  wire.PSN // Una when it failed: the work before it completed
+	rate dcqcn // DCQCN's reaction point, with byRate
 
-	stalled    bool
-	stallSince time.Time
-	stats      SenderStats
-
-	// The controllers (congestion.go): the window, the pacing and the
-	// round-trip estimate.
-	cc       congestion
-	marked   bool  // a CNP has come: the path marks ECN (delayRule)
-	byRate   bool  // the QP runs DCQCN (rate), not the window (cc)
-	rate     dcqcn // DCQCN's reaction point, with byRate
-	lossSeen bool  // a loss for DCQCN's LossCut, not yet taken
-	pace     pacer
-	rtt      rttStats
-	pkts     int // packets in flight: the entries' PSNs not yet answered
-	// rdPkts of them READ responses: what the peer will send this QP
-	// that its port must take in (ReadInFlight).
-	rdPkts int
-	// acks: entries in use that asked for an ACK (or an atomic's
-	// response), not READs: with rdPkts, the most the peer will answer
-	// (Awaited).
-	acks int
 	// Selective repeat for WRITEs, as IRN's sender keeps it: the peer
 	// NAKs each packet it places ahead of a hole, the NAK naming the
 	// packet (OnPlaced); bit i of sacked, the packet at PSN sBase+i has
@@ -237,28 +261,12 @@ type Sender struct {
 	// the highest PSN reported placed: a packet before it that is neither
 	// placed nor sent again within a round trip is lost, and is sent
 	// again at once (every hole, not one at a time).
-	sacked    [SRWindow / 64]uint64
-	sBase     wire.PSN
-	sHigh     wire.PSN
-	placed    int
-	timerBack bool // the resend is a timer's: the first entry goes even if sent again lately
+	sacked [SRWindow / 64]uint64
+	sBase  wire.PSN
+	sHigh  wire.PSN
 	// bw: with selective repeat on the window (not DCQCN), the delivery
 	// rate whose BDP caps the window (Window).
 	bw deliveryRate
-
-	// The early retransmission timer the round-trip estimate sets: a
-	// lost tail is sent again after about a round trip, not after the
-	// local ACK timeout; only the local ACK timeout counts towards
-	// retry_cnt.
-	early        time.Time
-	earlyBackoff uint
-
-	// End-to-end credits (IBTA 9.7.7.2): the responder's count of free
-	// receive WQEs after it executed creditPSN, from an ACK that carried
-	// one; rxe and others send none, and then nothing waits.
-	credits     uint32
-	creditPSN   wire.PSN
-	creditValid bool
 }
 
 // PaceAt is when pacing lets the next packet go; the gate holds a packet
@@ -292,7 +300,7 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 			// quarter of another's rate with the same window).
 			rtt = s.rtt.min
 		}
-		if c := s.bw.cap(s.rtt.min); s.params.SelectiveRepeat && c > 0 && float64(c) < w {
+		if c := s.srCap(); c > 0 && float64(c) < w {
 			// The window is the path's BDP at the delivery rate over the
 			// least round trip (Window): paced over the smoothed one,
 			// which a queue (or READ responses queued behind others)
@@ -475,12 +483,20 @@ func (s *Sender) Window() int {
 		return s.bdpCap()
 	}
 	w := s.cc.window()
-	if s.params.SelectiveRepeat {
-		if c := s.bw.cap(s.rtt.min); c > 0 {
-			w = min(w, c)
-		}
+	if c := s.srCap(); c > 0 {
+		w = min(w, c)
 	}
 	return w
+}
+
+// srCap is, with selective repeat, the delivery rate's BDP that caps the
+// window (0: none yet); 0 without selective repeat, whose QPs do not
+// read the delivery rate's state.
+func (s *Sender) srCap() int {
+	if !s.params.SelectiveRepeat {
+		return 0
+	}
+	return s.bw.cap(s.rtt.min)
 }
 
 // bdpCap is IRN's cap on what a DCQCN sender keeps in flight: the line
