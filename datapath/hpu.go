@@ -97,19 +97,21 @@ type hpuPending struct {
 
 // hpuRecv is a QP's responder state for messages going to handlers.
 type hpuRecv struct {
-	on        bool        // the message arriving goes to the QP's context
+	// What every packet reads first, in one cache line: on, left,
+	// write, n and cmd are read for QPs without handlers too.
+	on        bool // the message arriving goes to the QP's context
+	write     bool
+	ackDue    bool   // on the engine's list of QPs to acknowledge after this batch of events
+	cmd, tail int32  // handler commands waiting for the requester: slot+1, a list through hpuCmd.next
+	left      uint32 // a WRITE's bytes still to come
+	off       uint32
+	first     wire.PSN
+	qpn       uint32
+	head, n   int
+	index     int
 	b         *hpuBinding // that context
 	msg       hpu.Message
-	first     wire.PSN
-	index     int
-	off       uint32
-	left      uint32 // a WRITE's bytes still to come
-	write     bool
 	pend      [hpuPendingMax]hpuPending
-	head, n   int
-	cmd, tail int32 // handler commands waiting for the requester: slot+1, a list through hpuCmd.next
-	ackDue    bool  // on the engine's list of QPs to acknowledge after this batch of events
-	qpn       uint32
 }
 
 // hpuEvent is what HPU goroutines tell an engine: a message's handlers

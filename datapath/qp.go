@@ -41,6 +41,11 @@ type srqRun struct {
 // by the engine that owns the QP.
 type qpRun struct {
 	errored bool // the QP is in the error state: it takes no requests and sends nothing new
+	// parkHead and parkN place qpParked's packets in its ring; every
+	// packet that comes in looks at parkN, so they sit here, in the
+	// first cache line with the requester's scalars, and the ring
+	// itself at the end.
+	parkHead, parkN int
 	qpSend
 	qpRecv
 	qpParked
@@ -50,24 +55,27 @@ type qpRun struct {
 // requests in flight, and the reliability Sender that gates and recovers
 // them.
 type qpSend struct {
-	sndStarted             bool                   // the sender's PSN taken from the context (at RTS)
-	alloc                  reliability.Allocation // its replay entries
-	snd                    reliability.Sender     // RC: the window, replay entries, timer
-	psn                    wire.PSN               // UC and UD: the next PSN
+	// The requester's scalars first, then the Sender, whose per-packet
+	// fields lead it: with thousands of QPs a QP's state is cold when
+	// its turn comes, and each cache line it touches is a miss.
+	sndStarted             bool     // the sender's PSN taken from the context (at RTS)
+	sqWaiting              bool     // the requester waits for a context (park.go)
+	onLater                bool     // on the engine's list of QPs to come back to next pass
+	dmaFault               bool     // a read of its WQEs or payload failed: the requester fails the QP
+	roomWait               bool     // on the engine's list of QPs waiting for room for the answers
+	fetch                  int32    // its WQE fetch slot + 1, or 0 (dmastage.go)
+	psn                    wire.PSN // UC and UD: the next PSN
 	sqProducer, sqConsumer uint32
-	inflight               []inflight // fetched, not yet completed, in order: a ring of min(SQ size, maxInflight) (sizeInflight)
+	ifSeq                  uint32 // the next in-flight entry's number
+	seenGen                uint32 // the sender's StatsGen when its counters were last added (senderStats)
 	ifHead, ifN            int
-	ifSeq                  uint32                  // the next in-flight entry's number
 	sendIdx, sendPkt       int                     // next new packet: message (from ifHead) and packet
-	wheel                  wheelLink               // its place on the engine's timing wheel (timers.go)
-	onLater                bool                    // on the engine's list of QPs to come back to next pass
-	sqWaiting              bool                    // the requester waits for a context (park.go)
-	fetch                  int32                   // its WQE fetch slot + 1, or 0 (dmastage.go)
-	dmaFault               bool                    // a read of its WQEs or payload failed: the requester fails the QP
 	awaitOut               int                     // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
-	roomWait               bool                    // on the engine's list of QPs waiting for room for the answers
+	inflight               []inflight              // fetched, not yet completed, in order: a ring of min(SQ size, maxInflight) (sizeInflight)
+	wheel                  wheelLink               // its place on the engine's timing wheel (timers.go)
+	alloc                  reliability.Allocation  // its replay entries
+	snd                    reliability.Sender      // RC: the window, replay entries, timer
 	seen                   reliability.SenderStats // the sender's counters last added to the NIC's (senderStats)
-	seenGen                uint32                  // the sender's StatsGen then
 }
 
 // maxInflight is the most work requests a QP has in flight at once
@@ -90,34 +98,35 @@ func (r *qpRun) sizeInflight(sqSize uint32) {
 // message under way, its receive WQE, the WRITE it places, the READs it
 // answers, and the messages its execution context's handlers take.
 type qpRecv struct {
-	rcvStarted             bool                 // the receiver's PSN taken from the context (at RTR)
-	rcvFirst               wire.PSN             // the first PSN it expected
-	rcv                    reliability.Receiver // RC: expected PSN, duplicates, MSN
-	lastCNP                time.Time            // when it last sent a CNP
-	ucExp                  wire.PSN             // UC: the expected PSN
+	// The responder's scalars first, then the Receiver and the handlers'
+	// state, whose per-packet fields lead them (qpSend says why).
+	rcvStarted             bool     // the receiver's PSN taken from the context (at RTR)
+	ucDrop                 bool     // UC: dropping the rest of a broken message
+	recvActive             bool     // a receive WQE is taken (recv)
+	readListed             bool     // on the NIC's list of QPs answering READs
+	inMsg                  uint8    // the message under way (msgSend, msgWrite), for checkOpSeq
+	rcvFirst               wire.PSN // the first PSN it expected
+	ucExp                  wire.PSN // UC: the expected PSN
 	rqProducer, rqConsumer uint32
-	ucDrop                 bool  // UC: dropping the rest of a broken message
-	inMsg                  uint8 // the message under way (msgSend, msgWrite), for checkOpSeq
-	recvActive             bool  // a receive WQE is taken (recv)
-	recv                   hostmem.RecvWQE
 	recvIndex              uint32 // the receive WQE's queue index
 	recvOff                uint32
-	writeVA                uint64
 	writeKey               uint32
 	writeLeft              uint32
-	writeLen               uint32                              // the WRITE's length (its RETH's), for a WRITE_WITH_IMM's completion
-	reads                  [maxRdAtomic + maxRereads]readState // READs being answered, in order
+	writeLen               uint32 // the WRITE's length (its RETH's), for a WRITE_WITH_IMM's completion
+	writeVA                uint64
 	readHead, readN        int
-	readListed             bool     // on the NIC's list of QPs answering READs
-	readPace               readPace // the spacing of its READ responses (readpace.go)
-	hpu                    hpuRecv  // messages to its execution context, and its handlers' commands
+	lastCNP                time.Time                           // when it last sent a CNP
+	rcv                    reliability.Receiver                // RC: expected PSN, duplicates, MSN
+	hpu                    hpuRecv                             // messages to its execution context, and its handlers' commands
+	recv                   hostmem.RecvWQE                     // the receive WQE taken
+	reads                  [maxRdAtomic + maxRereads]readState // READs being answered, in order
+	readPace               readPace                            // the spacing of its READ responses (readpace.go)
 }
 
 // qpParked holds the packets waiting for the QP's contexts, in order
 // (park.go).
 type qpParked struct {
-	parked          [parkDepth]parkedFrame
-	parkHead, parkN int
+	parked [parkDepth]parkedFrame // from parkHead, parkN of them (qpRun)
 }
 
 // resetQP clears a QP's running state (modify to RESET), giving back

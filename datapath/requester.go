@@ -31,7 +31,7 @@ func (e *engine) request(qpn uint32) {
 	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != ibv.QPSRTS || q.SQSize == 0 {
 		return
 	}
-	if q.Type == ibv.QPTRC && r.alloc.Len() == 0 && !r.sndStarted {
+	if q.Type == ibv.QPTRC && !r.sndStarted && r.alloc.Len() == 0 {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := e.openQP(qpn, r, 0); err != nil {
 			r.startSender(&q, e.cfg, &e.path)
