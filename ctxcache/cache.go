@@ -115,12 +115,18 @@ type GCCache struct {
 	cfg        Config
 	entryWords int
 	lineWords  int
-	sets       []set
-	ways       []way    // sets × ways
-	data       []uint64 // sets × ways × lineWords, guarded by the sets' sequence counters (see seqCopy)
-	pipes      []pipeStats
-	resp       []*queue[Response]
-	done       *queue[int32] // outstanding entries whose fetch has arrived
+	// hdr holds each set's header in one cache line (for up to six
+	// ways; stride words a set): its sequence counter, its recently
+	// used bits and its ways' tags, so that a lookup reads one line
+	// before the entry's own (setSeq, setMRU, tag).
+	hdr    []atomic.Uint64
+	stride int
+	locks  []sync.Mutex  // each set's writers
+	dirty  []atomic.Bool // sets × ways: the way's line differs from host memory
+	data   []uint64      // sets × ways × lineWords, guarded by the sets' sequence counters (see seqCopy)
+	pipes  []pipeStats
+	resp   []*queue[Response]
+	done   *queue[int32] // outstanding entries whose fetch has arrived
 
 	mu      sync.Mutex // the miss path: outstanding table and PIDs; taken before a set's lock
 	ot      []otEntry
@@ -140,20 +146,27 @@ type GCCache struct {
 	faults                        atomic.Uint64
 }
 
-type set struct {
-	seq atomic.Uint32 // odd while a writer changes the set
-	// mru has a bit per recently used way (bit pseudo-LRU): a hit sets its
-	// way's bit, and when every bit is set only the newest stays. The
-	// victim is the first way without one. A hit on a way already marked
-	// writes nothing.
-	mru atomic.Uint32
-	mu  sync.Mutex // writers
-	_   [52]byte
-}
+// A set's header, at hdr[si*stride:]: setSeq, odd while a writer
+// changes the set; setMRU, a bit per recently used way (bit pseudo-LRU:
+// a hit sets its way's bit, and when every bit is set only the newest
+// stays; the victim is the first way without one; a hit on a way
+// already marked writes nothing); then each way's tag, its line+1 (0:
+// invalid).
+const (
+	setSeq = iota
+	setMRU
+	setTags
+)
 
-type way struct {
-	tag   atomic.Uint64 // line+1; 0 = invalid
-	dirty atomic.Bool
+// seq is set si's sequence counter.
+func (c *GCCache) seq(si int) *atomic.Uint64 { return &c.hdr[si*c.stride+setSeq] }
+
+// mru is set si's recently used bits.
+func (c *GCCache) mru(si int) *atomic.Uint64 { return &c.hdr[si*c.stride+setMRU] }
+
+// tag is way wi's tag (wi counts over every set's ways).
+func (c *GCCache) tag(wi int) *atomic.Uint64 {
+	return &c.hdr[wi/c.cfg.Ways*c.stride+setTags+wi%c.cfg.Ways]
 }
 
 type otEntry struct {
@@ -183,8 +196,9 @@ func New(ad Adapter, dma *hostmem.DMA, cfg Config) (*GCCache, error) {
 	c := &GCCache{
 		ad: ad, dma: dma, cfg: cfg,
 		entryWords: ad.entryWords(), lineWords: ad.lineWords(),
-		sets:    make([]set, cfg.Sets),
-		ways:    make([]way, cfg.Sets*cfg.Ways),
+		stride:  (setTags + cfg.Ways + 7) &^ 7, // whole cache lines
+		locks:   make([]sync.Mutex, cfg.Sets),
+		dirty:   make([]atomic.Bool, cfg.Sets*cfg.Ways),
 		data:    make([]uint64, cfg.Sets*cfg.Ways*ad.lineWords()),
 		pipes:   make([]pipeStats, cfg.Pipelines),
 		resp:    make([]*queue[Response], cfg.Pipelines),
@@ -199,6 +213,7 @@ func New(ad Adapter, dma *hostmem.DMA, cfg Config) (*GCCache, error) {
 		wbBuf:   make([]uint64, ad.lineWords()),
 		byteBuf: make([]byte, ad.lineBytes()),
 	}
+	c.hdr = make([]atomic.Uint64, cfg.Sets*c.stride)
 	for i := range c.resp {
 		c.resp[i] = newQueue[Response](2 * cfg.PIDs)
 	}
@@ -232,16 +247,16 @@ func setIndex(line uint64, sets int) int {
 // reports whether the line was there.
 func (c *GCCache) read(line uint64, off int, dst []uint64) bool {
 	si := c.setOf(line)
-	s := &c.sets[si]
+	h := c.hdr[si*c.stride : si*c.stride+setTags+c.cfg.Ways]
 	base := si * c.cfg.Ways
 	for {
-		v := s.seq.Load()
+		v := h[setSeq].Load()
 		if v&1 != 0 {
 			continue // a writer is changing the set
 		}
 		w := -1
 		for i := range c.cfg.Ways {
-			if c.ways[base+i].tag.Load() == line+1 {
+			if h[setTags+i].Load() == line+1 {
 				w = i
 				break
 			}
@@ -249,11 +264,11 @@ func (c *GCCache) read(line uint64, off int, dst []uint64) bool {
 		if w >= 0 {
 			seqCopy(dst, c.data[(base+w)*c.lineWords+off:])
 		}
-		if s.seq.Load() != v {
+		if h[setSeq].Load() != v {
 			continue
 		}
 		if w >= 0 {
-			c.touch(s, w)
+			c.touch(si, w)
 		}
 		return w >= 0
 	}
@@ -395,13 +410,12 @@ func (c *GCCache) serve(tag int) {
 // Preconditions: c.mu is held.
 func (c *GCCache) install(line uint64, words []uint64, dirty bool) {
 	si := c.setOf(line)
-	s := &c.sets[si]
 	base := si * c.cfg.Ways
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c.locks[si].Lock()
+	defer c.locks[si].Unlock()
 	victim := -1
 	for i := range c.cfg.Ways {
-		t := c.ways[base+i].tag.Load()
+		t := c.tag(base + i).Load()
 		if t == line+1 {
 			victim = i // already there (installed by a write): refresh it
 			break
@@ -411,7 +425,7 @@ func (c *GCCache) install(line uint64, words []uint64, dirty bool) {
 		}
 	}
 	if victim < 0 {
-		m := s.mru.Load()
+		m := c.mru(si).Load()
 		victim = 0
 		for i := range c.cfg.Ways {
 			if m&(1<<i) == 0 {
@@ -419,29 +433,29 @@ func (c *GCCache) install(line uint64, words []uint64, dirty bool) {
 				break
 			}
 		}
-		c.evict(base+victim, c.ways[base+victim].tag.Load()-1)
+		c.evict(base+victim, c.tag(base+victim).Load()-1)
 	}
-	w := &c.ways[base+victim]
-	s.seq.Add(1)
-	w.tag.Store(line + 1)
+	c.seq(si).Add(1)
+	c.tag(base + victim).Store(line + 1)
 	seqCopy(c.data[(base+victim)*c.lineWords:], words)
-	w.dirty.Store(dirty)
-	c.touch(s, victim)
-	s.seq.Add(1)
+	c.dirty[base+victim].Store(dirty)
+	c.touch(si, victim)
+	c.seq(si).Add(1)
 }
 
 // touch marks way w of a set as recently used.
-func (c *GCCache) touch(s *set, w int) {
-	bit := uint32(1) << w
-	m := s.mru.Load()
+func (c *GCCache) touch(si, w int) {
+	mru := c.mru(si)
+	bit := uint64(1) << w
+	m := mru.Load()
 	if m&bit != 0 {
 		return
 	}
-	if m|bit == uint32(1)<<c.cfg.Ways-1 {
-		s.mru.Store(bit) // every way was recent: start a new round
+	if m|bit == uint64(1)<<c.cfg.Ways-1 {
+		mru.Store(bit) // every way was recent: start a new round
 		return
 	}
-	s.mru.Or(bit)
+	mru.Or(bit)
 }
 
 // evict writes back a dirty way and invalidates it.
@@ -450,18 +464,17 @@ func (c *GCCache) touch(s *set, w int) {
 func (c *GCCache) evict(wi int, line uint64) {
 	c.evictions.Add(1)
 	c.writeBack(wi, line)
-	s := &c.sets[wi/c.cfg.Ways]
-	s.seq.Add(1)
-	c.ways[wi].tag.Store(0)
-	s.seq.Add(1)
+	si := wi / c.cfg.Ways
+	c.seq(si).Add(1)
+	c.tag(wi).Store(0)
+	c.seq(si).Add(1)
 }
 
 // writeBack posts a dirty way's line to host memory and marks it clean.
 //
 // Preconditions: c.mu and the way's set lock are held.
 func (c *GCCache) writeBack(wi int, line uint64) {
-	w := &c.ways[wi]
-	if !w.dirty.Load() {
+	if !c.dirty[wi].Load() {
 		return
 	}
 	addr, n := c.ad.lineAddr(line)
@@ -471,7 +484,7 @@ func (c *GCCache) writeBack(wi int, line uint64) {
 		c.faults.Add(1)
 		return
 	}
-	w.dirty.Store(false)
+	c.dirty[wi].Store(false)
 	c.writeBacks.Add(1)
 }
 
@@ -544,7 +557,7 @@ func (c *GCCache) Stats() Stats {
 func (c *GCCache) findWay(si int, line uint64) int {
 	base := si * c.cfg.Ways
 	for i := range c.cfg.Ways {
-		if c.ways[base+i].tag.Load() == line+1 {
+		if c.tag(base+i).Load() == line+1 {
 			return base + i
 		}
 	}
@@ -555,19 +568,18 @@ func (c *GCCache) findWay(si int, line uint64) int {
 // line dirty if asked; it reports whether the line was cached.
 func (c *GCCache) writeCached(line uint64, off int, src []uint64, dirty bool) bool {
 	si := c.setOf(line)
-	s := &c.sets[si]
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c.locks[si].Lock()
+	defer c.locks[si].Unlock()
 	wi := c.findWay(si, line)
 	if wi < 0 {
 		return false
 	}
-	s.seq.Add(1)
+	c.seq(si).Add(1)
 	seqCopy(c.data[wi*c.lineWords+off:], src[:c.entryWords])
 	if dirty {
-		c.ways[wi].dirty.Store(true)
+		c.dirty[wi].Store(true)
 	}
-	s.seq.Add(1)
+	c.seq(si).Add(1)
 	return true
 }
 
@@ -654,14 +666,13 @@ func (c *GCCache) Invalidate(idx uint64) {
 		c.ot[e].drop = true
 	}
 	si := c.setOf(line)
-	s := &c.sets[si]
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c.locks[si].Lock()
+	defer c.locks[si].Unlock()
 	if wi := c.findWay(si, line); wi >= 0 {
 		c.writeBack(wi, line)
-		s.seq.Add(1)
-		c.ways[wi].tag.Store(0)
-		s.seq.Add(1)
+		c.seq(si).Add(1)
+		c.tag(wi).Store(0)
+		c.seq(si).Add(1)
 	}
 }
 
@@ -669,15 +680,14 @@ func (c *GCCache) Invalidate(idx uint64) {
 func (c *GCCache) Flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for si := range c.sets {
-		s := &c.sets[si]
-		s.mu.Lock()
+	for si := range c.locks {
+		c.locks[si].Lock()
 		for wi := si * c.cfg.Ways; wi < (si+1)*c.cfg.Ways; wi++ {
-			if t := c.ways[wi].tag.Load(); t != 0 {
+			if t := c.tag(wi).Load(); t != 0 {
 				c.writeBack(wi, t-1)
 			}
 		}
-		s.mu.Unlock()
+		c.locks[si].Unlock()
 	}
 }
 
