@@ -141,6 +141,8 @@ func runBenchScale(args []string, stdout io.Writer) error {
 	dur := fs.Duration("d", time.Second, "time per point")
 	qps := fs.String("q", "1,16,256,4096,16384", "QP counts, comma-separated")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the GCCache run at the last QP count to this file")
+	sets := fs.Int("sets", 512, "QP context cache sets (8192 with 4 ways holds 32K QPs: no context misses, only the cost of cold per-QP state)")
+	ways := fs.Int("ways", 4, "QP context cache ways")
 	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -156,12 +158,18 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		}
 		counts = append(counts, n)
 	}
+	if *sets < 1 || *sets > 1<<20 {
+		return badValue("-sets %d: want 1 to %d", *sets, 1<<20)
+	}
+	if *ways < 1 || *ways > 32 {
+		return badValue("-ways %d: want 1 to 32", *ways)
+	}
 	hooks, stop, err := obs.hooks()
 	if err != nil {
 		return err
 	}
 	defer stop()
-	cfg := cachebench.ScaleConfig{QPs: counts, Duration: *dur, Observe: hooks}
+	cfg := cachebench.ScaleConfig{QPs: counts, Duration: *dur, Sets: *sets, Ways: *ways, Observe: hooks}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

@@ -120,6 +120,8 @@ func TestRunExit(t *testing.T) {
 		{[]string{"bench", "bogus"}, 2, "stderr", []string{`unknown benchmark "bogus"`, "usage: softrnic bench"}},
 		{[]string{"bench", "cache", "-zz"}, 2, "stderr", []string{"flag provided but not defined: -zz", "usage: softrnic bench cache"}},
 		{[]string{"bench", "write", "-s", "0"}, 2, "", []string{"-s 0"}},
+		{[]string{"bench", "scale", "-sets", "0"}, 2, "", []string{"-sets 0: want 1 to"}},
+		{[]string{"bench", "scale", "-ways", "33"}, 2, "", []string{"-ways 33: want 1 to 32"}},
 
 		{[]string{"help", "decode"}, 0, "stdout", []string{"usage: softrnic decode", "-s"}},
 		{[]string{"decode"}, 2, "stderr", []string{"no capture files given", "usage: softrnic decode"}},
