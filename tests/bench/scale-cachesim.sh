@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scale-cachesim.sh: the cache lines a WRITE misses when its QP is one of
+# many, counted by a cache simulation instead of timed.
+#
+# It runs `softrnic bench scale` under valgrind's callgrind with a 4 MiB
+# first-level data cache (this machine's L2) and counts only inside the
+# NIC's work (NIC.Progress) and the application's posts (QP.PostSend), not
+# the setup. The QP-context cache is made large enough for every QP
+# (-sets 8192, 4 ways), so that no context misses: what is counted is the
+# cost of cold per-QP state, the part of bench scale's fall at 4K QPs that
+# is not GCCache's. Instruction and miss counts do not depend on what else
+# the machine runs; the run takes a few minutes.
+#
+#   QPS=2048 DUR=15s bash tests/bench/scale-cachesim.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+QPS="${QPS:-2048}"
+DUR="${DUR:-15s}"
+if ! command -v valgrind >/dev/null; then
+	echo "scale-cachesim: needs valgrind (apt-get install valgrind)" >&2
+	exit 2
+fi
+make -s build
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+# Go's asynchronous preemption signals trip callgrind; the benchmark's
+# one thread does not need them.
+GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --cache-sim=yes \
+	--D1=4194304,16,64 --collect-atstart=no \
+	'--toggle-collect=*datapath.(*NIC).Progress' \
+	'--toggle-collect=*verbs.(*QP).PostSend' \
+	--callgrind-out-file="$out/callgrind.out" \
+	./bin/softrnic bench scale -q "$QPS" -sets 8192 -d "$DUR" >"$out/bench.txt" 2>"$out/valgrind.txt"
+cat "$out/bench.txt"
+writes=$(awk '$1 == "GCCache" || $1 == "baseline" { n += $3 } END { print n }' "$out/bench.txt")
+read -r rd wr < <(awk '/D1  misses:/ { gsub(/[,()]/, ""); n = 0
+	for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) v[++n] = $i
+	print v[2], v[3] }' "$out/valgrind.txt")
+echo
+echo "$QPS QPs, every context cached: $writes WRITEs (both rows, setup excluded)"
+awk -v w="$writes" -v r="$rd" -v m="$wr" 'BEGIN {
+	printf "4 MiB-cache misses per WRITE, both NICs: %.1f (%.1f reads, %.1f writes)\n", (r+m)/w, r/w, m/w }'
+echo "(the first WRITE of each QP also sets its state up: at $QPS QPs and a few"
+echo " WRITEs per QP under valgrind's slowdown that adds a few misses per WRITE)"
+echo
+echo "where they are: callgrind_annotate --sort=D1mr,D1mw <callgrind.out>"
