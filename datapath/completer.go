@@ -208,7 +208,7 @@ func (e *engine) senderStats(r *qpRun) {
 	} else {
 		r.seenGen = g
 	}
-	s := r.snd.Stats()
+	s := r.snd.TransportStats()
 	addNonZero(&e.counters.ReplayStalls, s.Stalls-r.seen.Stalls)
 	addNonZero(&e.counters.ReplayStalledNs, uint64(s.Stalled-r.seen.Stalled))
 	addNonZero(&e.counters.RetransmittedPkts, s.Retransmitted-r.seen.Retransmitted)

@@ -69,13 +69,13 @@ type qpSend struct {
 	ifSeq                  uint32 // the next in-flight entry's number
 	seenGen                uint32 // the sender's StatsGen when its counters were last added (senderStats)
 	ifHead, ifN            int
-	sendIdx, sendPkt       int                     // next new packet: message (from ifHead) and packet
-	awaitOut               int                     // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
-	inflight               []inflight              // fetched, not yet completed, in order: a ring of min(SQ size, maxInflight) (sizeInflight)
-	wheel                  wheelLink               // its place on the engine's timing wheel (timers.go)
-	alloc                  reliability.Allocation  // its replay entries
-	snd                    reliability.Sender      // RC: the window, replay entries, timer
-	seen                   reliability.SenderStats // the sender's counters last added to the NIC's (senderStats)
+	sendIdx, sendPkt       int                        // next new packet: message (from ifHead) and packet
+	awaitOut               int                        // answers it awaits (READ responses, ACKs), as counted in the engine's awaitOut
+	inflight               []inflight                 // fetched, not yet completed, in order: a ring of min(SQ size, maxInflight) (sizeInflight)
+	wheel                  wheelLink                  // its place on the engine's timing wheel (timers.go)
+	alloc                  reliability.Allocation     // its replay entries
+	snd                    reliability.Sender         // RC: the window, replay entries, timer
+	seen                   reliability.TransportStats // the sender's counters last added to the NIC's (senderStats)
 }
 
 // maxInflight is the most work requests a QP has in flight at once

@@ -326,6 +326,10 @@ func (m *model) check() {
 		m.t.Fatalf("the sender's counters moved (%+v -> %+v) and StatsGen did not", m.stats, st)
 	}
 	m.stats, m.statsGen = st, m.s.StatsGen()
+	if ts := m.s.TransportStats(); ts != (reliability.TransportStats{Stalls: st.Stalls, Stalled: st.Stalled, Retransmitted: st.Retransmitted,
+		Timeouts: st.Timeouts, Early: st.Early, Stale: st.Stale, CreditWaits: st.CreditWaits, NAKsOfRepair: st.NAKsOfRepair}) {
+		m.t.Fatalf("TransportStats %+v differ from Stats %+v", ts, st)
+	}
 	if !failed(m.s) {
 		// What the responder may still send: the responses of the READs
 		// sent and not retired that have not been placed.
