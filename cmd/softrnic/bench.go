@@ -143,6 +143,7 @@ func runBenchScale(args []string, stdout io.Writer) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the GCCache run at the last QP count to this file")
 	sets := fs.Int("sets", 512, "QP context cache sets (8192 with 4 ways holds 32K QPs: no context misses, only the cost of cold per-QP state)")
 	ways := fs.Int("ways", 4, "QP context cache ways")
+	gcOnly := fs.Bool("gccache-only", false, "skip the baseline's points")
 	obs := addBenchObserveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -169,7 +170,7 @@ func runBenchScale(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer stop()
-	cfg := cachebench.ScaleConfig{QPs: counts, Duration: *dur, Sets: *sets, Ways: *ways, Observe: hooks}
+	cfg := cachebench.ScaleConfig{QPs: counts, Duration: *dur, Sets: *sets, Ways: *ways, GCCacheOnly: *gcOnly, Observe: hooks}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

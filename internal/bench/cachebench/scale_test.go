@@ -1,6 +1,7 @@
 package cachebench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,5 +24,18 @@ func TestScale(t *testing.T) {
 		if r.QPs == 512 && r.Misses < uint64(r.WRs)/4 {
 			t.Errorf("%s, 512 QPs over 128 cache lines: %d misses for %d WRITEs", r.Cache, r.Misses, r.WRs)
 		}
+	}
+}
+
+// TestScaleGCCacheOnly: without the baseline's points the report has
+// GCCache's rows and no ratio against a baseline it did not run.
+func TestScaleGCCacheOnly(t *testing.T) {
+	var out strings.Builder
+	if err := ReportScale(&out, ScaleConfig{QPs: []int{1, 64}, Duration: 50 * time.Millisecond, Sets: 32, Ways: 4, GCCacheOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if strings.Contains(s, "baseline") || strings.Count(s, "GCCache ") < 2 || !strings.Contains(s, "64 QPs: GCCache") {
+		t.Errorf("report:\n%s", s)
 	}
 }
