@@ -227,9 +227,11 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 	}
 	defer pair.close()
 	a, b := pair.a, pair.b
+	runtime.GC() // the setup's garbage is collected before the clock starts, not during the run
+	// The run's deadline starts after that collection, which on a slow
+	// machine (or under valgrind) can take most of a minute.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+time.Minute)
 	defer cancel()
-	runtime.GC() // the setup's garbage is collected before the clock starts, not during the run
 	qpc := a.dev.NIC().Cache(hostmem.QPC)
 	s0 := qpc.Stats()
 	wc := make([]verbs.WC, 64)
