@@ -9,16 +9,17 @@
 # (-sets 8192, 4 ways), so that no context misses: what is counted is the
 # cost of cold per-QP state, the part of bench scale's fall at 4K QPs that
 # is not GCCache's. Instruction and miss counts do not depend on what else
-# the machine runs; the run takes a few minutes.
+# the machine runs; a longer DUR spreads the QPs' first WRITEs, which set
+# their state up, thinner.
 #
-#   QPS=2048 DUR=15s bash tests/bench/scale-cachesim.sh
+#   QPS=2048 DUR=40s bash tests/bench/scale-cachesim.sh   (about 6 minutes)
 #
 # CGOUT=FILE keeps callgrind's output there, to see where the misses are
 # (callgrind_annotate --sort=D1mr,D1mw FILE).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 QPS="${QPS:-2048}"
-DUR="${DUR:-15s}"
+DUR="${DUR:-40s}"
 if ! command -v valgrind >/dev/null; then
 	echo "scale-cachesim: needs valgrind (apt-get install valgrind)" >&2
 	exit 2
@@ -26,10 +27,9 @@ fi
 make -s build
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-# Go's asynchronous preemption signals trip callgrind, and without them a
-# garbage collection's stop-the-world can wait for ever on a goroutine
-# that spins (the HPUs' pollers): no collection runs (GOGC=off; the
-# packet path allocates nothing, the setup's garbage stays).
+# Go's asynchronous preemption signals trip callgrind. No garbage
+# collection runs during the count (GOGC=off: the packet path allocates
+# nothing; the benchmark collects the setup's garbage before it starts).
 GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --cache-sim=yes \
 	--D1=4194304,16,64 --collect-atstart=no \
 	'--toggle-collect=*datapath.(*NIC).Progress' \
