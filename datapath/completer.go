@@ -199,15 +199,15 @@ func (e *engine) fail(qpn uint32, q *hostmem.QPCEntry, r *qpRun, status ibv.WCSt
 // senderStats adds what a QP's sender counted since last time to the
 // NIC's counters.
 func (e *engine) senderStats(r *qpRun) {
-	if g := r.snd.StatsGen(); g == r.seenGen {
+	g := r.snd.StatsGen()
+	if g == r.seenGen {
 		// Nothing to add (the usual case: no stall, no loss): neither
 		// eight atomic adds of zero per packet nor a read of the QP's
 		// counters (cold, with many QPs).
 		e.answersAwaited(r)
 		return
-	} else {
-		r.seenGen = g
 	}
+	r.seenGen = g
 	s := r.snd.TransportStats()
 	addNonZero(&e.counters.ReplayStalls, s.Stalls-r.seen.Stalls)
 	addNonZero(&e.counters.ReplayStalledNs, uint64(s.Stalled-r.seen.Stalled))

@@ -134,41 +134,32 @@ const (
 	Failed
 )
 
-// SenderStats count one QP's sender events. The first eight are the
-// ones a NIC adds to its own counters (TransportStats), together in one
-// cache line.
+// SenderStats count one QP's sender events; those a NIC adds to its own
+// counters come first, in one cache line (TransportStats).
 type SenderStats struct {
-	Stalls          uint64        // times the gate held a packet for lack of a free entry
-	Stalled         time.Duration // time spent so held
-	Retransmitted   uint64        // packets sent again
-	Timeouts        uint64        // local ACK timeouts
-	Early           uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
-	Stale           uint64        // answers ignored as outside the window
-	CreditWaits     uint64        // times a SEND waited for the responder's receive credits
-	NAKsOfRepair    uint64        // selective repeat: sequence NAKs of a hole already being repaired (reports, nothing sent again)
-	GoBacks         uint64        // go-back-N restarts (NAKs, timeouts, READ gaps)
-	Cuts            uint64        // congestion window reductions
-	Probes          uint64        // of them go-back-N probes: the oldest unacknowledged packet alone
-	SlowStartExits  uint64        // slow starts ended by a rising round trip, before a loss
-	DelayCuts       uint64        // window cuts for a round trip above the target (queueing delay)
-	CNPCuts         uint64        // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
-	RateIncreases   uint64        // DCQCN's rate-increase events (timer and byte counter)
-	LossCuts        uint64        // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
-	HolesAskedAgain uint64        // selective repeat: READ holes asked for again as responses kept coming past them (before the timer)
+	TransportStats
+	GoBacks         uint64 // go-back-N restarts (NAKs, timeouts, READ gaps)
+	Cuts            uint64 // congestion window reductions
+	Probes          uint64 // of them go-back-N probes: the oldest unacknowledged packet alone
+	SlowStartExits  uint64 // slow starts ended by a rising round trip, before a loss
+	DelayCuts       uint64 // window cuts for a round trip above the target (queueing delay)
+	CNPCuts         uint64 // window (or, with DCQCN, rate) cuts for congestion notifications (CNPs)
+	RateIncreases   uint64 // DCQCN's rate-increase events (timer and byte counter)
+	LossCuts        uint64 // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
+	HolesAskedAgain uint64 // selective repeat: READ holes asked for again as responses kept coming past them (before the timer)
 }
 
 // TransportStats are the sender's counters a NIC adds to its own (rxe's
-// retransmission and timeout counters, and softrnic's replay stalls),
-// the first eight of SenderStats.
+// retransmission and timeout counters, and softrnic's replay stalls).
 type TransportStats struct {
-	Stalls        uint64
-	Stalled       time.Duration
-	Retransmitted uint64
-	Timeouts      uint64
-	Early         uint64
-	Stale         uint64
-	CreditWaits   uint64
-	NAKsOfRepair  uint64
+	Stalls        uint64        // times the gate held a packet for lack of a free entry
+	Stalled       time.Duration // time spent so held
+	Retransmitted uint64        // packets sent again
+	Timeouts      uint64        // local ACK timeouts
+	Early         uint64        // retransmissions on the round-trip estimate, before the local ACK timeout
+	Stale         uint64        // answers ignored as outside the window
+	CreditWaits   uint64        // times a SEND waited for the responder's receive credits
+	NAKsOfRepair  uint64        // selective repeat: sequence NAKs of a hole already being repaired (reports, nothing sent again)
 }
 
 // Sender is the requester half of an RC QP's reliability: the PSN window
@@ -644,11 +635,7 @@ func (s *Sender) StatsGen() uint32 { return s.statsGen }
 // TransportStats returns the counters a NIC adds to its own: a caller
 // that does so per packet reads one cache line of the sender's, not all
 // of Stats.
-func (s *Sender) TransportStats() TransportStats {
-	st := &s.stats
-	return TransportStats{Stalls: st.Stalls, Stalled: st.Stalled, Retransmitted: st.Retransmitted, Timeouts: st.Timeouts,
-		Early: st.Early, Stale: st.Stale, CreditWaits: st.CreditWaits, NAKsOfRepair: st.NAKsOfRepair}
-}
+func (s *Sender) TransportStats() TransportStats { return s.stats.TransportStats }
 
 // Stats returns the sender's counters.
 func (s *Sender) Stats() SenderStats {

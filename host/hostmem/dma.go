@@ -87,6 +87,11 @@ const (
 	opStaged // the buffer is in the staging ring, which ends at stageEnd
 )
 
+// maxTransfer is the longest modelled transfer (dmaOp.n).
+const maxTransfer = math.MaxInt32
+
+var errTooLong = errors.New("host: DMA transfer over 2 GiB")
+
 // The build fails if a transfer outgrows its line.
 var _ [64 - unsafe.Sizeof(dmaOp{})]byte
 
@@ -199,8 +204,8 @@ func (d *DMA) ReadAsync(addr uint64, dst []byte, c Completer, tag uint64) error 
 		c.DMADone(tag, d.copy(false, addr, dst))
 		return nil
 	}
-	if len(dst) > math.MaxInt32 {
-		return errors.New("host: DMA read over 2 GiB")
+	if len(dst) > maxTransfer {
+		return errTooLong
 	}
 	op := dmaOp{addr: addr, c: c, tag: tag}
 	op.setBuf(dst)
@@ -229,6 +234,9 @@ func (d *DMA) Write(addr uint64, src []byte) error {
 	if _, err := d.mem.Slice(addr, len(src)); err != nil {
 		d.stats.Faults.Add(1)
 		return err
+	}
+	if len(src) > maxTransfer {
+		return errTooLong
 	}
 	return d.enqueue(dmaOp{flags: opWrite, addr: addr}, src)
 }
