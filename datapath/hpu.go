@@ -98,20 +98,20 @@ type hpuPending struct {
 // hpuRecv is a QP's responder state for messages going to handlers.
 type hpuRecv struct {
 	// What every packet reads first, in one cache line: on, left,
-	// write, n and cmd are read for QPs without handlers too.
-	on        bool // the message arriving goes to the QP's context
-	write     bool
-	ackDue    bool   // on the engine's list of QPs to acknowledge after this batch of events
-	cmd, tail int32  // handler commands waiting for the requester: slot+1, a list through hpuCmd.next
-	left      uint32 // a WRITE's bytes still to come
-	off       uint32
-	first     wire.PSN
-	qpn       uint32
-	head, n   int
-	index     int
-	b         *hpuBinding // that context
-	msg       hpu.Message
-	pend      [hpuPendingMax]hpuPending
+	// write and n are read for QPs without handlers too (their commands
+	// wait in qpSend, where the requester reads them).
+	on      bool // the message arriving goes to the QP's context
+	write   bool
+	ackDue  bool   // on the engine's list of QPs to acknowledge after this batch of events
+	left    uint32 // a WRITE's bytes still to come
+	off     uint32
+	first   wire.PSN
+	qpn     uint32
+	head, n int
+	index   int
+	b       *hpuBinding // that context
+	msg     hpu.Message
+	pend    [hpuPendingMax]hpuPending
 }
 
 // hpuEvent is what HPU goroutines tell an engine: a message's handlers
@@ -461,27 +461,27 @@ func (e *engine) hpuQueueCmd(qpn uint32, s int32) {
 		return
 	}
 	h := e.nic.hpu.Load()
-	if r.hpu.tail != 0 {
-		h.cmds[r.hpu.tail-1].next = s + 1
+	if r.cmdTail != 0 {
+		h.cmds[r.cmdTail-1].next = s + 1
 	} else {
-		r.hpu.cmd = s + 1
+		r.cmdHead = s + 1
 	}
-	r.hpu.tail = s + 1
+	r.cmdTail = s + 1
 	e.counters.HPUCommands.Add(1)
 	e.request(qpn)
 }
 
 // takeCmd moves the QP's next handler command into the in-flight list.
 func (e *engine) takeCmd(r *qpRun, mtu int) bool {
-	if r.hpu.cmd == 0 {
+	if r.cmdHead == 0 {
 		return false
 	}
 	h := e.nic.hpu.Load()
-	c := &h.cmds[r.hpu.cmd-1]
-	in := inflight{cmd: r.hpu.cmd, length: uint32(c.n)}
+	c := &h.cmds[r.cmdHead-1]
+	in := inflight{cmd: r.cmdHead, length: uint32(c.n)}
 	in.wqe = hostmem.SendWQE{Opcode: c.opcode, RemoteAddr: c.va, RKey: c.rkey}
-	if r.hpu.cmd = c.next; r.hpu.cmd == 0 {
-		r.hpu.tail = 0
+	if r.cmdHead = c.next; r.cmdHead == 0 {
+		r.cmdTail = 0
 	}
 	in.packets = max(1, (c.n+mtu-1)/mtu)
 	e.track(r, in)
@@ -497,13 +497,13 @@ func (e *engine) cmdPayload(c int32) []byte {
 
 // dropCmds gives back the commands a failed QP had not sent.
 func (e *engine) dropCmds(r *qpRun) {
-	for r.hpu.cmd != 0 {
+	for r.cmdHead != 0 {
 		h := e.nic.hpu.Load()
-		c := r.hpu.cmd
-		r.hpu.cmd = h.cmds[c-1].next
+		c := r.cmdHead
+		r.cmdHead = h.cmds[c-1].next
 		e.nic.releaseCmd(c)
 	}
-	r.hpu.tail = 0
+	r.cmdTail = 0
 }
 
 // toHandlers hands a SEND or WRITE packet of a QP with an execution
@@ -744,7 +744,7 @@ func (e *engine) hpuReset(qpn uint32, r *qpRun) {
 		return
 	}
 	e.hpuAbort(qpn, r)
-	if r.hpu.cmd != 0 {
+	if r.cmdHead != 0 {
 		e.dropCmds(r)
 	}
 	r.hpu.n = 0

@@ -64,6 +64,7 @@ type qpSend struct {
 	dmaFault               bool     // a read of its WQEs or payload failed: the requester fails the QP
 	roomWait               bool     // on the engine's list of QPs waiting for room for the answers
 	fetch                  int32    // its WQE fetch slot + 1, or 0 (dmastage.go)
+	cmdHead, cmdTail       int32    // its handlers' commands waiting for the requester: slot+1, a list through hpuCmd.next (hpu.go)
 	psn                    wire.PSN // UC and UD: the next PSN
 	sqProducer, sqConsumer uint32
 	ifSeq                  uint32 // the next in-flight entry's number
