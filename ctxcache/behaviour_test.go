@@ -339,3 +339,55 @@ func TestBaselineOneFetch(t *testing.T) {
 		t.Errorf("three misses answered in %v: their fetches overlapped (round trip %v)", elapsed, rtt)
 	}
 }
+
+// TestAnswered: Answered gives what Poll gives, without polling the DMA
+// engine: nothing while the fetch is in flight or done but not polled,
+// the answer once the caller has polled the engine, for GCCache and the
+// baseline alike.
+func TestAnswered(t *testing.T) {
+	for _, name := range []string{"GCCache", "baseline"} {
+		t.Run(name, func(t *testing.T) {
+			clk := hostmem.NewDrivenClock(time.Unix(0, 0))
+			const latency = time.Microsecond
+			f := newFixture(t, hostmem.QPC, 64, hostmem.PCIe{Latency: latency, Clock: clk})
+			f.setHost(5, value(5, 3, 16))
+			var c ctxcache.Cache
+			var err error
+			if name == "GCCache" {
+				c, err = ctxcache.New(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{})
+			} else {
+				c, err = ctxcache.NewBaseline(ctxcache.NewAdapter(f.table), f.dma, ctxcache.Config{Outstanding: 1})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]uint64, 16)
+			st, pid := c.Lookup(0, 5, dst)
+			if st != ctxcache.Miss {
+				t.Fatalf("first lookup: %v, want a miss", st)
+			}
+			resp := make([]ctxcache.Response, 4)
+			if n := c.Answered(0, resp); n != 0 {
+				t.Fatalf("in flight: %d answers", n)
+			}
+			clk.Advance(2 * latency)
+			if n := c.Answered(0, resp); n != 0 {
+				t.Fatalf("fetch due, DMA engine not polled: %d answers", n)
+			}
+			if n := f.dma.Poll(); n != 1 {
+				t.Fatalf("DMA engine completed %d transfers, want the fetch", n)
+			}
+			n := c.Answered(0, resp)
+			if n != 1 || resp[0].PID != pid || resp[0].Index != 5 || resp[0].Err {
+				t.Fatalf("after the poll: %d answers %+v, want ticket %d for entry 5", n, resp[:n], pid)
+			}
+			if v := checkValue(t, c.Data(pid), 5); v != 3 {
+				t.Errorf("answer's version %d, want 3", v)
+			}
+			c.Release(pid)
+			if n := c.Answered(0, resp); n != 0 {
+				t.Errorf("answered twice: %+v", resp[:n])
+			}
+		})
+	}
+}

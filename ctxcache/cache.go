@@ -37,6 +37,10 @@ type Response struct {
 type Cache interface {
 	Lookup(pipe int, idx uint64, dst []uint64) (Status, uint32)
 	Poll(pipe int, out []Response) int
+	// Answered is Poll without polling the DMA engine: the answers to
+	// the fetches it has completed, for a caller that polls it once for
+	// several caches.
+	Answered(pipe int, out []Response) int
 	Data(pid uint32) []uint64
 	Release(pid uint32)
 	Stats() Stats
@@ -347,11 +351,11 @@ func (c *GCCache) DMADone(tag uint64, err error) {
 	c.done.mustPush(int32(tag))
 }
 
-// complete is the response handler: for each fetch that has arrived the
-// line is installed (unless invalidated meanwhile) and every ticket linked
-// to it is answered in arrival order.
-func (c *GCCache) complete() {
-	c.dma.Poll()
+// serveDone is the response handler: for each fetch that has arrived
+// (the DMA engine, polled, completed it) the line is installed (unless
+// invalidated meanwhile) and every ticket linked to it is answered in
+// arrival order.
+func (c *GCCache) serveDone() {
 	for {
 		tag, ok := c.done.pop()
 		if !ok {
@@ -491,9 +495,15 @@ func (c *GCCache) writeBack(wi int, line uint64) {
 // Poll answers the fetches that have arrived, then takes up to len(out)
 // responses for a pipeline.
 func (c *GCCache) Poll(pipe int, out []Response) int {
+	c.dma.Poll()
+	return c.Answered(pipe, out)
+}
+
+// Answered implements Cache.
+func (c *GCCache) Answered(pipe int, out []Response) int {
 	ps := &c.pipes[pipe]
 	ps.lookups.Store(ps.local)
-	c.complete()
+	c.serveDone()
 	q := c.resp[pipe]
 	n := 0
 	for n < len(out) {

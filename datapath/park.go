@@ -232,10 +232,11 @@ func (e *engine) pollParked() bool {
 		return len(e.sqReady) > 0 || len(e.ready) > 0 || e.cqeDue || e.hpuDue
 	}
 	resp := e.parkResp[:]
+	e.cfg.DMA.Poll() // once for every cache: they share the DMA engine
 	for _, t := range parkTypes {
 		c := e.nic.caches[t]
 		for {
-			k := c.Poll(e.id, resp)
+			k := c.Answered(e.id, resp)
 			for _, r := range resp[:k] {
 				e.arrived(t, r)
 			}
