@@ -20,7 +20,7 @@ func TestDMAStageFetchesAndGathersWithoutWaiting(t *testing.T) {
 	buf := make([]byte, 64)
 	copy(buf[16:], "gathered") // past what warm writes
 	key, va := h.mr(buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
-	warm(h, key, va, 17) // the QP's context, the region's MPT entry and MTT line are cached
+	warmUp(h, key, va, 17) // the QP's context, the region's MPT entry and MTT line are cached
 
 	write := hostmem.SendWQE{WRID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, RemoteAddr: 0x1000, RKey: 7,
 		NumSGE: 1, SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: va + 16, Length: 8, LKey: key}}}

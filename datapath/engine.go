@@ -38,6 +38,7 @@ type engine struct {
 	stats     EngineStats
 	path      reliability.PathRTT // the longest round trip its QPs have seen lately (their early timers wait beyond it)
 	doorbells chan Doorbell       // send queues
+	bells     [bellBatch]Doorbell // serveBells' batch
 	recvBells chan Doorbell       // receive queues: the responder may drain them mid-batch
 	cmds      chan func()
 	inbox     chan handoff  // frames for its QPs that came in on other queues
@@ -529,6 +530,31 @@ func (e *engine) recvBellsDue() bool {
 	}
 }
 
+// bellBatch is how many send doorbells the engine takes from its channel
+// before it serves them: their QPs' state is warmed together (warm.go).
+const bellBatch = 32
+
+// serveBells serves doorbell d and those queued behind it, up to
+// bellBatch, in the order they were rung.
+func (e *engine) serveBells(d Doorbell) {
+	bells := e.bells[:1]
+	bells[0] = d
+	for len(bells) < cap(bells) && len(e.doorbells) > 0 {
+		bells = append(bells, <-e.doorbells) // the engine is the channel's only reader
+	}
+	if len(bells) > 1 {
+		e.warmBells(bells)
+	}
+	for _, d := range bells {
+		e.stats.Doorbells.Add(1)
+		if d.QPN < uint32(len(e.qps)) {
+			e.qps[d.QPN].sqProducer = d.Producer
+			e.begin()
+			e.request(d.QPN)
+		}
+	}
+}
+
 // doorbellsDue serves the doorbells and commands rung so far.
 func (e *engine) doorbellsDue() bool {
 	served := e.recvBellsDue()
@@ -544,12 +570,7 @@ func (e *engine) doorbellsDue() bool {
 			e.begin() // a command may have changed contexts
 		case d := <-e.doorbells:
 			served = true
-			e.stats.Doorbells.Add(1)
-			if d.QPN < uint32(len(e.qps)) {
-				e.qps[d.QPN].sqProducer = d.Producer
-				e.begin()
-				e.request(d.QPN)
-			}
+			e.serveBells(d)
 		default:
 			return served
 		}

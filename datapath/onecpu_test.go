@@ -31,7 +31,7 @@ func TestOneCPUYields(t *testing.T) {
 			h.rcQP(17, 30, 0, 0, 0)
 			buf := make([]byte, 64)
 			rkey, va := h.mr(buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
-			warm(h, rkey, va, 17) // contexts cached: the WRITE below needs no fetch
+			warmUp(h, rkey, va, 17) // contexts cached: the WRITE below needs no fetch
 			h.nic.idlePolls.Store(0)
 			waits0, yields0 := h.port.waits, h.nic.counters.AppYields.Load()
 			for i := range tc.polls {

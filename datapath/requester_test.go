@@ -25,7 +25,7 @@ func TestReadsStayWithinReceiveCapacity(t *testing.T) {
 		remote[i] = byte(i*7 + i/251)
 	}
 	qs := map[uint32]hostmem.QPCEntry{1: h.rcQP(1, 101, 0, 0, 0), 2: h.rcQP(2, 102, 0, 0, 0)}
-	warm(h, lkey, lva, 1, 2)
+	warmUp(h, lkey, lva, 1, 2)
 	for qpn, q := range qs {
 		i := uint64(qpn - 1)
 		h.post(qpn, &q, 0, hostmem.SendWQE{WRID: uint64(qpn), Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
@@ -122,7 +122,7 @@ func TestAcksStayWithinReceiveCapacity(t *testing.T) {
 	for qpn := uint32(1); qpn <= qps; qpn++ {
 		qs[qpn] = h.rcQP(qpn, 100+qpn, 0, 0, 0)
 	}
-	warm(h, lkey, lva, 1, 2, 3, 4)
+	warmUp(h, lkey, lva, 1, 2, 3, 4)
 	for qpn := uint32(1); qpn <= qps; qpn++ {
 		q := qs[qpn]
 		for i := range uint32(writes) {

@@ -10,9 +10,9 @@ import (
 	"github.com/softrnic/softrnic/host/ibv"
 )
 
-// warm sends one WRITE on each QP and lets every fetch complete, so that
+// warmUp sends one WRITE on each QP and lets every fetch complete, so that
 // their contexts, the region's MPT entry and its MTT line are cached.
-func warm(h *harness, rkey uint32, va uint64, qps ...uint32) {
+func warmUp(h *harness, rkey uint32, va uint64, qps ...uint32) {
 	h.t.Helper()
 	for _, qpn := range qps {
 		h.write(qpn, 0, rkey, va, []byte("warm"))
@@ -37,7 +37,7 @@ func TestResolveMissParksOnlyItsQP(t *testing.T) {
 	h.rcQP(hot, hotPeer, 0, 0, 0)
 	buf := make([]byte, 4096)
 	rkey, va := h.mr(buf, ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, cold, hot)
+	warmUp(h, rkey, va, cold, hot)
 
 	h.nic.Cache(hostmem.QPC).Invalidate(cold) // evicted between its WRITEs
 	parked := h.nic.counters.Parked.Load()
@@ -81,7 +81,7 @@ func TestResolveRequesterMissWaitsAlone(t *testing.T) {
 	qc := h.rcQP(cold, coldPeer, 0, 0, 0)
 	qh := h.rcQP(hot, hotPeer, 0, 0, 0)
 	rkey, va := h.mr(make([]byte, 4096), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, cold, hot)
+	warmUp(h, rkey, va, cold, hot)
 
 	h.nic.Cache(hostmem.QPC).Invalidate(cold)
 	waits := h.nic.counters.SendWaits.Load()
@@ -136,7 +136,7 @@ func TestResolveSendIntoColdReceiveBuffer(t *testing.T) {
 	rt := newRespTest(t)
 	rt.recv(1, 16)
 	rt.recv(2, 16)
-	warm(rt.harness, rt.rkey, rt.va, respQP)
+	warmUp(rt.harness, rt.rkey, rt.va, respQP)
 	rt.nic.Cache(hostmem.MPT).Invalidate(uint64(rt.recvKey >> 8))
 	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 1), Payload: []byte("one")})
 	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 2), Payload: []byte("two")})
@@ -171,7 +171,7 @@ func TestResolveSendIntoColdReceiveBuffer(t *testing.T) {
 // parked, and completes the READ with its data when the entry comes.
 func TestResolveReadResponseIntoColdBuffer(t *testing.T) {
 	rt := newRespTest(t)
-	warm(rt.harness, rt.rkey, rt.va, respQP)
+	warmUp(rt.harness, rt.rkey, rt.va, respQP)
 	local := make([]byte, 32)
 	lkey, lva := rt.mr(local, ibv.AccessLocalWrite)
 	rt.nic.Cache(hostmem.MPT).Invalidate(uint64(lkey >> 8))

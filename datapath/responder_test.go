@@ -184,7 +184,7 @@ func TestResponderChecks(t *testing.T) {
 			if tc.recv {
 				rt.recv(1, 8)
 			}
-			warm(rt.harness, rt.rkey, rt.va, respQP) // PSN 0, so that every context is cached
+			warmUp(rt.harness, rt.rkey, rt.va, respQP) // PSN 0, so that every context is cached
 			before := rt.counters()
 			tc.send(rt)
 			rt.settle()

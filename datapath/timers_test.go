@@ -68,7 +68,7 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	h.cq(0, 16)
 	q := h.rcQP(17, 100, 0, 0, 0)
 	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, 17)
+	warmUp(h, rkey, va, 17)
 	e := h.nic.engines[0]
 	free := e.parkPool.Available()
 	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7)) // on the wheel, waiting for its ACK
@@ -201,7 +201,7 @@ func writeSent(h *harness, others ...uint32) (rkey uint32, va uint64) {
 		h.rcQP(qpn, 101+uint32(i), 0, 0, 0)
 	}
 	rkey, va = h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
-	warm(h, rkey, va, append([]uint32{17}, others...)...)
+	warmUp(h, rkey, va, append([]uint32{17}, others...)...)
 	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7))
 	h.turns()
 	h.after(pcieLatency) // the WQE comes

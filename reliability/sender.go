@@ -5,9 +5,11 @@ import (
 	"math/bits"
 	"sort"
 	"time"
+	"unsafe"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/ibv"
+	"github.com/softrnic/softrnic/internal/warm"
 )
 
 // Kind is what an entry's packet asks of the responder, which decides
@@ -1686,4 +1688,10 @@ func (s *Sender) Reset() {
 	s.drop()
 	alloc := s.alloc
 	*s = Sender{alloc: alloc, ring: alloc.entries, resend: -1}
+}
+
+// Warm reads the cache lines every packet sent and every ACK reads (see
+// package warm), returning the sum of the words read.
+func (s *Sender) Warm() uintptr {
+	return warm.Lines(unsafe.Pointer(s), unsafe.Offsetof(s.resendPSN))
 }
