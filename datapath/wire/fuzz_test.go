@@ -42,6 +42,10 @@ func FuzzParse(f *testing.F) {
 func checkParsed(t *testing.T, frame, buf []byte) {
 	var p wire.Packet
 	err := wire.Parse(frame, &p)
+	qpn, req, ok := wire.PeekDestQP(frame) // on any bytes: never panics
+	if err == nil && (!ok || qpn != p.BTH().DestQP() || req != (p.Info.Flags&wire.OpRequest != 0)) {
+		t.Fatalf("PeekDestQP: QP %d request %v ok %v; Parse: QP %d, flags %v", qpn, req, ok, p.BTH().DestQP(), p.Info.Flags)
+	}
 	var pe wire.ParseError
 	if err != nil {
 		if !errors.As(err, &pe) || err.Error() == "" {

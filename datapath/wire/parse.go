@@ -284,3 +284,35 @@ func Classify(frame []byte) error {
 	var p Packet
 	return ParseNoICRC(frame, &p)
 }
+
+// PeekDestQP reads a frame's destination QP and whether its opcode is a
+// request's, without checking the frame: a hint for warming the QP's
+// state before the frame is parsed (Parse decides what it is). ok is
+// false where the frame is too short or not IP to hold a BTH.
+func PeekDestQP(frame []byte) (qpn uint32, request, ok bool) {
+	off := EthernetLen
+	if len(frame) < off {
+		return 0, false, false
+	}
+	etherType := binary.BigEndian.Uint16(frame[12:14])
+	if etherType == EtherTypeVLAN && len(frame) >= off+VLANTagLen {
+		off += VLANTagLen
+		etherType = binary.BigEndian.Uint16(frame[off-2 : off])
+	}
+	switch etherType {
+	case EtherTypeIPv4:
+		if len(frame) <= off {
+			return 0, false, false
+		}
+		off += max(IPv4(frame[off:]).HeaderLen(), IPv4MinLen) + UDPLen
+	case EtherTypeIPv6:
+		off += IPv6Len + UDPLen
+	default:
+		return 0, false, false
+	}
+	if len(frame) < off+BTHLen {
+		return 0, false, false
+	}
+	b := BTH(frame[off : off+BTHLen])
+	return b.DestQP(), b.Opcode().Info().Flags&OpRequest != 0, true
+}
