@@ -356,6 +356,9 @@ func (e *engine) turn() (bool, error) {
 		return false, err
 	}
 	e.stats.RxFrames.Add(uint64(k))
+	if k > 1 {
+		e.warmFrames(frames[:k])
+	}
 	for i := range frames[:k] {
 		e.receive(&frames[i])
 	}

@@ -10,6 +10,7 @@ package datapath
 import (
 	"unsafe"
 
+	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/internal/warm"
 )
 
@@ -28,6 +29,42 @@ func (e *engine) warmBells(bells []Doorbell) {
 	for i := range bells {
 		if qpn := bells[i].QPN; qpn < uint32(len(e.qps)) {
 			s += e.qps[qpn].warmSend()
+		}
+	}
+	warm.Sink += s
+}
+
+// warmRecv reads the cache lines of a QP's receive state that its
+// responder reads first, and the slot a packet parked next would take.
+func (r *qpRun) warmRecv() uintptr {
+	return warm.Lines(unsafe.Pointer(r), 8) +
+		warm.Lines(unsafe.Pointer(&r.qpRecv), unsafe.Offsetof(r.rcv)-unsafe.Offsetof(r.qpRecv)) +
+		r.rcv.Warm() +
+		warm.Lines(unsafe.Pointer(&r.parked[(r.parkHead+r.parkN)%parkDepth]), unsafe.Sizeof(r.parked[0]))
+}
+
+// warmAnswered reads what an ACK or a READ response reads first: the
+// QP's send state and its oldest work request in flight.
+func (r *qpRun) warmAnswered() uintptr {
+	s := r.warmSend()
+	if r.ifN > 0 && r.ifHead < len(r.inflight) {
+		s += warm.Lines(unsafe.Pointer(&r.inflight[r.ifHead]), unsafe.Sizeof(r.inflight[0]))
+	}
+	return s
+}
+
+// warmFrames warms the state of the QPs a batch of received frames is for.
+func (e *engine) warmFrames(frames []Frame) {
+	var s uintptr
+	for i := range frames {
+		qpn, req, ok := wire.PeekDestQP(frames[i].Data)
+		if !ok || qpn >= uint32(len(e.qps)) {
+			continue
+		}
+		if r := &e.qps[qpn]; req {
+			s += r.warmRecv()
+		} else {
+			s += r.warmAnswered()
 		}
 	}
 	warm.Sink += s

@@ -3,8 +3,10 @@ package reliability
 import (
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/internal/warm"
 )
 
 // MaxRdAtomic is how many READs and atomics a responder answers at once
@@ -294,4 +296,10 @@ func (r *Receiver) FindAtomic(psn wire.PSN) (AtomicRecord, bool) {
 		}
 	}
 	return AtomicRecord{}, false
+}
+
+// Warm reads the cache line every request reads (see package warm),
+// returning the sum of the words read.
+func (r *Receiver) Warm() uintptr {
+	return warm.Lines(unsafe.Pointer(r), unsafe.Offsetof(r.stats))
 }
