@@ -39,6 +39,7 @@ type engine struct {
 	path      reliability.PathRTT // the longest round trip its QPs have seen lately (their early timers wait beyond it)
 	doorbells chan Doorbell       // send queues
 	bells     [bellBatch]Doorbell // serveBells' batch
+	warmSink  uintptr             // the sums of the words warm.go reads
 	recvBells chan Doorbell       // receive queues: the responder may drain them mid-batch
 	cmds      chan func()
 	inbox     chan handoff  // frames for its QPs that came in on other queues

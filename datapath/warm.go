@@ -31,7 +31,7 @@ func (e *engine) warmBells(bells []Doorbell) {
 			s += e.qps[qpn].warmSend()
 		}
 	}
-	warm.Sink += s
+	e.warmSink += s
 }
 
 // warmRecv reads the cache lines of a QP's receive state that its
@@ -67,5 +67,5 @@ func (e *engine) warmFrames(frames []Frame) {
 			s += r.warmAnswered()
 		}
 	}
-	warm.Sink += s
+	e.warmSink += s
 }
