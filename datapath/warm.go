@@ -58,8 +58,8 @@ func (e *engine) warmFrames(frames []Frame) {
 	var s uintptr
 	for i := range frames {
 		qpn, req, ok := wire.PeekDestQP(frames[i].Data)
-		if !ok || qpn >= uint32(len(e.qps)) {
-			continue
+		if !ok || qpn >= uint32(len(e.qps)) || e.nic.owner(qpn) != e {
+			continue // another engine's QP is its own to touch
 		}
 		if r := &e.qps[qpn]; req {
 			s += r.warmRecv()
