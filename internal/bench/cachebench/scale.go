@@ -226,17 +226,22 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 		return ScaleRow{}, err
 	}
 	defer pair.close()
-	a, b := pair.a, pair.b
+	a := pair.a
 	runtime.GC() // the setup's garbage is collected before the clock starts, not during the run
 	// The run's deadline starts after that collection, which on a slow
 	// machine (or under valgrind) can take most of a minute.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+time.Minute)
 	defer cancel()
+	// Every QP sends once before the clock starts (as perftest's
+	// --perform_warm_up): a QP's first WRITE sets its state up (its
+	// Sender and Receiver, its in-flight ring), which with 16K QPs and
+	// a second's run would otherwise be paid again every few WRITEs.
+	run := scaleRun{pair: pair, cfg: cfg, n: n, wc: make([]verbs.WC, 64)}
+	if _, err := run.writes(ctx, func(next int) bool { return next < n }); err != nil {
+		return ScaleRow{}, fmt.Errorf("warm-up: %w", err)
+	}
 	qpc := a.dev.NIC().Cache(hostmem.QPC)
 	s0 := qpc.Stats()
-	wc := make([]verbs.WC, 64)
-	next, inflight, done := 0, 0, 0
-	slot := 0
 	if cfg.CPUProfile != nil && !baseline && n == cfg.QPs[len(cfg.QPs)-1] {
 		if err := pprof.StartCPUProfile(cfg.CPUProfile); err != nil {
 			return ScaleRow{}, err
@@ -244,39 +249,9 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	for {
-		for inflight < cfg.Depth && time.Since(start) < cfg.Duration {
-			qp := a.qps[next%n]
-			wr := verbs.SendWR{WRID: uint64(next), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGL:        []verbs.SGE{{Addr: a.mr.Addr + uint64(slot*cfg.Size), Length: uint32(cfg.Size), LKey: a.mr.LKey}},
-				RemoteAddr: b.mr.Addr + uint64(slot*cfg.Size), RKey: b.mr.RKey}
-			if _, err := qp.PostSend([]verbs.SendWR{wr}); err != nil {
-				if errors.Is(err, verbs.ErrQueueFull) {
-					break // this QP's queue is full: completions first
-				}
-				return ScaleRow{}, err
-			}
-			next++
-			inflight++
-			slot = (slot + 1) % cfg.Depth
-		}
-		if inflight == 0 {
-			break
-		}
-		pair.progress()
-		k := a.cq.PollNoDrive(wc)
-		for _, c := range wc[:k] {
-			if c.Status != verbs.WCSuccess {
-				return ScaleRow{}, fmt.Errorf("%d QPs: completion %+v: %v", n, c, c.Status)
-			}
-		}
-		inflight -= k
-		done += k
-		if k == 0 {
-			if err := ctx.Err(); err != nil {
-				return ScaleRow{}, fmt.Errorf("%d QPs: %d WRITEs outstanding: %w", n, inflight, err)
-			}
-		}
+	done, err := run.writes(ctx, func(int) bool { return time.Since(start) < cfg.Duration })
+	if err != nil {
+		return ScaleRow{}, err
 	}
 	elapsed := time.Since(start)
 	s1 := qpc.Stats()
@@ -286,6 +261,57 @@ func scalePoint(cfg ScaleConfig, n int, baseline bool) (ScaleRow, error) {
 	}
 	return ScaleRow{Cache: name, QPs: n, WRs: done, Elapsed: elapsed, Lookups: s1.Lookups - s0.Lookups,
 		Misses: s1.Misses - s0.Misses, HostFetches: s1.HostFetches - s0.HostFetches}, nil
+}
+
+// scaleRun posts a run's WRITEs, round-robin over the QPs, keeping
+// cfg.Depth in flight.
+type scaleRun struct {
+	pair       *scalePair
+	cfg        ScaleConfig
+	n          int
+	next, slot int // the next WRITE's number (its QP: next mod n) and buffer slot
+	wc         []verbs.WC
+}
+
+// writes posts WRITEs while more(next) holds, and returns when every one
+// posted has completed, with how many did.
+func (r *scaleRun) writes(ctx context.Context, more func(next int) bool) (int, error) {
+	a, b, cfg := r.pair.a, r.pair.b, r.cfg
+	inflight, done := 0, 0
+	for {
+		for inflight < cfg.Depth && more(r.next) {
+			qp := a.qps[r.next%r.n]
+			wr := verbs.SendWR{WRID: uint64(r.next), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+				SGL:        []verbs.SGE{{Addr: a.mr.Addr + uint64(r.slot*cfg.Size), Length: uint32(cfg.Size), LKey: a.mr.LKey}},
+				RemoteAddr: b.mr.Addr + uint64(r.slot*cfg.Size), RKey: b.mr.RKey}
+			if _, err := qp.PostSend([]verbs.SendWR{wr}); err != nil {
+				if errors.Is(err, verbs.ErrQueueFull) {
+					break // this QP's queue is full: completions first
+				}
+				return done, err
+			}
+			r.next++
+			inflight++
+			r.slot = (r.slot + 1) % cfg.Depth
+		}
+		if inflight == 0 {
+			return done, nil
+		}
+		r.pair.progress()
+		k := a.cq.PollNoDrive(r.wc)
+		for _, c := range r.wc[:k] {
+			if c.Status != verbs.WCSuccess {
+				return done, fmt.Errorf("%d QPs: completion %+v: %v", r.n, c, c.Status)
+			}
+		}
+		inflight -= k
+		done += k
+		if k == 0 {
+			if err := ctx.Err(); err != nil {
+				return done, fmt.Errorf("%d QPs: %d WRITEs outstanding: %w", r.n, inflight, err)
+			}
+		}
+	}
 }
 
 func ctxConfig(cfg ScaleConfig) ctxcache.Config {
