@@ -71,6 +71,9 @@ type engine struct {
 	kicker                Kicker                            // the port, if it is one: kicked before a timer fires
 	kicked                bool                              // it was, for the timers due now
 	parkPool              *Pool                             // parked packets' copies
+	heldRx                [heldRxMax]Frame                  // port frames parked in place (park.go)
+	heldFree              []uint16                          // free entries of heldRx
+	rxPort                bool                              // receive is taking the port's batch: park may keep its buffers
 	parkPID               [hostmem.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
 	ready                 []uint32                          // parked QPs whose context has come
 	sqReady               []uint32                          // QPs whose requester's context has come
@@ -110,6 +113,10 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	}
 	for _, t := range parkTypes {
 		e.parkPID[t] = make([]uint32, pids)
+	}
+	e.heldFree = make([]uint16, heldRxMax)
+	for i := range e.heldFree {
+		e.heldFree[i] = uint16(heldRxMax - 1 - i)
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
 	_, e.systemClock = n.cfg.Clock.(hostmem.SystemClock)
@@ -360,10 +367,12 @@ func (e *engine) turn() (bool, error) {
 	if k > 1 {
 		e.warmFrames(frames[:k])
 	}
+	e.rxPort = true
 	for i := range frames[:k] {
 		e.receive(&frames[i])
 	}
-	e.port.Release(frames[:k])
+	e.rxPort = false
+	e.releaseBatch(frames[:k])
 	e.unparkReady()
 	if len(e.readers) > 0 && e.pumpReads() {
 		busy = true

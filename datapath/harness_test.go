@@ -26,19 +26,43 @@ type testPort struct {
 	stats    PortStats
 	capacity int // what RecvCapacity says (0: the default)
 	waits    int // Wait calls: the engine slept on the port
+
+	// Received frames are lent until released: each has its own handle,
+	// and a released frame's bytes are overwritten, as a port reusing
+	// the buffer would, so that an engine that reads a frame after giving
+	// it back reads garbage.
+	lastRx     uint64
+	lent       map[uint64]bool
+	badRelease int // releases of frames not lent (twice, or never received)
 }
 
 func (p *testPort) Recv(frames []Frame) (int, error) {
 	k := min(len(frames), len(p.rx))
+	if p.lent == nil {
+		p.lent = make(map[uint64]bool)
+	}
 	for i := range k {
-		frames[i] = Frame{Data: p.rx[i]}
+		p.lastRx++
+		frames[i] = Frame{Data: p.rx[i], Handle: p.lastRx}
+		p.lent[p.lastRx] = true
 	}
 	p.rx = p.rx[k:]
 	return k, nil
 }
 
-func (p *testPort) Release([]Frame) {}
-func (p *testPort) Free([]Frame)    {}
+func (p *testPort) Release(frames []Frame) {
+	for _, f := range frames {
+		if !p.lent[f.Handle] {
+			p.badRelease++
+			continue
+		}
+		delete(p.lent, f.Handle)
+		for i := range f.Data {
+			f.Data[i] = 0xee
+		}
+	}
+}
+func (p *testPort) Free([]Frame) {}
 
 func (p *testPort) Alloc(frames []Frame) int {
 	for i := range frames {

@@ -846,6 +846,11 @@ func (n *NIC) Close() {
 			<-e.done
 		}
 	}
+	for _, e := range n.engines { // the port buffers parked in place go back before the port closes
+		e.mu.Lock()
+		e.releaseHeld()
+		e.mu.Unlock()
+	}
 	if h := n.hpu.Load(); h != nil {
 		h.engine.Close()
 	}

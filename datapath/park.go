@@ -8,38 +8,108 @@ import (
 )
 
 // Parking: a packet whose QP context, or whose request's MPT entry or
-// first MTT line, misses in the cache is copied aside with the cache's
+// first MTT line, misses in the cache is set aside with the cache's
 // ticket, and so is every later packet of that QP, in order; packets of
 // other QPs go on. When the context arrives the QP's
-// packets are handled in the order they came. Parking has fixed capacity:
-// a QP holds at most parkDepth packets and the NIC parkBuffers in all;
+// packets are handled in the order they came. A frame from the engine's
+// own port is parked in place: the engine keeps the port's buffer (up to
+// heldRxMax of them: the port's receive buffers are few) and gives it
+// back when the packet is handled; any other (a frame handed over by
+// another engine, or beyond that budget) is copied into a buffer of the
+// engine's own. Parking has fixed capacity: a QP holds at most parkDepth
+// packets and the engine parkBuffers copies and heldRxMax port buffers;
 // beyond that a packet is dropped and counted (RC retransmits it).
 const (
 	parkDepth   = 32
 	parkBuffers = 256
+	heldRxMax   = 64
 )
 
 type parkedFrame struct {
-	handle uint32
+	handle uint32 // in parkPool, or with inPort in heldRx
 	n      int
-	noICRC bool
+	inPort bool // the port's own buffer, parked in place
 }
 
-// park copies a frame aside for its QP. Its ICRC was checked when it came
-// in (receive): it is parsed again without it when its turn comes.
+// park sets a frame aside for its QP: the port's buffer itself, when the
+// frame is from the batch the engine's port gave (rxPort) and the budget
+// allows, else a copy. Its ICRC was checked when it came in (receive): it
+// is parsed again without it when its turn comes.
 func (e *engine) park(qpn uint32, fr *Frame) {
 	r := &e.qps[qpn]
-	h, ok := e.parkPool.Take()
-	if !ok || r.parkN == parkDepth || len(fr.Data) > len(e.parkPool.Buf(0)) {
-		if ok {
-			e.parkPool.Return(h)
-		}
+	if r.parkN == parkDepth || len(fr.Data) > len(e.parkPool.Buf(0)) {
 		e.counters.ParkDropped.Add(1)
 		return
 	}
-	r.parked[(r.parkHead+r.parkN)%parkDepth] = parkedFrame{handle: h, n: copy(e.parkPool.Buf(h), fr.Data), noICRC: true}
+	pf := parkedFrame{n: len(fr.Data)}
+	if n := len(e.heldFree); e.rxPort && n > 0 {
+		h := e.heldFree[n-1]
+		e.heldFree = e.heldFree[:n-1]
+		e.heldRx[h] = *fr
+		fr.Data = nil // taken: the batch's release leaves it out (releaseBatch)
+		pf.handle, pf.inPort = uint32(h), true
+	} else {
+		h, ok := e.parkPool.Take()
+		if !ok {
+			e.counters.ParkDropped.Add(1)
+			return
+		}
+		copy(e.parkPool.Buf(h), fr.Data)
+		pf.handle = h
+	}
+	r.parked[(r.parkHead+r.parkN)%parkDepth] = pf
 	r.parkN++
 	e.counters.Parked.Add(1)
+}
+
+// parkedData is a parked frame's bytes.
+func (e *engine) parkedData(pf parkedFrame) []byte {
+	if pf.inPort {
+		return e.heldRx[pf.handle].Data
+	}
+	return e.parkPool.Buf(pf.handle)[:pf.n]
+}
+
+// unpark gives a parked frame's buffer back: to the port, or to the
+// engine's copies.
+func (e *engine) unpark(pf parkedFrame) {
+	if !pf.inPort {
+		e.parkPool.Return(pf.handle)
+		return
+	}
+	e.port.Release(e.heldRx[pf.handle : pf.handle+1])
+	e.heldRx[pf.handle] = Frame{}
+	e.heldFree = append(e.heldFree, uint16(pf.handle))
+}
+
+// releaseBatch gives the port back a received batch's buffers, less those
+// parked in place (park took them: their Data is nil).
+func (e *engine) releaseBatch(frames []Frame) {
+	n := 0
+	for i := range frames {
+		if frames[i].Data != nil {
+			frames[n] = frames[i]
+			n++
+		}
+	}
+	e.port.Release(frames[:n])
+}
+
+// releaseHeld gives the port back every buffer parked in place, when the
+// engine stops.
+func (e *engine) releaseHeld() {
+	for qpn := range e.qps {
+		if e.nic.owner(uint32(qpn)) != e {
+			continue
+		}
+		r := &e.qps[qpn]
+		for i := range r.parkN {
+			if pf := r.parked[(r.parkHead+i)%parkDepth]; pf.inPort {
+				e.unpark(pf)
+				r.parked[(r.parkHead+i)%parkDepth] = parkedFrame{}
+			}
+		}
+	}
 }
 
 // parkTypes are the contexts a packet can wait for: its QP's context, the
@@ -271,14 +341,8 @@ func (e *engine) drainReady() {
 		r := &e.qps[qpn]
 		for r.parkN > 0 {
 			pf := r.parked[r.parkHead]
-			frame := e.parkPool.Buf(pf.handle)[:pf.n]
 			var p wire.Packet
-			var err error
-			if pf.noICRC {
-				err = wire.ParseNoICRC(frame, &p)
-			} else {
-				err = wire.Parse(frame, &p)
-			}
+			err := wire.ParseNoICRC(e.parkedData(pf), &p)
 			e.begin()
 			var q hostmem.QPCEntry
 			if err == nil && (e.mustWait(qpn, &p, &q) || e.dispatch(qpn, &p, &q)) {
@@ -286,7 +350,7 @@ func (e *engine) drainReady() {
 			}
 			r.parkHead = (r.parkHead + 1) % parkDepth
 			r.parkN--
-			e.parkPool.Return(pf.handle)
+			e.unpark(pf)
 		}
 	}
 }

@@ -144,7 +144,7 @@ func (e *engine) resetQP(qpn uint32) {
 		e.roomWaiters = slices.DeleteFunc(e.roomWaiters, func(n uint32) bool { return n == qpn })
 	}
 	for ; r.parkN > 0; r.parkN-- {
-		e.parkPool.Return(r.parked[r.parkHead].handle)
+		e.unpark(r.parked[r.parkHead])
 		r.parkHead = (r.parkHead + 1) % parkDepth
 	}
 	*r = qpRun{}

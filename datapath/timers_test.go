@@ -70,7 +70,6 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	rkey, va := h.mr(make([]byte, 64), ibv.AccessRemoteWrite|ibv.AccessLocalWrite)
 	warmUp(h, rkey, va, 17)
 	e := h.nic.engines[0]
-	free := e.parkPool.Available()
 	h.post(17, &q, 0, inlineWrite(1, "x", 0x1000, 7)) // on the wheel, waiting for its ACK
 	h.turns()
 	h.after(pcieLatency) // the WQE comes
@@ -81,12 +80,12 @@ func TestResetQPGivesBackItsResources(t *testing.T) {
 	h.write(17, 1, rkey, va, []byte("a"))
 	h.write(17, 2, rkey, va, []byte("b"))
 	h.turns()
-	if e.parkPool.Available() != free-2 || e.timerWheel.n != 1 {
-		t.Fatalf("before the reset: %d park buffers taken, %d QPs on the wheel; want 2 and 1", free-e.parkPool.Available(), e.timerWheel.n)
+	if held := len(h.port.lent); held != 2 || e.timerWheel.n != 1 {
+		t.Fatalf("before the reset: %d port buffers held, %d QPs on the wheel; want 2 and 1", held, e.timerWheel.n)
 	}
 	e.resetQP(17)
-	if e.parkPool.Available() != free || e.timerWheel.n != 0 {
-		t.Errorf("after the reset: %d park buffers still taken, %d QPs on the wheel", free-e.parkPool.Available(), e.timerWheel.n)
+	if held := len(h.port.lent); held != 0 || e.timerWheel.n != 0 || h.port.badRelease != 0 {
+		t.Errorf("after the reset: %d port buffers still held (%d released wrongly), %d QPs on the wheel", held, h.port.badRelease, e.timerWheel.n)
 	}
 	h.after(time.Second) // nothing left to fire, nothing to place
 	for _, p := range h.sent() {
