@@ -356,15 +356,15 @@ func (c *GCCache) DMADone(tag uint64, err error) {
 // invalidated meanwhile) and every ticket linked to it is answered in
 // arrival order.
 func (c *GCCache) serveDone() {
-	for {
-		tag, ok := c.done.pop()
-		if !ok {
-			return
-		}
-		c.mu.Lock()
-		c.serve(int(tag))
-		c.mu.Unlock()
+	tag, ok := c.done.pop()
+	if !ok {
+		return
 	}
+	c.mu.Lock() // once for every fetch that has come
+	for ; ok; tag, ok = c.done.pop() {
+		c.serve(int(tag))
+	}
+	c.mu.Unlock()
 }
 
 // serve answers one arrived fetch.

@@ -357,11 +357,13 @@ func (d *DMA) Poll() int {
 	var done [16]dmaOp
 	var errs [16]error
 	total := 0
-	for {
+	for first := true; ; first = false {
 		k := 0
 		d.mu.Lock()
 		if d.n > 0 {
-			now = int64(d.model.Clock.Now().Sub(d.epoch))
+			if !first { // the first round goes by the clock read above
+				now = int64(d.model.Clock.Now().Sub(d.epoch))
+			}
 			for k < len(done) && d.n > 0 && d.queue[d.head].at <= now {
 				op := d.queue[d.head]
 				d.queue[d.head] = dmaOp{}
