@@ -54,9 +54,10 @@ type DMA struct {
 	mu       sync.Mutex   // guards the queue and the model's clock
 	queue    []dmaOp      // ring of pending transfers
 	head, n  int
-	epoch    time.Time   // the clock's time at the start: dmaOp.at counts from it
-	linkFree time.Time   // when the link finishes the last queued transfer
-	readDone []time.Time // completion times of the last MaxReads reads
+	epoch    time.Time // the clock's time at the start: dmaOp.at counts from it
+	system   bool      // the clock is the SystemClock: now reads the monotonic clock alone
+	linkFree int64     // when the link finishes the last queued transfer (ns after epoch)
+	readDone []int64   // completion times of the last MaxReads reads (ns after epoch)
 	readSeq  int
 	closed   bool
 
@@ -113,12 +114,13 @@ func NewDMA(mem *Memory, model PCIe, queue int) *DMA {
 	if model.Clock == nil {
 		model.Clock = SystemClock{}
 	}
-	d := &DMA{mem: mem, model: model, epoch: model.Clock.Now()}
+	_, system := model.Clock.(SystemClock)
+	d := &DMA{mem: mem, model: model, epoch: model.Clock.Now(), system: system}
 	if !model.instant() {
 		d.queue = make([]dmaOp, queue)
 		d.stage = make([]byte, stageBytes)
 		if model.MaxReads > 0 {
-			d.readDone = make([]time.Time, model.MaxReads)
+			d.readDone = make([]int64, model.MaxReads)
 		}
 	}
 	return d
@@ -312,23 +314,17 @@ func (d *DMA) enqueue(op dmaOp, src []byte) error {
 			op.setBuf(append([]byte(nil), src...))
 		}
 	}
-	now := d.model.Clock.Now()
-	start := now
-	if d.linkFree.After(start) {
-		start = d.linkFree
-	}
+	start := max(d.now(), d.linkFree)
 	if !write && len(d.readDone) > 0 {
-		if prev := d.readDone[d.readSeq%len(d.readDone)]; prev.After(start) {
-			start = prev // no more than MaxReads reads in flight
-		}
+		start = max(start, d.readDone[d.readSeq%len(d.readDone)]) // no more than MaxReads reads in flight
 	}
-	xfer := time.Duration(0)
+	var xfer int64
 	if d.model.BytesPerSec > 0 {
-		xfer = time.Duration(float64(op.n) / d.model.BytesPerSec * float64(time.Second))
+		xfer = int64(float64(op.n) / d.model.BytesPerSec * float64(time.Second))
 	}
-	d.linkFree = start.Add(xfer)
-	at := start.Add(xfer + d.model.Latency)
-	op.at = int64(at.Sub(d.epoch))
+	d.linkFree = start + xfer
+	at := start + xfer + int64(d.model.Latency)
+	op.at = at
 	if !write && len(d.readDone) > 0 {
 		d.readDone[d.readSeq%len(d.readDone)] = at
 		d.readSeq++
@@ -348,7 +344,7 @@ func (d *DMA) Poll() int {
 		return 0
 	}
 	d.mu.Lock()
-	now := int64(d.model.Clock.Now().Sub(d.epoch))
+	now := d.now()
 	if d.n == 0 || d.queue[d.head].at > now {
 		d.mu.Unlock()
 		return 0 // nothing due yet: the common case of a poller waiting
@@ -362,7 +358,7 @@ func (d *DMA) Poll() int {
 		d.mu.Lock()
 		if d.n > 0 {
 			if !first { // the first round goes by the clock read above
-				now = int64(d.model.Clock.Now().Sub(d.epoch))
+				now = d.now()
 			}
 			for k < len(done) && d.n > 0 && d.queue[d.head].at <= now {
 				op := d.queue[d.head]
@@ -394,6 +390,16 @@ func (d *DMA) Poll() int {
 			return total
 		}
 	}
+}
+
+// now is the clock's time in nanoseconds after the epoch: with the
+// SystemClock one monotonic clock read (time.Since), not a time.Time
+// built and subtracted.
+func (d *DMA) now() int64 {
+	if d.system {
+		return int64(time.Since(d.epoch))
+	}
+	return int64(d.model.Clock.Now().Sub(d.epoch))
 }
 
 // atTime is the clock's time of a transfer's completion.
