@@ -30,6 +30,19 @@ const (
 	SeqNAKRepeatMax = 64 * time.Millisecond
 )
 
+// GapQuiet and GapQuietMax pace the NAKs of a go-back-N gap whose sender
+// has gone quiet: no request for GapQuiet after the gap's last NAK or
+// its last request beyond it, the gap is NAKed again (QuietGap), the
+// wait doubling to GapQuietMax. A sender whose packet sent again was
+// lost, and which ignores NAKs during a retry (rxe), sends nothing more
+// before its local ACK timeout; the wait, well beyond a round trip and
+// beyond the pauses of a slow sender's stream, keeps the NAK from
+// landing while the sender is still sending.
+const (
+	GapQuiet    = 8 * time.Millisecond
+	GapQuietMax = 256 * time.Millisecond
+)
+
 // Class is what a request's PSN makes of it.
 type Class uint8
 
@@ -62,7 +75,8 @@ const SRWindow = 1024
 // ReceiverStats count one QP's responder events.
 type ReceiverStats struct {
 	Duplicates, OutOfSequence, NAKsSuppressed uint64
-	NAKsRepeated                              uint64 // sequence NAKs of a gap NAKed before (SeqNAKRepeat)
+	NAKsRepeated                              uint64 // sequence NAKs of a gap NAKed before (SeqNAKRepeat, GapQuiet)
+	QuietNAKs                                 uint64 // of them, NAKs of a gap whose sender went quiet (QuietGap)
 	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
 
@@ -83,6 +97,8 @@ type Receiver struct {
 	nakAgain  time.Duration // the wait before the gap's next NAK
 
 	stats      ReceiverStats
+	quietAt    time.Time     // go-back-N: when a quiet gap is NAKed again (zero: no gap NAKed)
+	quietWait  time.Duration // the quiet wait after the next NAK
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -209,16 +225,47 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 		switch since := now.Sub(r.lastNAK); {
 		case !r.nakSent && since >= SeqNAKInterval:
 			r.nakSent, r.lastNAK, r.nakAgain, r.nakRepeat = true, now, SeqNAKRepeat, false
+			r.quietWait = GapQuiet
+			r.quiet(now)
 			return c, true
 		case r.nakSent && since >= r.nakAgain: // the NAK may be lost: again
 			r.lastNAK, r.nakAgain, r.nakRepeat = now, min(2*r.nakAgain, SeqNAKRepeatMax), true
 			r.stats.NAKsRepeated++
+			r.quiet(now)
 			return c, true
 		}
+		r.quiet(now)
 		r.stats.NAKsSuppressed++
 		return c, false
 	}
 	return New, false
+}
+
+// quiet sets, for a NAKed go-back-N gap, when its sender counts as quiet:
+// the quiet wait after now (a request beyond the gap, or its NAK).
+func (r *Receiver) quiet(now time.Time) {
+	if r.nakSent && !r.sr {
+		r.quietAt = now.Add(r.quietWait)
+	}
+}
+
+// QuietDeadline is when a NAKed go-back-N gap is NAKed again if no
+// request comes before (QuietGap); zero without one.
+func (r *Receiver) QuietDeadline() time.Time { return r.quietAt }
+
+// QuietGap reports, at now, whether a NAKed go-back-N gap's sender has
+// been quiet for its wait: then the gap is to be NAKed again (counted as
+// a repeat, RepeatedNAK), and the next wait is twice as long.
+func (r *Receiver) QuietGap(now time.Time) bool {
+	if r.quietAt.IsZero() || now.Before(r.quietAt) {
+		return false
+	}
+	r.quietWait = min(2*r.quietWait, GapQuietMax)
+	r.quietAt = now.Add(r.quietWait)
+	r.lastNAK, r.nakRepeat = now, true
+	r.stats.NAKsRepeated++
+	r.stats.QuietNAKs++
+	return true
 }
 
 // Executed moves the expected PSN past a request that occupied span PSNs
@@ -231,7 +278,9 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 func (r *Receiver) Executed(span uint32, done bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
-	r.nakSent = false
+	if r.nakSent { // the gap closed
+		r.nakSent, r.quietAt = false, time.Time{}
+	}
 	if done {
 		r.msn++
 	}

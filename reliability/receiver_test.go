@@ -49,3 +49,56 @@ func TestSeqNAKRepeat(t *testing.T) {
 		t.Errorf("the next gap: %v, NAK %v; want its first NAK", c, nak)
 	}
 }
+
+// TestQuietGap: a NAKed go-back-N gap whose sender goes quiet is NAKed
+// again GapQuiet after the last request beyond it (or its last NAK),
+// then after twice that, and so on up to GapQuietMax; each request
+// beyond the gap moves the deadline; the gap filled, the timer stops. A
+// selective-repeat receiver, whose sender has timers of its own, has
+// none.
+func TestQuietGap(t *testing.T) {
+	var r reliability.Receiver
+	r.Init(100, false)
+	t0 := time.Unix(1000, 0)
+	q := reliability.GapQuiet
+	if !r.QuietDeadline().IsZero() || r.QuietGap(t0.Add(time.Hour)) {
+		t.Fatal("a quiet timer without a gap")
+	}
+	r.Classify(101, t0) // 100 lost: NAKed
+	if got := r.QuietDeadline(); !got.Equal(t0.Add(q)) {
+		t.Fatalf("after the NAK the deadline is %v on, want %v", got.Sub(t0), q)
+	}
+	r.Classify(102, t0.Add(q/2)) // more beyond the gap: the sender is not quiet (and the NAK repeated)
+	if got := r.QuietDeadline(); !got.Equal(t0.Add(q / 2).Add(q)) {
+		t.Fatalf("after a request beyond the gap the deadline is %v on, want %v", got.Sub(t0), q/2+q)
+	}
+	at := t0.Add(q / 2)
+	for i, wait := 0, q; i < 8; i++ {
+		if r.QuietGap(at.Add(wait - time.Microsecond)) {
+			t.Fatalf("quiet NAK %d before its wait %v", i, wait)
+		}
+		at = at.Add(wait)
+		if !r.QuietGap(at) || !r.RepeatedNAK() {
+			t.Fatalf("no quiet NAK %d after %v", i, wait)
+		}
+		wait = min(2*wait, reliability.GapQuietMax)
+		if got := r.QuietDeadline().Sub(at); got != wait {
+			t.Fatalf("after quiet NAK %d the next waits %v, want %v", i, got, wait)
+		}
+	}
+	if s := r.Stats(); s.QuietNAKs != 8 || s.NAKsRepeated != 9 {
+		t.Errorf("stats %+v, want 8 quiet NAKs, counted as repeats with the one before", s)
+	}
+	// The go-back fills the gap: no timer.
+	r.Classify(100, at)
+	r.Executed(1, true)
+	if !r.QuietDeadline().IsZero() || r.QuietGap(at.Add(time.Hour)) {
+		t.Error("the quiet timer outlived the gap")
+	}
+	var sr reliability.Receiver
+	sr.Init(100, true)
+	sr.Classify(102, t0)
+	if !sr.QuietDeadline().IsZero() {
+		t.Error("a selective-repeat receiver has a quiet timer")
+	}
+}
