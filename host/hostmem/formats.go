@@ -267,6 +267,10 @@ const (
 	// QPFlagSelectiveRepeat: the QP recovers RC losses by selective
 	// repeat, which both ends must have enabled (package reliability).
 	QPFlagSelectiveRepeat = 1 << 0
+	// QPFlagRNRRepair: the peer's requester retries without end after an
+	// RNR NAK, so a go-back-N gap a repeated sequence NAK did not repair
+	// is asked for with an RNR NAK (verbs.QPAttr.PeerRNRRetry).
+	QPFlagRNRRepair = 1 << 1
 )
 
 // Encode writes the entry into b (128 bytes).

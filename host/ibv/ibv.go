@@ -238,6 +238,10 @@ const (
 	AttrCap              AttrMask = 1 << 19 // IBV_QP_CAP
 	AttrDestQPN          AttrMask = 1 << 20 // IBV_QP_DEST_QPN
 
+	// AttrPeerRNRRetry is softrnic's own: the RNR retry count the peer's
+	// QP has, where this side knows it (its connection manager sent it),
+	// on an RC QP's RTR->RTS transition.
+	AttrPeerRNRRetry AttrMask = 1 << 29
 	// AttrSelectiveRepeat is softrnic's own: selective repeat, on an RC
 	// QP's INIT->RTR transition.
 	AttrSelectiveRepeat AttrMask = 1 << 30
@@ -256,6 +260,9 @@ func (m AttrMask) String() string {
 		if m&(1<<i) != 0 {
 			names = append(names, n)
 		}
+	}
+	if m&AttrPeerRNRRetry != 0 {
+		names = append(names, "PEER_RNR_RETRY")
 	}
 	if m&AttrSelectiveRepeat != 0 {
 		names = append(names, "SELECTIVE_REPEAT")

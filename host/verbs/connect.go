@@ -32,6 +32,10 @@ type ConnectOptions struct {
 	Timeout, RetryCnt, RNRRetry  uint8
 	MinRNRTimer                  uint8
 	MaxRdAtomic, MaxDestRdAtomic uint8
+	// PeerRNRRetry is the peer QP's RNR retry count where this side
+	// knows it (QPAttr.PeerRNRRetry; a connection manager's count); 0:
+	// not known.
+	PeerRNRRetry uint8
 	// TrafficClass is the QP's frames' traffic class (AH.TrafficClass):
 	// rdma_cm's TOS.
 	TrafficClass uint8
@@ -128,6 +132,10 @@ func (qp *QP) bringUp(peerQPN, sqPSN, rqPSN uint32, ah AH, pathMTU int, sr bool,
 	}
 	if sr {
 		steps[1].mask |= AttrSelectiveRepeat
+	}
+	if o.PeerRNRRetry != 0 && qp.Type == QPTRC {
+		steps[2].attr.PeerRNRRetry = o.PeerRNRRetry
+		steps[2].mask |= AttrPeerRNRRetry
 	}
 	if qp.Type == QPTUC {
 		steps[0].attr.AccessFlags &= AccessRemoteWrite

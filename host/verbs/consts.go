@@ -139,4 +139,7 @@ const (
 	// AttrSelectiveRepeat is softrnic's own: QPAttr.SelectiveRepeat, on
 	// an RC QP's INIT->RTR transition.
 	AttrSelectiveRepeat = ibv.AttrSelectiveRepeat
+	// AttrPeerRNRRetry is softrnic's own: QPAttr.PeerRNRRetry, on an RC
+	// QP's RTR->RTS transition.
+	AttrPeerRNRRetry = ibv.AttrPeerRNRRetry
 )

@@ -70,6 +70,20 @@ type QPAttr struct {
 	// perf --sr); a QP with it sends each WRITE packet as a WRITE_ONLY,
 	// still standard RoCEv2.
 	SelectiveRepeat bool
+	// PeerRNRRetry (with AttrPeerRNRRetry, at RTR->RTS on RC) is the RNR
+	// retry count the peer's QP has, where this side knows it: a
+	// connection manager tells each side's QP its count (softrnic's CM
+	// sets it from the count it sent). 7, retries without end, lets the
+	// responder ask for a go-back-N gap again with an RNR NAK when a
+	// repeated sequence NAK went unanswered: rxe's requester, once a NAK
+	// has started a retry, ignores every later NAK until a positive ACK
+	// at or past the PSN it went back to (rxe_comp.c), so a loss among
+	// the packets it sends again would else wait for its local ACK
+	// timeout (about 2 s on rdma_cm's QPs); an RNR NAK makes it send
+	// again from that PSN after the RNR timer. Any other count (0:
+	// unknown) leaves the repeated sequence NAK alone: an RNR NAK counts
+	// against a finite count, and the last one fails the peer's QP.
+	PeerRNRRetry uint8
 }
 
 // QP is a queue pair.
@@ -397,6 +411,12 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		c.Flags &^= hostmem.QPFlagSelectiveRepeat
 		if attr.SelectiveRepeat {
 			c.Flags |= hostmem.QPFlagSelectiveRepeat
+		}
+	}
+	if mask&AttrPeerRNRRetry != 0 {
+		c.Flags &^= hostmem.QPFlagRNRRepair
+		if attr.PeerRNRRetry == 7 {
+			c.Flags |= hostmem.QPFlagRNRRepair
 		}
 	}
 	if next == QPSRTS && qp.state != QPSRTS && qp.Type == QPTRC {
