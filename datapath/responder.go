@@ -62,7 +62,7 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait 
 	case ibv.QPTUC:
 		return e.respondUC(q, r, p, psn)
 	}
-	if !e.checkPSN(q, r, p, psn) {
+	if !e.checkPSN(qpn, q, r, p, psn) {
 		return false
 	}
 	if accepted, wait := e.checkAndExecute(q, r, p, psn); !accepted {
@@ -108,7 +108,7 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 // SeqNAKInterval per QP (a stream of forged requests ahead of the window
 // must not make the requester go back at each), and with selective
 // repeat a WRITE_ONLY ahead is placed at once.
-func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
+func (e *engine) checkPSN(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
 	switch class, nak := r.rcv.Classify(psn, e.clock()); class {
 	case reliability.Duplicate:
 		e.duplicate(q, r, p, psn)
@@ -158,9 +158,43 @@ func (e *engine) checkPSN(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wir
 		default:
 			e.counters.SeqNAKSuppressed.Add(1)
 		}
+		if !r.rcv.QuietDeadline().IsZero() {
+			e.timeQP(qpn, r) // a go-back-N gap NAKed: its quiet timer
+		}
 		return false
 	}
 	return true
+}
+
+// rnrRepairTimer is the RNR timer code of an RNR NAK that asks for a
+// quiet go-back-N gap again (QPFlagRNRRepair): 0.01 ms, the shortest
+// (rxe waits one jiffy at least).
+const rnrRepairTimer = 1
+
+// quietGap NAKs again a go-back-N gap whose sender went quiet
+// (reliability.GapQuiet): behind an ACK of what came in order, as
+// checkPSN's NAKs. A sender that retries RNR NAKs without end
+// (QPFlagRNRRepair) gets an RNR NAK of the gap's PSN instead of a
+// sequence NAK: rxe's requester, once a NAK has started a retry,
+// ignores every later NAK until a positive ACK at or past the PSN it
+// went back to (rxe_comp.c), so when the packet it sent again is lost
+// it waits for its local ACK timeout (about 2 s on rdma_cm's QPs); an
+// RNR NAK makes it send again from the gap after the RNR timer. It is
+// sent only once the sender is quiet, never into its stream: a retry
+// started while rxe is still sending one can send a message's packets
+// under the wrong PSNs (seen in captures).
+func (e *engine) quietGap(q *hostmem.QPCEntry, r *qpRun) {
+	e.counters.SeqNAKRepeated.Add(1)
+	if r.rcv.Expected() != r.rcvFirst {
+		e.counters.ACKsBeforeNAK.Add(1)
+		e.acknowledge(q, r)
+	}
+	if q.Flags&hostmem.QPFlagRNRRepair != 0 {
+		e.counters.RNRRepairs.Add(1)
+		e.ack(q, r, r.rcv.Expected(), wire.RNRNAKSyndrome(rnrRepairTimer))
+		return
+	}
+	e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
 }
 
 // checkAndExecute runs an in-sequence RC or UC request through the

@@ -1,8 +1,9 @@
 package datapath
 
 // The timer stage: each engine's timing wheel of the QPs whose senders
-// have a timer running (local ACK, early retransmission, RNR wait), and
-// the QPs to come back to on the next pass (retransmissions beyond a
+// have a timer running (local ACK, early retransmission, RNR wait) or
+// whose receivers wait on a NAKed go-back-N gap (its sender gone quiet,
+// reliability.GapQuiet), and the QPs to come back to on the next pass (retransmissions beyond a
 // burst, packets held by pacing).
 //
 // The wheel has wheelSlots slots of wheelTick each; a QP waits in the
@@ -76,11 +77,21 @@ func (e *engine) pumpLater() {
 	e.laterSpare = list[:0]
 }
 
-// timeQP puts a QP on the wheel at its sender's deadline, or moves it
+// deadline is the QP's next timer: its sender's, or its receiver's for a
+// quiet go-back-N gap, whichever comes first (zero: none).
+func (r *qpRun) deadline() time.Time {
+	d, q := r.snd.Deadline(), r.rcv.QuietDeadline()
+	if d.IsZero() || !q.IsZero() && q.Before(d) {
+		return q
+	}
+	return d
+}
+
+// timeQP puts a QP on the wheel at its deadline (deadline), or moves it
 // there if the deadline moved earlier than its slot; a QP whose timer is
 // off leaves.
 func (e *engine) timeQP(qpn uint32, r *qpRun) {
-	d := r.snd.Deadline()
+	d := r.deadline()
 	if d.IsZero() || r.errored {
 		e.unwheel(qpn, r)
 		return
@@ -127,7 +138,8 @@ func (e *engine) unwheel(qpn uint32, r *qpRun) {
 }
 
 // tick runs the wheel's slots up to now: an RNR wait that ended or a
-// local ACK timeout makes the QP send again; retries exhausted fail it.
+// local ACK timeout makes the QP send again, retries exhausted fail it;
+// a go-back-N gap whose sender went quiet is NAKed again.
 func (e *engine) tick(now time.Time) {
 	w := &e.timerWheel
 	from, to := w.span(now)
@@ -159,7 +171,7 @@ func (e *engine) due(now time.Time) bool {
 			if r.wheel.at > t || r.errored {
 				continue
 			}
-			if d := r.snd.Deadline(); !d.IsZero() && !now.Before(d) {
+			if d := r.deadline(); !d.IsZero() && !now.Before(d) {
 				return true
 			}
 		}
@@ -170,7 +182,7 @@ func (e *engine) due(now time.Time) bool {
 // expire handles a QP whose slot came: its timer, if due, or a place at
 // its deadline.
 func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
-	d := r.snd.Deadline()
+	d := r.deadline()
 	if r.errored || d.IsZero() {
 		return
 	}
@@ -188,16 +200,21 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		}
 		return
 	}
-	switch r.snd.Tick(now) {
-	case reliability.Failed:
-		e.counters.RetryExceededErr.Add(1)
-		e.failed(qpn, &q, r)
-	case reliability.Accepted:
-		if r.snd.Resending() {
-			e.counters.Retransmits.Add(1)
-		}
-		e.request(qpn)
+	if r.rcv.QuietGap(now) {
+		e.quietGap(&q, r)
 	}
-	e.senderStats(r)
+	if d := r.snd.Deadline(); !d.IsZero() && !now.Before(d) {
+		switch r.snd.Tick(now) {
+		case reliability.Failed:
+			e.counters.RetryExceededErr.Add(1)
+			e.failed(qpn, &q, r)
+		case reliability.Accepted:
+			if r.snd.Resending() {
+				e.counters.Retransmits.Add(1)
+			}
+			e.request(qpn)
+		}
+		e.senderStats(r)
+	}
 	e.timeQP(qpn, r)
 }

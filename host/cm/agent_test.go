@@ -608,3 +608,63 @@ func TestREQFlood(t *testing.T) {
 	client.Close()
 	server.Close()
 }
+
+// TestRNRRepairOverCM: the CM tells each side's QP the RNR retry count
+// it sent the peer (7), so a go-back-N gap whose packet is lost again
+// when sent again, while requests beyond it keep coming, is asked for
+// with an RNR NAK (the answer rxe heeds during a retry); the WRITEs
+// complete and land.
+func TestRNRRepairOverCM(t *testing.T) {
+	var mu sync.Mutex
+	var gap uint32
+	var seen bool
+	drops := 0
+	// The first request to the server is lost, and so are its next two
+	// copies (the go-back after the NAK, the timer's).
+	drop := func(f []byte) bool {
+		var p wire.Packet
+		if wire.ParseNoICRC(f, &p) != nil || p.BTH().DestQP() == GSIQPN || wire.MAC(f[0:6]) != macB ||
+			p.Opcode.Info().Flags&wire.OpPayload == 0 {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen {
+			gap, seen = uint32(p.BTH().PSN()), true
+		}
+		if uint32(p.BTH().PSN()) == gap && drops < 3 {
+			drops++
+			return true
+		}
+		return false
+	}
+	a, b := pair(t, porttest.Config{Buffers: 1024, Drop: drop}, 14)
+	client, _ := connect(t, a, b, nil, nil)
+	const n, size = 8, 256
+	for i := range a.buf[:n*size] {
+		a.buf[i] = byte(i%251 + 1)
+	}
+	for i := range n {
+		if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGL:        []verbs.SGE{{Addr: a.mr.Addr + uint64(i*size), Length: size, LKey: a.mr.LKey}},
+			RemoteAddr: b.mr.Addr + uint64(i*size), RKey: b.mr.RKey}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("WRITE %d: %v", wc.WRID, wc.Status)
+		}
+	}
+	if !bytes.Equal(b.buf[:n*size], a.buf[:n*size]) {
+		t.Error("the WRITEs did not land")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if drops != 3 {
+		t.Fatalf("%d copies of the gap's packet dropped, want 3", drops)
+	}
+	if r := b.dev.NIC().Counters().RNRRepairs.Load(); r == 0 {
+		t.Error("rnr_nak_repairs 0: the repeated NAK of a lasting gap was not an RNR NAK")
+	}
+}

@@ -3,6 +3,7 @@ package verbs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -339,6 +340,94 @@ func TestDuplicateRead(t *testing.T) {
 		t.Errorf("the next READ: %d answers", len(got))
 	}
 	h.check(t)
+}
+
+// TestRNRRepair: a go-back-N gap NAKed once is NAKed again while
+// requests beyond it keep coming (a sequence NAK, SeqNAKRepeat on), and
+// again when its sender goes quiet (GapQuiet on): with a peer that
+// retries RNR NAKs without end (its CM was told 7) that NAK is an RNR
+// NAK of the gap's PSN with the shortest timer, which rxe heeds during a
+// retry where it ignores a NAK; with any other count (or none known) it
+// stays a sequence NAK. The gap's packet then lands as usual.
+func TestRNRRepair(t *testing.T) {
+	for _, tc := range []struct {
+		peer uint8
+		rnr  bool
+	}{{0, false}, {3, false}, {7, true}} {
+		t.Run(fmt.Sprintf("peer_rnr_retry_%d", tc.peer), func(t *testing.T) {
+			h := newHostile(t)
+			h.readyPeer(t, 8, tc.peer)
+			write := func(i int) *wire.FrameFields {
+				return &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: wire.PSN(hostilePSN + i), AckReq: true},
+					RETH: wire.RETHFields{VA: h.mr.Addr + uint64(i), RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{byte(i + 1)}}
+			}
+			// nak is the one answer that is not an ACK.
+			nak := func(name string, got []wire.Packet) wire.Syndrome {
+				t.Helper()
+				var s []wire.Syndrome
+				for _, p := range got {
+					if !p.AETH().Syndrome().IsACK() {
+						if p.BTH().PSN() != hostilePSN {
+							t.Errorf("%s: a NAK of PSN %d, want the gap's %d", name, p.BTH().PSN(), hostilePSN)
+						}
+						s = append(s, p.AETH().Syndrome())
+					}
+				}
+				if len(s) != 1 {
+					t.Fatalf("%s: %d NAKs, want 1", name, len(s))
+				}
+				return s[0]
+			}
+			seqNAK := func(s wire.Syndrome) bool { return s.IsNAK() && s.Value() == wire.NAKPSNSequenceError }
+			// PSN hostilePSN is lost: the first packet beyond it draws a
+			// sequence NAK of hostilePSN.
+			got, _ := h.exchange(t, write(1), 1)
+			if s := nak("the first packet past the gap", got); !seqNAK(s) {
+				t.Fatalf("the first packet past the gap drew %#x, want a sequence NAK", uint8(s))
+			}
+			// More beyond it, past the repeat's wait: a sequence NAK again,
+			// whatever the peer (a NAK into the sender's stream).
+			time.Sleep(reliability.SeqNAKRepeat + reliability.SeqNAKRepeat/2)
+			got, _ = h.exchange(t, write(2), 1)
+			if s := nak("a packet past the gap later", got); !seqNAK(s) {
+				t.Errorf("a packet past the gap after %v drew %#x, want a sequence NAK", reliability.SeqNAKRepeat, uint8(s))
+			}
+			// The sender goes quiet: the gap is NAKed again, no sooner
+			// than GapQuiet after the last packet.
+			last := time.Now()
+			got, _ = h.exchange(t, nil, 1)
+			if since := time.Since(last); since < reliability.GapQuiet {
+				t.Errorf("the quiet gap was NAKed after %v, want %v at least", since, reliability.GapQuiet)
+			}
+			switch s := nak("the quiet gap", got); {
+			case tc.rnr && (!s.IsRNRNAK() || s.Value() != 1):
+				t.Errorf("the quiet gap drew %#x, want an RNR NAK with timer code 1", uint8(s))
+			case !tc.rnr && !seqNAK(s):
+				t.Errorf("the quiet gap drew %#x, want a sequence NAK", uint8(s))
+			}
+			want := uint64(0)
+			if tc.rnr {
+				want = 1
+			}
+			if n := h.nic.Counters().RNRRepairs.Load(); n != want {
+				t.Errorf("rnr_nak_repairs %d, want %d", n, want)
+			}
+			// The sender goes back: the gap's packet lands and is ACKed;
+			// the gap's timer stops.
+			got, _ = h.exchange(t, write(0), 1)
+			if len(got) == 0 || !got[len(got)-1].AETH().Syndrome().IsACK() {
+				t.Fatalf("the gap's packet: %d answers, want an ACK", len(got))
+			}
+			if h.region[0] != 1 {
+				t.Error("the gap's WRITE did not land")
+			}
+			time.Sleep(2 * reliability.GapQuiet)
+			if got := h.drain(t); len(got) != 0 {
+				t.Errorf("%d answers after the gap closed, want none", len(got))
+			}
+			h.check(t)
+		})
+	}
 }
 
 // TestSeqNAKRateLimit: forged requests ahead of the expected PSN, each

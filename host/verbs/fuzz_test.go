@@ -62,7 +62,11 @@ func newHostile(f testing.TB) *hostile {
 func (h *hostile) ready(t testing.TB) { h.readyWith(t, 8) }
 
 // readyWith is ready with the QP's local ACK timeout exponent.
-func (h *hostile) readyWith(t testing.TB, timeout uint8) {
+func (h *hostile) readyWith(t testing.TB, timeout uint8) { h.readyPeer(t, timeout, 0) }
+
+// readyPeer is readyWith, the QP told the peer's RNR retry count
+// (QPAttr.PeerRNRRetry) unless it is 0.
+func (h *hostile) readyPeer(t testing.TB, timeout, peerRNRRetry uint8) {
 	steps := []struct {
 		attr verbs.QPAttr
 		mask verbs.AttrMask
@@ -75,6 +79,10 @@ func (h *hostile) readyWith(t testing.TB, timeout uint8) {
 			verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
 		{verbs.QPAttr{State: verbs.QPSRTS, SQPSN: bPSN, Timeout: timeout, RetryCnt: 1, RNRRetry: 1, MaxRdAtomic: 16},
 			verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic},
+	}
+	if peerRNRRetry != 0 {
+		steps[3].attr.PeerRNRRetry = peerRNRRetry
+		steps[3].mask |= verbs.AttrPeerRNRRetry
 	}
 	for _, s := range steps {
 		if err := h.b.QP.Modify(&s.attr, s.mask); err != nil {
