@@ -33,14 +33,17 @@ const (
 // GapQuiet and GapQuietMax pace the NAKs of a go-back-N gap whose sender
 // has gone quiet: no request for GapQuiet after the gap's last NAK or
 // its last request beyond it, the gap is NAKed again (QuietGap), the
-// wait doubling to GapQuietMax. A sender whose packet sent again was
+// wait doubling to GapQuietMax, at most GapQuietNAKs times before a
+// request comes again (a sender that stays silent longer has gone, or
+// will go back on its own timer). A sender whose packet sent again was
 // lost, and which ignores NAKs during a retry (rxe), sends nothing more
 // before its local ACK timeout; the wait, well beyond a round trip and
 // beyond the pauses of a slow sender's stream, keeps the NAK from
 // landing while the sender is still sending.
 const (
-	GapQuiet    = 8 * time.Millisecond
-	GapQuietMax = 256 * time.Millisecond
+	GapQuiet     = 8 * time.Millisecond
+	GapQuietMax  = 256 * time.Millisecond
+	GapQuietNAKs = 8
 )
 
 // Class is what a request's PSN makes of it.
@@ -99,6 +102,7 @@ type Receiver struct {
 	stats      ReceiverStats
 	quietAt    time.Time     // go-back-N: when a quiet gap is NAKed again (zero: no gap NAKed)
 	quietWait  time.Duration // the quiet wait after the next NAK
+	quietNAKs  uint8         // quiet NAKs since the last request beyond the gap
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -245,7 +249,7 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 // the quiet wait after now (a request beyond the gap, or its NAK).
 func (r *Receiver) quiet(now time.Time) {
 	if r.nakSent && !r.sr {
-		r.quietAt = now.Add(r.quietWait)
+		r.quietAt, r.quietNAKs = now.Add(r.quietWait), 0
 	}
 }
 
@@ -255,13 +259,17 @@ func (r *Receiver) QuietDeadline() time.Time { return r.quietAt }
 
 // QuietGap reports, at now, whether a NAKed go-back-N gap's sender has
 // been quiet for its wait: then the gap is to be NAKed again (counted as
-// a repeat, RepeatedNAK), and the next wait is twice as long.
+// a repeat, RepeatedNAK), and the next wait is twice as long; after
+// GapQuietNAKs of them in a row the timer stops until a request comes.
 func (r *Receiver) QuietGap(now time.Time) bool {
 	if r.quietAt.IsZero() || now.Before(r.quietAt) {
 		return false
 	}
 	r.quietWait = min(2*r.quietWait, GapQuietMax)
 	r.quietAt = now.Add(r.quietWait)
+	if r.quietNAKs++; r.quietNAKs >= GapQuietNAKs {
+		r.quietAt = time.Time{}
+	}
 	r.lastNAK, r.nakRepeat = now, true
 	r.stats.NAKsRepeated++
 	r.stats.QuietNAKs++

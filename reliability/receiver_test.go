@@ -73,7 +73,7 @@ func TestQuietGap(t *testing.T) {
 		t.Fatalf("after a request beyond the gap the deadline is %v on, want %v", got.Sub(t0), q/2+q)
 	}
 	at := t0.Add(q / 2)
-	for i, wait := 0, q; i < 8; i++ {
+	for i, wait := 0, q; i < reliability.GapQuietNAKs; i++ {
 		if r.QuietGap(at.Add(wait - time.Microsecond)) {
 			t.Fatalf("quiet NAK %d before its wait %v", i, wait)
 		}
@@ -82,12 +82,25 @@ func TestQuietGap(t *testing.T) {
 			t.Fatalf("no quiet NAK %d after %v", i, wait)
 		}
 		wait = min(2*wait, reliability.GapQuietMax)
+		if i == reliability.GapQuietNAKs-1 {
+			break
+		}
 		if got := r.QuietDeadline().Sub(at); got != wait {
 			t.Fatalf("after quiet NAK %d the next waits %v, want %v", i, got, wait)
 		}
 	}
-	if s := r.Stats(); s.QuietNAKs != 8 || s.NAKsRepeated != 9 {
-		t.Errorf("stats %+v, want 8 quiet NAKs, counted as repeats with the one before", s)
+	// The sender stayed silent through them all: no more, until a
+	// request beyond the gap comes again.
+	if !r.QuietDeadline().IsZero() || r.QuietGap(at.Add(time.Hour)) {
+		t.Fatalf("a quiet NAK after %d in a row", reliability.GapQuietNAKs)
+	}
+	if s := r.Stats(); s.QuietNAKs != reliability.GapQuietNAKs || s.NAKsRepeated != reliability.GapQuietNAKs+1 {
+		t.Errorf("stats %+v, want %d quiet NAKs, counted as repeats with the one before", s, reliability.GapQuietNAKs)
+	}
+	at = at.Add(time.Hour)
+	r.Classify(103, at) // the sender is back: the timer again, at the last wait
+	if got := r.QuietDeadline().Sub(at); got != reliability.GapQuietMax {
+		t.Fatalf("after a request the quiet deadline is %v on, want %v", got, reliability.GapQuietMax)
 	}
 	// The go-back fills the gap: no timer.
 	r.Classify(100, at)
