@@ -185,6 +185,7 @@ const rnrRepairTimer = 1
 // under the wrong PSNs (seen in captures).
 func (e *engine) quietGap(q *hostmem.QPCEntry, r *qpRun) {
 	e.counters.SeqNAKRepeated.Add(1)
+	e.counters.SeqNAKQuiet.Add(1)
 	if r.rcv.Expected() != r.rcvFirst {
 		e.counters.ACKsBeforeNAK.Add(1)
 		e.acknowledge(q, r)
