@@ -274,20 +274,22 @@ const (
 	MsgOther = 2
 )
 
-// REJ reasons (IBTA table 112), the ones this package sends or names.
+// REJ reasons (IBTA table 112, Linux's enum ib_cm_rej_reason), the ones
+// this package sends or names.
 const (
 	RejNoQP                 = 1
-	RejNoResources          = 2
-	RejTimeout              = 3
-	RejInvalidCommID        = 5
-	RejInvalidCommInstance  = 6
+	RejNoEEC                = 2
+	RejNoResources          = 3
+	RejTimeout              = 4
+	RejUnsupported          = 5
+	RejInvalidCommID        = 6
+	RejInvalidCommInstance  = 7
 	RejInvalidServiceID     = 8
 	RejInvalidTransportType = 9
 	RejStaleConn            = 10
-	RejInvalidGID           = 13
+	RejInvalidGID           = 12
 	RejInvalidMTU           = 26
 	RejConsumer             = 28 // the application refused; the reason is in the private data
-	RejInvalidQPN           = 33
 )
 
 // REJ refuses a REQ or a REP.
