@@ -306,6 +306,12 @@ func (a *Agent) receive(dgram []byte) {
 	}
 	a.mu.Lock()
 	c := a.conns[id]
+	if rej, ok := m.(*REJ); ok && (c == nil || c.peer != peer) {
+		// A peer that gave up on its REQ (a REJ for a timeout, sent
+		// when it destroys an ID still waiting for our REP) does not
+		// know our ID: the REJ names the connection by the peer's own.
+		c = a.passive[passiveKey{peer, rej.LocalCommID}]
+	}
 	a.mu.Unlock()
 	if c == nil || c.peer != peer {
 		if dreq, ok := m.(*DREQ); ok {

@@ -92,7 +92,6 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 	return dialAccept(t, a, l, aqc)
 }
 
-// dialAccept dials l (on b's port 7174) from a and accepts there.
 // forger is a plain UD QP on s's device, from which a test sends crafted
 // MADs to a peer's QP1.
 func forger(t *testing.T, s *side) *verbs.QP {
@@ -108,6 +107,7 @@ func forger(t *testing.T, s *side) *verbs.QP {
 	return qp
 }
 
+// dialAccept dials l (on b's port 7174) from a and accepts there.
 func dialAccept(t *testing.T, a *side, l *Listener, qc QPConfig) (*Conn, *Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -607,6 +607,74 @@ func TestREQFlood(t *testing.T) {
 	}
 	client.Close()
 	server.Close()
+}
+
+// forge sends m from s's forger QP to the CM on ipB.
+func forge(t *testing.T, s *side, qp *verbs.QP, m Message, tid uint64) {
+	t.Helper()
+	d, err := Encode(m, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(s.buf, d)
+	if _, err := qp.PostSend([]verbs.SendWR{{WRID: tid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: s.mr.Addr, Length: uint32(len(d)), LKey: s.mr.LKey}}, AH: &verbs.AH{DestMAC: macB, DestGID: ipB},
+		RemoteQPN: GSIQPN, RemoteQKey: GSIQKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, s.qc.SendCQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("forged %T: %+v", m, wc)
+	}
+}
+
+// TestTimedOutREQ: a peer whose REQ timed out before our REP came
+// (rdma_cm reports UNREACHABLE) sends, when it destroys its ID, a REJ
+// for a timeout that names only its own communication ID, as Linux's CM
+// does; the handshake ends on it instead of sending the REP again until
+// its retries run out.
+func TestTimedOutREQ(t *testing.T) {
+	a, b := pair(t, porttest.Config{}, 14)
+	l, err := b.a.Listen(":7174", b.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	qp := forger(t, a)
+	req := &REQ{LocalCommID: 0x8d2dc053, LocalQPN: 0x99, ServiceID: ServiceID(PortSpaceTCP, 7174),
+		RemoteCMResponseTimeout: MaxHonoredTimeout, MaxCMRetries: 15, TransportType: TransportRC, StartingPSN: 1, Private: make([]byte, REQPrivate)}
+	if err := (IPHeader{SrcPort: 40000, Src: ipA, Dst: ipB}).Put(req.Private); err != nil {
+		t.Fatal(err)
+	}
+	forge(t, a, qp, req, 7)
+	for deadline := time.Now().Add(5 * time.Second); b.a.Counters.Sent.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no REP")
+		}
+	}
+	forge(t, a, qp, &REJ{LocalCommID: req.LocalCommID, MessageRejected: MsgOther, Reason: RejTimeout}, 7)
+	// The REP waits a response timeout (about 1 s) before it goes again:
+	// the REJ ends the handshake well before.
+	start := time.Now()
+	for b.a.Counters.Reject.Load() == 0 && time.Since(start) < 800*time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	if n := b.a.Counters.Reject.Load(); n != 1 {
+		t.Fatalf("%d REJs taken after %v, want the peer's (dropped: %d)", n, time.Since(start), b.a.Counters.Dropped.Load())
+	}
+	if n := b.a.Counters.Resent.Load(); n != 0 {
+		t.Errorf("the REP went again %d times", n)
+	}
+	b.a.mu.Lock()
+	pending := len(b.a.passive)
+	b.a.mu.Unlock()
+	for ; pending != 0 && time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+		b.a.mu.Lock()
+		pending = len(b.a.passive)
+		b.a.mu.Unlock()
+	}
+	if pending != 0 {
+		t.Errorf("%d handshakes still pending", pending)
+	}
 }
 
 // TestRNRRepairOverCM: the CM tells each side's QP the RNR retry count
