@@ -129,7 +129,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	}
 	if bufs := handoffBuffers; len(n.cfg.Ports) > 1 || n.cfg.KernelRx && id == 0 {
 		if len(n.cfg.Ports) == 1 {
-			bufs = kernelRxBuffers // only what Deliver brings
+			bufs = KernelRxBuffers // only what Deliver brings
 		}
 		e.inbox = make(chan handoff, bufs)
 		e.spare = make(chan []byte, bufs)

@@ -110,10 +110,14 @@ func (e *engine) fromPeer(p *wire.Packet, q *hostmem.QPCEntry) bool {
 // another queue for one of its QPs and wait for it to take them.
 const handoffBuffers = 1024
 
-// kernelRxBuffers is how many frames taken in through NIC.Deliver a
-// single-queue NIC holds for its engine: the kernel's UDP stack brings
-// few (what the XDP program missed), not a queue's traffic.
-const kernelRxBuffers = 64
+// KernelRxBuffers is how many frames taken in through NIC.Deliver a
+// single-queue NIC holds for its engine. The kernel's UDP stack usually
+// brings few (what the XDP program missed), but a peer that sends to
+// another of the host's MAC addresses (a bridge's, which answers ARP for
+// every address of its namespace by default) sends it all its traffic:
+// room for a window of packets keeps such a path from dropping what the
+// engine takes a turn later.
+const KernelRxBuffers = 512
 
 // handoffBatch is how many handed-off frames an engine takes in a turn.
 const handoffBatch = 32

@@ -95,3 +95,31 @@ func TestDeliverRefused(t *testing.T) {
 		t.Errorf("kernel_rx_frames %d, kernel_rx_dropped %d: want 1 and 1", c.KernelRxFrames.Load(), c.KernelRxDropped.Load())
 	}
 }
+
+// TestDeliverHoldsAWindow: a NIC with KernelRx holds a window of frames
+// that Deliver brings before its engine takes a turn (a peer that sends
+// all its traffic through the kernel's stack), and refuses, counted, only
+// what is beyond.
+func TestDeliverHoldsAWindow(t *testing.T) {
+	pa, _ := porttest.NewPair(porttest.Config{Buffers: 64})
+	// PollApp: the engine runs only when the application polls, so none
+	// of the frames is taken before the last is delivered.
+	nic := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: nicMAC, IP: nicIP, KernelRx: true, Poll: datapath.PollApp}, Port: pa}, 1<<12)
+	n := nic.Dev.NIC()
+	frame := make([]byte, 1100)
+	// perftest's window by default: 128 messages of 4 KiB, 4 packets each
+	// at an IB MTU of 1024 (a 1500-byte Ethernet MTU).
+	const window = 128 * 4096 / 1024
+	taken := 0
+	for ; n.Deliver(frame, true); taken++ {
+		if taken > 1<<16 {
+			t.Fatal("Deliver never refuses")
+		}
+	}
+	if taken < window || taken != datapath.KernelRxBuffers {
+		t.Errorf("the NIC held %d frames before its engine's turn, want KernelRxBuffers (%d), a window (%d) at least", taken, datapath.KernelRxBuffers, window)
+	}
+	if c := n.Counters(); c.KernelRxFrames.Load() != uint64(taken)+1 || c.KernelRxDropped.Load() != 1 {
+		t.Errorf("kernel_rx_frames %d, kernel_rx_dropped %d: want %d and 1", c.KernelRxFrames.Load(), c.KernelRxDropped.Load(), taken+1)
+	}
+}

@@ -57,6 +57,11 @@ n ip link set srnb up
 n ip link set $IF up
 n ip addr add $HOSTIP/24 dev $IF
 n sysctl -qw net.bridge.bridge-nf-call-iptables=0 2>/dev/null
+# Only the veth answers ARP for its address: by default the bridge, in the
+# same namespace, answers too (first, with its own MAC), and the guest's
+# frames then go up the bridge's stack to softrnic's kernel UDP socket
+# (kernel_rx_frames) instead of through the veth's XDP program.
+n sysctl -qw net.ipv4.conf.all.arp_ignore=1
 "$T" exec -t 20 "ip neigh flush dev eth0" >/dev/null 2>&1
 # The guest learns the veth's MAC before the first run.
 "$T" exec -t 20 "ping -c 3 -W 2 $HOSTIP" >"$LOG/ping.log" 2>&1 ||
