@@ -79,7 +79,9 @@ const SRWindow = 1024
 type ReceiverStats struct {
 	Duplicates, OutOfSequence, NAKsSuppressed uint64
 	NAKsRepeated                              uint64 // sequence NAKs of a gap NAKed before (SeqNAKRepeat, GapQuiet)
-	QuietNAKs                                 uint64 // of them, NAKs of a gap whose sender went quiet (QuietGap)
+	QuietNAKs                                 uint64 // of them, NAKs of a gap whose sender went quiet (Quiet)
+	TailNAKs                                  uint64 // NAKs of the next PSN of a message left open while its sender went quiet (Quiet)
+	ACKsRepeated                              uint64 // ACKs sent again once the sender went quiet (Quiet)
 	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
 
@@ -103,6 +105,8 @@ type Receiver struct {
 	quietAt    time.Time     // go-back-N: when a quiet gap is NAKed again (zero: no gap NAKed)
 	quietWait  time.Duration // the quiet wait after the next NAK
 	quietNAKs  uint8         // quiet NAKs since the last request beyond the gap
+	quietKind  QuietKind     // what quietAt repairs
+	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -217,11 +221,13 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 	switch d := psn.Diff(r.exp); {
 	case d < 0:
 		r.stats.Duplicates++
+		r.lossy = true
 		return Duplicate, false
 	case d > 0 && r.sr && d < SRWindow && r.bit(int(d)):
 		return AlreadyPlaced, false
 	case d > 0:
 		r.stats.OutOfSequence++
+		r.lossy = true
 		c = OutOfSequence
 		if r.sr && d < SRWindow {
 			c = Ahead
@@ -249,31 +255,84 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 // the quiet wait after now (a request beyond the gap, or its NAK).
 func (r *Receiver) quiet(now time.Time) {
 	if r.nakSent && !r.sr {
-		r.quietAt, r.quietNAKs = now.Add(r.quietWait), 0
+		r.quietAt, r.quietNAKs, r.quietKind = now.Add(r.quietWait), 0, QuietGap
 	}
 }
 
-// QuietDeadline is when a NAKed go-back-N gap is NAKed again if no
-// request comes before (QuietGap); zero without one.
+// QuietKind is what a go-back-N receiver's quiet deadline repairs when
+// the sender sends nothing before it.
+type QuietKind uint8
+
+const (
+	// QuietNone: no deadline.
+	QuietNone QuietKind = iota
+	// QuietGap: a gap NAKed before; NAK it again.
+	QuietGap
+	// QuietTail: a message left open (its last packet, or the ACK that
+	// would have let the sender go on, was lost, and nothing beyond it
+	// tells the receiver): NAK the next PSN.
+	QuietTail
+	// QuietACK: the last ACK, on a QP that has seen loss (it may have
+	// been lost, and the sender waits for it): send it again, once.
+	QuietACK
+)
+
+// QuietDeadline is when the sender counts as quiet (Quiet); zero without
+// a deadline.
 func (r *Receiver) QuietDeadline() time.Time { return r.quietAt }
 
-// QuietGap reports, at now, whether a NAKed go-back-N gap's sender has
-// been quiet for its wait: then the gap is to be NAKed again (counted as
-// a repeat, RepeatedNAK), and the next wait is twice as long; after
-// GapQuietNAKs of them in a row the timer stops until a request comes.
-func (r *Receiver) QuietGap(now time.Time) bool {
+// Opened sets, go-back-N, the quiet deadline of a message the request
+// just executed left open (not its last packet): GapQuiet on, its next
+// packet is taken as lost (QuietTail). A NAKed gap's deadline stays.
+func (r *Receiver) Opened(now time.Time) {
+	if !r.sr && r.quietKind != QuietGap {
+		r.quietAt, r.quietKind, r.quietWait, r.quietNAKs = now.Add(GapQuiet), QuietTail, GapQuiet, 0
+	}
+}
+
+// Acknowledged sets, go-back-N on a QP that has seen loss, the quiet
+// deadline of the ACK just sent: GapQuiet on, with nothing new from the
+// sender, it is sent again (QuietACK). Another deadline stays.
+func (r *Receiver) Acknowledged(now time.Time) {
+	if !r.sr && r.lossy && r.quietKind == QuietNone {
+		r.quietAt, r.quietKind = now.Add(GapQuiet), QuietACK
+	}
+}
+
+// NoteLoss records loss the receiver did not see itself (the QP's own
+// requester sent packets again): its ACKs are then sent again when the
+// sender goes quiet (Acknowledged).
+func (r *Receiver) NoteLoss() { r.lossy = true }
+
+// Quiet reports, at now, what to send because the sender has been quiet
+// until the deadline: for QuietGap and QuietTail a NAK of the expected
+// PSN (counted as repeats, RepeatedNAK, for a gap), the next wait twice
+// as long, the timer stopping after GapQuietNAKs in a row until a
+// request comes; for QuietACK the ACK of what came in order, once.
+func (r *Receiver) Quiet(now time.Time) QuietKind {
 	if r.quietAt.IsZero() || now.Before(r.quietAt) {
-		return false
+		return QuietNone
+	}
+	k := r.quietKind
+	if k == QuietACK {
+		r.quietAt, r.quietKind = time.Time{}, QuietNone
+		r.stats.ACKsRepeated++
+		return k
 	}
 	r.quietWait = min(2*r.quietWait, GapQuietMax)
 	r.quietAt = now.Add(r.quietWait)
 	if r.quietNAKs++; r.quietNAKs >= GapQuietNAKs {
 		r.quietAt = time.Time{}
 	}
-	r.lastNAK, r.nakRepeat = now, true
+	r.lastNAK = now
+	if k == QuietTail {
+		r.stats.TailNAKs++
+		return k
+	}
+	r.nakRepeat = true
 	r.stats.NAKsRepeated++
 	r.stats.QuietNAKs++
-	return true
+	return k
 }
 
 // Executed moves the expected PSN past a request that occupied span PSNs
@@ -286,9 +345,8 @@ func (r *Receiver) QuietGap(now time.Time) bool {
 func (r *Receiver) Executed(span uint32, done bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
-	if r.nakSent { // the gap closed
-		r.nakSent, r.quietAt = false, time.Time{}
-	}
+	r.nakSent = false // a gap closed
+	r.quietAt, r.quietKind = time.Time{}, QuietNone
 	if done {
 		r.msn++
 	}

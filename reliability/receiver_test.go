@@ -61,7 +61,7 @@ func TestQuietGap(t *testing.T) {
 	r.Init(100, false)
 	t0 := time.Unix(1000, 0)
 	q := reliability.GapQuiet
-	if !r.QuietDeadline().IsZero() || r.QuietGap(t0.Add(time.Hour)) {
+	if !r.QuietDeadline().IsZero() || r.Quiet(t0.Add(time.Hour)) != reliability.QuietNone {
 		t.Fatal("a quiet timer without a gap")
 	}
 	r.Classify(101, t0) // 100 lost: NAKed
@@ -74,11 +74,11 @@ func TestQuietGap(t *testing.T) {
 	}
 	at := t0.Add(q / 2)
 	for i, wait := 0, q; i < reliability.GapQuietNAKs; i++ {
-		if r.QuietGap(at.Add(wait - time.Microsecond)) {
+		if r.Quiet(at.Add(wait-time.Microsecond)) != reliability.QuietNone {
 			t.Fatalf("quiet NAK %d before its wait %v", i, wait)
 		}
 		at = at.Add(wait)
-		if !r.QuietGap(at) || !r.RepeatedNAK() {
+		if r.Quiet(at) != reliability.QuietGap || !r.RepeatedNAK() {
 			t.Fatalf("no quiet NAK %d after %v", i, wait)
 		}
 		wait = min(2*wait, reliability.GapQuietMax)
@@ -91,7 +91,7 @@ func TestQuietGap(t *testing.T) {
 	}
 	// The sender stayed silent through them all: no more, until a
 	// request beyond the gap comes again.
-	if !r.QuietDeadline().IsZero() || r.QuietGap(at.Add(time.Hour)) {
+	if !r.QuietDeadline().IsZero() || r.Quiet(at.Add(time.Hour)) != reliability.QuietNone {
 		t.Fatalf("a quiet NAK after %d in a row", reliability.GapQuietNAKs)
 	}
 	if s := r.Stats(); s.QuietNAKs != reliability.GapQuietNAKs || s.NAKsRepeated != reliability.GapQuietNAKs+1 {
@@ -105,13 +105,85 @@ func TestQuietGap(t *testing.T) {
 	// The go-back fills the gap: no timer.
 	r.Classify(100, at)
 	r.Executed(1, true)
-	if !r.QuietDeadline().IsZero() || r.QuietGap(at.Add(time.Hour)) {
+	if !r.QuietDeadline().IsZero() || r.Quiet(at.Add(time.Hour)) != reliability.QuietNone {
 		t.Error("the quiet timer outlived the gap")
 	}
 	var sr reliability.Receiver
 	sr.Init(100, true)
 	sr.Classify(102, t0)
+	sr.Opened(t0)
+	sr.NoteLoss()
+	sr.Acknowledged(t0)
 	if !sr.QuietDeadline().IsZero() {
 		t.Error("a selective-repeat receiver has a quiet timer")
+	}
+}
+
+// TestQuietTailAndACK: a go-back-N receiver whose sender goes quiet with
+// a message left open NAKs the next PSN (again, doubling, as a gap);
+// one that saw loss sends its last ACK again, once; a request in order
+// ends either; a receiver that saw no loss sends no ACK twice.
+func TestQuietTailAndACK(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	q := reliability.GapQuiet
+	var r reliability.Receiver
+	r.Init(100, false)
+	r.Classify(100, t0)
+	r.Executed(1, false) // a FIRST: the message is open
+	r.Opened(t0)
+	if got := r.QuietDeadline(); !got.Equal(t0.Add(q)) {
+		t.Fatalf("an open message's deadline %v on, want %v", got.Sub(t0), q)
+	}
+	if k := r.Quiet(t0.Add(q - time.Microsecond)); k != reliability.QuietNone {
+		t.Fatalf("%v before the wait", k)
+	}
+	if k := r.Quiet(t0.Add(q)); k != reliability.QuietTail {
+		t.Fatalf("the quiet sender of an open message: %v, want QuietTail", k)
+	}
+	if got := r.QuietDeadline().Sub(t0.Add(q)); got != 2*q {
+		t.Fatalf("the next tail NAK waits %v, want %v", got, 2*q)
+	}
+	// The last packet comes: in order, the message done; no loss seen
+	// (a tail NAK is not one): no ACK repeat.
+	r.Classify(101, t0.Add(2*q))
+	r.Executed(1, true)
+	r.Acknowledged(t0.Add(2 * q))
+	if !r.QuietDeadline().IsZero() {
+		t.Fatalf("a deadline after an ACK on a QP that saw no loss")
+	}
+	if s := r.Stats(); s.TailNAKs != 1 || s.NAKsRepeated != 0 || s.ACKsRepeated != 0 {
+		t.Errorf("stats %+v, want one tail NAK", s)
+	}
+	// A duplicate is loss: the next ACK is sent again once the sender
+	// goes quiet, once.
+	at := t0.Add(time.Second)
+	r.Classify(100, at)
+	r.Classify(102, at)
+	r.Executed(1, true)
+	r.Acknowledged(at)
+	if k := r.Quiet(at.Add(q)); k != reliability.QuietACK {
+		t.Fatalf("the quiet sender after an ACK on a lossy QP: %v, want QuietACK", k)
+	}
+	if !r.QuietDeadline().IsZero() || r.Quiet(at.Add(time.Hour)) != reliability.QuietNone {
+		t.Fatal("an ACK sent again twice")
+	}
+	if s := r.Stats(); s.ACKsRepeated != 1 {
+		t.Errorf("stats %+v, want one ACK repeated", s)
+	}
+	// A request in order before the deadline: no repeat.
+	r.Classify(103, at.Add(2*q))
+	r.Executed(1, true)
+	r.Acknowledged(at.Add(2 * q))
+	r.Classify(104, at.Add(2*q+q/2))
+	r.Executed(1, false)
+	r.Opened(at.Add(2*q + q/2))
+	if k := r.Quiet(at.Add(3 * q)); k != reliability.QuietNone {
+		t.Fatalf("%v with a request before the deadline", k)
+	}
+	// A NAKed gap keeps its own deadline over an open message's.
+	r.Classify(107, at.Add(4*q))
+	r.Opened(at.Add(5 * q))
+	if k := r.Quiet(at.Add(5 * q)); k != reliability.QuietGap {
+		t.Fatalf("a NAKed gap's deadline: %v, want QuietGap", k)
 	}
 }
