@@ -176,6 +176,8 @@ type Counters struct {
 	SeqNAKSuppressed           atomic.Uint64 // out-of-sequence requests not NAKed: their gap had its NAK, or the QP's last NAK was too recent
 	SeqNAKRepeated             atomic.Uint64 // sequence NAKs sent again for a gap that lasted (its NAK may have been lost: reliability.SeqNAKRepeat)
 	SeqNAKQuiet                atomic.Uint64 // go-back-N: of the repeated NAKs, those for a gap whose sender went quiet (reliability.GapQuiet)
+	SeqNAKTail                 atomic.Uint64 // go-back-N: NAKs of the next PSN of a message left open while its sender went quiet (reliability.QuietTail)
+	ACKsRepeated               atomic.Uint64 // go-back-N: ACKs sent again when the sender went quiet after them, on a QP that has seen loss (reliability.QuietACK)
 	RNRRepairs                 atomic.Uint64 // go-back-N: gaps asked for again with an RNR NAK, a repeated sequence NAK having gone unanswered (QPFlagRNRRepair)
 	ACKsBeforeNAK              atomic.Uint64 // go-back-N: ACKs of what came in order sent just before a sequence NAK (rxe heeds a NAK during a retry only after one)
 	RcvdStaleResponse          atomic.Uint64 // ACKs, NAKs and responses for PSNs outside [oldest unacknowledged, last sent], ignored
@@ -236,7 +238,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"kernel_rx_frames", &c.KernelRxFrames}, {"kernel_rx_dropped", &c.KernelRxDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey}, {"rcvd_bad_addr", &c.RcvdBadAddr},
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"rcvd_op_seq_err", &c.RcvdOpSeqErr}, {"rcvd_rkey_err", &c.RcvdRKeyErr},
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
-		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"seq_nak_repeated", &c.SeqNAKRepeated}, {"seq_nak_quiet", &c.SeqNAKQuiet}, {"acks_before_nak", &c.ACKsBeforeNAK}, {"rnr_nak_repairs", &c.RNRRepairs}, {"rcvd_stale_response", &c.RcvdStaleResponse},
+		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"seq_nak_repeated", &c.SeqNAKRepeated}, {"seq_nak_quiet", &c.SeqNAKQuiet}, {"seq_nak_tail", &c.SeqNAKTail}, {"acks_repeated", &c.ACKsRepeated}, {"acks_before_nak", &c.ACKsBeforeNAK}, {"rnr_nak_repairs", &c.RNRRepairs}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
 		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"early_retransmits", &c.EarlyRetransmits}, {"timers_held", &c.TimersHeld}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead}, {"placed_reports", &c.PlacedReports}, {"repair_naks", &c.RepairNAKs},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},

@@ -68,7 +68,7 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait 
 	if accepted, wait := e.checkAndExecute(q, r, p, psn); !accepted {
 		return wait
 	}
-	e.acknowledgeRequest(q, r, p)
+	e.acknowledgeRequest(qpn, q, r, p)
 	return false
 }
 
@@ -171,21 +171,27 @@ func (e *engine) checkPSN(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pac
 // (rxe waits one jiffy at least).
 const rnrRepairTimer = 1
 
-// quietGap NAKs again a go-back-N gap whose sender went quiet
-// (reliability.GapQuiet): behind an ACK of what came in order, as
-// checkPSN's NAKs. A sender that retries RNR NAKs without end
-// (QPFlagRNRRepair) gets an RNR NAK of the gap's PSN instead of a
-// sequence NAK: rxe's requester, once a NAK has started a retry,
+// quietNAK answers a go-back-N sender gone quiet (reliability.GapQuiet)
+// while the receiver waits on it: a gap NAKed before is NAKed again, and
+// a message left open is NAKed at its next PSN (its last packet, or the
+// ACK that would have let the sender go on, was lost), each behind an ACK
+// of what came in order, as checkPSN's NAKs. A sender that retries RNR
+// NAKs without end (QPFlagRNRRepair) gets an RNR NAK of that PSN instead
+// of a sequence NAK: rxe's requester, once a NAK has started a retry,
 // ignores every later NAK until a positive ACK at or past the PSN it
 // went back to (rxe_comp.c), so when the packet it sent again is lost
 // it waits for its local ACK timeout (about 2 s on rdma_cm's QPs); an
-// RNR NAK makes it send again from the gap after the RNR timer. It is
+// RNR NAK makes it send again from that PSN after the RNR timer. It is
 // sent only once the sender is quiet, never into its stream: a retry
 // started while rxe is still sending one can send a message's packets
 // under the wrong PSNs (seen in captures).
-func (e *engine) quietGap(q *hostmem.QPCEntry, r *qpRun) {
-	e.counters.SeqNAKRepeated.Add(1)
-	e.counters.SeqNAKQuiet.Add(1)
+func (e *engine) quietNAK(q *hostmem.QPCEntry, r *qpRun, tail bool) {
+	if tail {
+		e.counters.SeqNAKTail.Add(1)
+	} else {
+		e.counters.SeqNAKRepeated.Add(1)
+		e.counters.SeqNAKQuiet.Add(1)
+	}
 	if r.rcv.Expected() != r.rcvFirst {
 		e.counters.ACKsBeforeNAK.Add(1)
 		e.acknowledge(q, r)
@@ -400,14 +406,31 @@ func (e *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
 // acknowledgeRequest sends the ACK an executed RC request asks for, after
 // moving the expected PSN past it; with selective repeat, a hole filled
 // while packets placed ahead lie beyond another gets that hole's NAK now
-// (it acknowledges the rest).
-func (e *engine) acknowledgeRequest(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) {
-	r.rcv.Executed(1, p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0)
-	switch {
-	case r.rcv.PlacedAhead():
+// (it acknowledges the rest). With go-back-N it sets the receiver's quiet
+// deadline: a message left open is NAKed at its next PSN if the sender
+// goes quiet, and on a QP that has seen loss an ACK is sent again (see
+// quietNAK and expire).
+func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) {
+	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
+	r.rcv.Executed(1, last)
+	if r.rcv.PlacedAhead() {
 		e.ack(q, r, r.rcv.Expected(), wire.NAKSyndrome(wire.NAKPSNSequenceError))
-	case p.BTH().AckReq():
+		return
+	}
+	ackReq := p.BTH().AckReq()
+	if ackReq {
 		e.acknowledge(q, r)
+	}
+	switch {
+	case r.rcv.Selective():
+		return
+	case !last:
+		r.rcv.Opened(e.clock())
+	case ackReq:
+		r.rcv.Acknowledged(e.clock())
+	}
+	if !r.rcv.QuietDeadline().IsZero() {
+		e.timeQP(qpn, r)
 	}
 }
 

@@ -200,8 +200,17 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		}
 		return
 	}
-	if r.rcv.QuietGap(now) {
-		e.quietGap(&q, r)
+	switch r.rcv.Quiet(now) {
+	case reliability.QuietGap:
+		e.quietNAK(&q, r, false)
+	case reliability.QuietTail:
+		e.quietNAK(&q, r, true)
+	case reliability.QuietACK:
+		// The sender went quiet after the last ACK, on a QP that has
+		// seen loss: that ACK may have been lost and the sender wait
+		// its local ACK timeout for it. A second costs a frame.
+		e.counters.ACKsRepeated.Add(1)
+		e.acknowledge(&q, r)
 	}
 	if d := r.snd.Deadline(); !d.IsZero() && !now.Before(d) {
 		switch r.snd.Tick(now) {
@@ -211,6 +220,7 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		case reliability.Accepted:
 			if r.snd.Resending() {
 				e.counters.Retransmits.Add(1)
+				r.rcv.NoteLoss()
 			}
 			e.request(qpn)
 		}

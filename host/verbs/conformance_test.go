@@ -459,12 +459,89 @@ func rnrRepair(t *testing.T, peer uint8, rnr bool) (stalled bool) {
 	if r := c.RNRRepairs.Load(); r != want {
 		t.Errorf("rnr_nak_repairs %d, want %d", r, want)
 	}
+	// The QP has seen loss, so the sender going quiet after the gap's
+	// ACK gets that ACK once more (its own may have been lost), and
+	// nothing after.
 	time.Sleep(2 * reliability.GapQuiet)
-	if got := h.drain(t); len(got) != 0 {
-		t.Errorf("%d answers after the gap closed, want none", len(got))
+	tail := len(got) - 1 // the gap's ACK, and its repeat if the test was slow
+	for tail > 0 && got[tail-1].AETH().Syndrome().IsACK() && got[tail-1].BTH().PSN() == hostilePSN {
+		tail--
+	}
+	acks := 0
+	for _, p := range append(got[tail:], h.drain(t)...) {
+		if !p.AETH().Syndrome().IsACK() || p.BTH().PSN() != hostilePSN {
+			t.Errorf("after the gap closed: %#x of PSN %d, want the gap's ACK", uint8(p.AETH().Syndrome()), p.BTH().PSN())
+			continue
+		}
+		acks++
+	}
+	if acks != 2 || c.ACKsRepeated.Load() != 1 {
+		t.Errorf("the gap's ACK sent %d times (acks_repeated %d), want twice (1)", acks, c.ACKsRepeated.Load())
 	}
 	h.check(t)
 	return false
+}
+
+// TestQuietTail: a WRITE whose last packet is lost, with nothing after
+// it (the sender's last message), leaves the responder mid-message and
+// the sender waiting for an ACK: once the sender is quiet for GapQuiet
+// the responder ACKs what came and NAKs the last packet's PSN (an RNR NAK
+// to a peer that retries them without end), so the sender sends it
+// again at once instead of after its local ACK timeout; the WRITE then
+// lands whole.
+func TestQuietTail(t *testing.T) {
+	for _, tc := range []struct {
+		peer uint8
+		rnr  bool
+	}{{0, false}, {7, true}} {
+		t.Run(fmt.Sprintf("peer_rnr_retry_%d", tc.peer), func(t *testing.T) {
+			h := newHostile(t)
+			h.readyPeer(t, 8, tc.peer)
+			msg := filled(3 * 1024)
+			pkt := func(i int, op wire.Opcode) *wire.FrameFields {
+				f := &wire.FrameFields{BTH: wire.BTHFields{Opcode: op, PSN: hostilePSN + wire.PSN(i)}, Payload: msg[i*1024 : (i+1)*1024]}
+				if i == 0 {
+					f.RETH = wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: uint32(len(msg))}
+				}
+				f.BTH.AckReq = op == wire.RCRDMAWriteLast
+				return f
+			}
+			start := time.Now()
+			h.send(t, pkt(0, wire.RCRDMAWriteFirst), pkt(1, wire.RCRDMAWriteMiddle))
+			// The last packet is lost: nothing answers before GapQuiet.
+			got, _ := h.exchange(t, nil, 2)
+			if since := time.Since(start); since < reliability.GapQuiet {
+				t.Errorf("answers after %v, want %v at least", since, reliability.GapQuiet)
+			}
+			if len(got) < 2 || !got[0].AETH().Syndrome().IsACK() || got[0].BTH().PSN() != hostilePSN+1 {
+				t.Fatalf("%d answers, want an ACK of PSN %d first", len(got), hostilePSN+1)
+			}
+			for _, p := range got[1:] { // the NAK, and again, doubling, if the test was slow
+				s := p.AETH().Syndrome()
+				switch {
+				case p.BTH().PSN() != hostilePSN+2:
+					t.Errorf("a NAK of PSN %d, want the last packet's %d", p.BTH().PSN(), hostilePSN+2)
+				case tc.rnr && (!s.IsRNRNAK() || s.Value() != 1):
+					t.Errorf("%#x, want an RNR NAK with timer code 1", uint8(s))
+				case !tc.rnr && (!s.IsNAK() || s.Value() != wire.NAKPSNSequenceError):
+					t.Errorf("%#x, want a sequence NAK", uint8(s))
+				}
+			}
+			c := h.nic.Counters()
+			if n := c.SeqNAKTail.Load(); n < 1 || c.SeqNAKQuiet.Load() != 0 {
+				t.Errorf("seq_nak_tail %d, seq_nak_quiet %d: want 1 or more, and 0", n, c.SeqNAKQuiet.Load())
+			}
+			// The sender sends the last packet again: the WRITE lands.
+			got, _ = h.exchange(t, pkt(2, wire.RCRDMAWriteLast), 1)
+			if len(got) == 0 || !got[len(got)-1].AETH().Syndrome().IsACK() || got[len(got)-1].BTH().PSN() != hostilePSN+2 {
+				t.Fatalf("the last packet: %d answers, want its ACK last", len(got))
+			}
+			if !bytes.Equal(h.region[:len(msg)], msg) {
+				t.Error("the WRITE did not land whole")
+			}
+			h.check(t)
+		})
+	}
 }
 
 // TestSeqNAKRateLimit: forged requests ahead of the expected PSN, each

@@ -13,7 +13,9 @@
 #
 # Environment: LOSS (percent, default 5), RUNS, MTU (default 1500),
 # CASES (a regular expression over the case names below), RXEVM,
-# SOFTRNIC, LIMIT (seconds a run may take, default 100).
+# SOFTRNIC, LIMIT (seconds a run may take, default 100); DEBUG=1 runs
+# softrnic perf with --counters and --pcap (one capture a run, in the
+# log directory, INTEROP_LOG).
 set -u
 cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
@@ -93,8 +95,10 @@ run() {
 		local tag="${name// /_}_${dir}_$r" d0 t0=$SECONDS src prc
 		tag=${tag//[^A-Za-z0-9_.-]/}
 		d0=$(dropped)
+		local args=("$@")
+		[ "${DEBUG:-0}" = 1 ] && [ "$1" = perf ] && args+=(--counters --pcap "$LOG/$tag.pcapng")
 		if [ "$dir" = softrnic-server ]; then
-			timeout "$LIMIT" ip netns exec $NS "$BIN" "$@" >"$LOG/$tag.softrnic.log" 2>&1 &
+			timeout "$LIMIT" ip netns exec $NS "$BIN" "${args[@]}" >"$LOG/$tag.softrnic.log" 2>&1 &
 			local spid=$!
 			sleep 2
 			"$T" exec -t $((LIMIT + 10)) "timeout $LIMIT $guest $HOSTIP" >"$LOG/$tag.rxe.log" 2>&1
@@ -105,7 +109,7 @@ run() {
 			local id
 			id=$("$T" bg "timeout $LIMIT $guest")
 			sleep 2
-			timeout "$LIMIT" ip netns exec $NS "$BIN" "$@" $GUESTIP >"$LOG/$tag.softrnic.log" 2>&1
+			timeout "$LIMIT" ip netns exec $NS "$BIN" "${args[@]}" $GUESTIP >"$LOG/$tag.softrnic.log" 2>&1
 			src=$?
 			"$T" wait "$id" >"$LOG/$tag.rxe.log" 2>&1
 			prc=$?
