@@ -62,13 +62,14 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait 
 	case ibv.QPTUC:
 		return e.respondUC(q, r, p, psn)
 	}
-	if !e.checkPSN(qpn, q, r, p, psn) {
+	now := e.clock() // the request's arrival, for its PSN's check and its quiet deadline
+	if !e.checkPSN(qpn, q, r, p, psn, now) {
 		return false
 	}
 	if accepted, wait := e.checkAndExecute(q, r, p, psn); !accepted {
 		return wait
 	}
-	e.acknowledgeRequest(qpn, q, r, p)
+	e.acknowledgeRequest(qpn, q, r, p, now)
 	return false
 }
 
@@ -108,8 +109,8 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 // SeqNAKInterval per QP (a stream of forged requests ahead of the window
 // must not make the requester go back at each), and with selective
 // repeat a WRITE_ONLY ahead is placed at once.
-func (e *engine) checkPSN(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN) bool {
-	switch class, nak := r.rcv.Classify(psn, e.clock()); class {
+func (e *engine) checkPSN(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) bool {
+	switch class, nak := r.rcv.Classify(psn, now); class {
 	case reliability.Duplicate:
 		e.duplicate(q, r, p, psn)
 		return false
@@ -410,7 +411,7 @@ func (e *engine) recvMiss(r *qpRun, off, size uint32, qpn uint32) bool {
 // deadline: a message left open is NAKed at its next PSN if the sender
 // goes quiet, and on a QP that has seen loss an ACK is sent again (see
 // quietNAK and expire).
-func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) {
+func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, now time.Time) {
 	last := p.Info.Flags&(wire.OpLast|wire.OpOnly) != 0
 	r.rcv.Executed(1, last)
 	if r.rcv.PlacedAhead() {
@@ -425,9 +426,9 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 	case r.rcv.Selective():
 		return
 	case !last:
-		r.rcv.Opened(e.clock())
+		r.rcv.Opened(now)
 	case ackReq:
-		r.rcv.Acknowledged(e.clock())
+		r.rcv.Acknowledged(now)
 	}
 	if !r.rcv.QuietDeadline().IsZero() {
 		e.timeQP(qpn, r)

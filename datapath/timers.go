@@ -200,11 +200,9 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		}
 		return
 	}
-	switch r.rcv.Quiet(now) {
-	case reliability.QuietGap:
-		e.quietNAK(&q, r, false)
-	case reliability.QuietTail:
-		e.quietNAK(&q, r, true)
+	switch k := r.rcv.Quiet(now); k {
+	case reliability.QuietGap, reliability.QuietTail:
+		e.quietNAK(&q, r, k == reliability.QuietTail)
 	case reliability.QuietACK:
 		// The sender went quiet after the last ACK, on a QP that has
 		// seen loss: that ACK may have been lost and the sender wait

@@ -102,9 +102,9 @@ type Receiver struct {
 	nakAgain  time.Duration // the wait before the gap's next NAK
 
 	stats      ReceiverStats
-	quietAt    time.Time     // go-back-N: when a quiet gap is NAKed again (zero: no gap NAKed)
-	quietWait  time.Duration // the quiet wait after the next NAK
-	quietNAKs  uint8         // quiet NAKs since the last request beyond the gap
+	quietAt    time.Time     // go-back-N: when the sender counts as quiet (Quiet; zero: no deadline)
+	quietWait  time.Duration // the quiet wait after the next quiet NAK
+	quietNAKs  uint8         // quiet NAKs since the sender's last request
 	quietKind  QuietKind     // what quietAt repairs
 	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
 	reads      [MaxRdAtomic]ReadRecord
