@@ -102,9 +102,10 @@ func TestDeliverRefused(t *testing.T) {
 // what is beyond.
 func TestDeliverHoldsAWindow(t *testing.T) {
 	pa, _ := porttest.NewPair(porttest.Config{Buffers: 64})
-	// PollApp: the engine runs only when the application polls, so none
-	// of the frames is taken before the last is delivered.
-	nic := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: nicMAC, IP: nicIP, KernelRx: true, Poll: datapath.PollApp}, Port: pa}, 1<<12)
+	// Driven (PollApp): no goroutine runs the engine, only the
+	// application's own calls, so none of the frames is taken before the
+	// last is delivered.
+	nic := verbstest.NewEndConfig(t, verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: nicMAC, IP: nicIP, KernelRx: true, Poll: datapath.PollApp}, Port: pa, Driven: true}, 1<<12)
 	n := nic.Dev.NIC()
 	frame := make([]byte, 1100)
 	// perftest's window by default: 128 messages of 4 KiB, 4 packets each
