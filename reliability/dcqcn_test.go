@@ -313,3 +313,46 @@ func TestSenderDCQCNBDPCap(t *testing.T) {
 		t.Errorf("after a 1 ms round trip at 1 Gbit/s the window is %d, want %d", s.Window(), want)
 	}
 }
+
+// A packet sent at a low rate holds the QP only as long as the rate
+// stays low: as the rate timer raises it, what is left of the wait
+// shrinks (one QP of an incast, cut to the least rate, would else wait
+// 33 ms for a packet its rate allowed within a millisecond).
+func TestSenderDCQCNWaitFollowsRate(t *testing.T) {
+	p := DefaultDCQCN()
+	p.LineRate, p.FirstRate = 1e9, 1e9
+	pool := NewPool(64)
+	alloc, err := pool.Reserve(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
+	for range 20 { // cut after cut: down to the least rate
+		s.OnCNP(t0)
+	}
+	if bits, _ := s.Rate(); bits != p.MinRate {
+		t.Fatalf("after 20 CNPs at once the rate is %.0f, want the least (%.0f)", bits, p.MinRate)
+	}
+	data := Entry{Kind: Data, Length: 4096 - PacketOverhead, AckReq: true}
+	now := t0
+	for s.Send(data, now).Hold == Go { // the burst idle time bought, then one held
+		s.OnAck(s.Next().Sub(1), now)
+	}
+	g := s.Send(data, now)
+	if g.Hold != HoldPacing || g.Until.Sub(now) < 30*time.Millisecond {
+		t.Fatalf("at 1 Mbit/s the next packet waits %v (%v), want about 33 ms", g.Until.Sub(now), g.Hold)
+	}
+	// The rate timer's events, every RateTimer: the wait ends once the rate
+	// would have let the packet go, long before 33 ms.
+	for g.Hold == HoldPacing {
+		now = now.Add(p.RateTimer)
+		if now.Sub(t0) > 5*time.Millisecond {
+			bits, _ := s.Rate()
+			t.Fatalf("still held after %v (rate %.0f bit/s, until %v)", now.Sub(t0), bits, g.Until.Sub(now))
+		}
+		g = s.Send(data, now)
+	}
+	if bits, _ := s.Rate(); bits < 10*p.MinRate {
+		t.Errorf("the packet went at %v with the rate still %.0f bit/s", now.Sub(t0), bits)
+	}
+}

@@ -473,7 +473,7 @@ func (s *Sender) RateHold(now time.Time) (until time.Time, held bool) {
 	if !s.byRate {
 		return time.Time{}, false
 	}
-	return s.pace.at, s.pace.holds(now)
+	return s.pace.at, s.pace.holds(now) && s.ratePaced(now)
 }
 
 // RateSent counts a packet of bytes the QP answered with (a READ
@@ -736,10 +736,29 @@ func (s *Sender) hold(k Kind, now time.Time) Hold {
 		return Go
 	case s.InFlight() >= s.Window():
 		return HoldWindow
-	case s.paced(now):
+	case s.paced(now) && s.ratePaced(now):
 		return HoldPacing
 	}
 	return Go
+}
+
+// ratePaced reports whether a QP paced at now still waits once DCQCN's
+// timers have run to now: a wait the pacer measured at the rate of the
+// last packet shrinks as the rate rises (a packet sent at the least rate,
+// a megabit a second, would else hold the QP for 33 ms while its rate
+// timer brought the rate back within a millisecond, and one QP of an
+// incast would starve). A window's QP is paced as it was.
+func (s *Sender) ratePaced(now time.Time) bool {
+	if !s.byRate || !s.rate.limited() {
+		return true
+	}
+	was := s.rate.rate()
+	s.rate.advance(now)
+	if r := s.rate.rate(); r > was {
+		left := s.pace.at.Sub(now)
+		s.pace.at = now.Add(time.Duration(float64(left) * was / r))
+	}
+	return s.pace.holds(now)
 }
 
 // Admit records a new packet in a free entry (CanSend must have said
