@@ -47,37 +47,46 @@ func (c *Config) defaults() {
 
 // The counters are grouped by who writes them, the submitting side or
 // the HPUs, each group on its own cache lines: a counter both sides
-// wrote would move between the processors at every packet.
+// wrote would move between the processors at every packet. A group is
+// kept apart from its neighbours by a whole line (line), whatever the
+// alignment the allocator gives the struct that holds it.
+
+// line is a cache line's bytes: a gap of one keeps the fields on either
+// side off each other's lines.
+type line [64]byte
 
 // ClusterStats count one cluster's work (Engine.InUse says how many of
 // its slots hold a packet now).
 type ClusterStats struct {
+	_        line
 	SpillsIn atomic.Uint64 // packets placed here because their home cluster was full
-	_        [56]byte
+	_        line
 	Tasks    atomic.Uint64 // handler tasks run (a packet's header and payload handlers are one task)
 	Timed    atomic.Uint64 // tasks timed (one in Config.TimeEvery)
 	QueuedNs atomic.Uint64 // time the timed tasks waited for an HPU
 	BusyNs   atomic.Uint64 // time HPUs ran the timed tasks
-	_        [32]byte
+	_        line
 }
 
 // Stats count an Engine's work.
 type Stats struct {
+	_        line
 	Packets  atomic.Uint64 // packets accepted
 	Full     atomic.Uint64 // packets refused: no slot free anywhere, or no message entry
 	Spills   atomic.Uint64 // packets placed away from their home cluster
-	_        [40]byte
+	_        line
 	Messages atomic.Uint64 // messages completed (with or without a fault)
 	Faults   atomic.Uint64 // handlers stopped, over every context
 	Overlong atomic.Uint64 // handlers that ran longer than their budget, over every context
 	Aborted  atomic.Uint64 // messages ended by Abort before their last packet
-	_        [32]byte
+	_        line
 }
 
 // ContextStats count one context's work.
 type ContextStats struct {
+	_         line
 	Packets   atomic.Uint64
-	_         [56]byte
+	_         line
 	Messages  atomic.Uint64 // completed
 	Dropped   atomic.Uint64 // packets dropped by a handler's Drop, or skipped after one
 	Proceeded atomic.Uint64 // packets given to default processing
@@ -85,7 +94,7 @@ type ContextStats struct {
 	Overlong  atomic.Uint64 // handlers that ran longer than the budget
 	DMABytes  atomic.Uint64 // bytes handlers wrote to host memory
 	Sends     atomic.Uint64 // packets and puts handlers sent
-	_         [8]byte
+	_         line
 }
 
 // Installed is a context installed on an Engine.
@@ -109,15 +118,17 @@ type Engine struct {
 	msgs   []msgState
 	free   *ring // free message entries
 
-	wg          sync.WaitGroup
-	closed      atomic.Bool
-	submitting  atomic.Int32 // Submits under way (Close waits for them)
-	_           [56]byte     // the submitter's line, apart from the HPUs'
-	spinners    atomic.Int32 // idle HPUs looking for work before they sleep
-	_           [60]byte
 	maxSpinners int32
 	start       time.Time
 	stop        chan struct{} // closed when the HPUs are to return
+	wg          sync.WaitGroup
+
+	_          line
+	closed     atomic.Bool
+	submitting atomic.Int32 // Submits under way (Close waits for them)
+	_          line         // the submitter's line, apart from the HPUs'
+	spinners   atomic.Int32 // idle HPUs looking for work before they sleep
+	_          line
 }
 
 // msgShards is the number of independently locked parts of the message
@@ -128,18 +139,21 @@ const msgShards = 64
 type msgShard struct {
 	mu    sync.Mutex
 	index map[msgKey]int32
-	_     [40]byte // its own cache line
+	_     [48]byte // a line a shard: the shards' array starts a line after Stats' last
 }
 
 type cluster struct {
-	id       int
-	slots    []slot
-	free     *ring         // free slot numbers
-	queue    *ring         // slots whose task is ready for an HPU
-	wake     chan struct{} // wakes sleeping HPUs
-	sleepers atomic.Int32  // HPUs asleep, or about to be
-	scratch  Memory
-	stats    ClusterStats
+	// Read by both sides at every packet, written only by New.
+	id      int
+	slots   []slot
+	free    *ring         // free slot numbers
+	queue   *ring         // slots whose task is ready for an HPU
+	wake    chan struct{} // wakes sleeping HPUs
+	scratch Memory
+
+	_        line
+	sleepers atomic.Int32 // HPUs asleep, or about to be
+	stats    ClusterStats // begins and ends with a line of its own
 }
 
 type slot struct {

@@ -1,0 +1,41 @@
+package hpu
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// Fields written by one side (the submitting NIC engine, or the HPUs) at
+// every packet sit at least a cache line away from the fields the other
+// side reads or writes at every packet, whatever the alignment the
+// allocator gives their struct: a shared line moves between the
+// processors at each write (the scheduler ran at 0.93 Mpps with the
+// engine's slice headers beside the packet counter, 1.35 without).
+func TestFalseSharing(t *testing.T) {
+	var e Engine
+	var c cluster
+	var in Installed
+	cases := []struct {
+		name   string
+		lo, hi uintptr // offsets in one struct
+		loSize uintptr
+	}{
+		{"Engine: slice headers / Stats.Packets", unsafe.Offsetof(e.clusters), unsafe.Offsetof(e.Stats) + unsafe.Offsetof(e.Stats.Packets), unsafe.Sizeof(e.clusters)},
+		{"Stats: submitter's / HPUs' counters", unsafe.Offsetof(e.Stats.Spills), unsafe.Offsetof(e.Stats.Messages), 8},
+		{"Stats.Aborted / shards", unsafe.Offsetof(e.Stats) + unsafe.Offsetof(e.Stats.Aborted), unsafe.Offsetof(e.shards), 8},
+		{"Engine: submitting / spinners", unsafe.Offsetof(e.submitting), unsafe.Offsetof(e.spinners), 4},
+		{"Engine: read-only fields / submitting", unsafe.Offsetof(e.wg), unsafe.Offsetof(e.closed), unsafe.Sizeof(e.wg)},
+		{"cluster: read-only fields / sleepers", unsafe.Offsetof(c.scratch), unsafe.Offsetof(c.sleepers), unsafe.Sizeof(c.scratch)},
+		{"cluster: sleepers / SpillsIn", unsafe.Offsetof(c.sleepers), unsafe.Offsetof(c.stats) + unsafe.Offsetof(c.stats.SpillsIn), 4},
+		{"ClusterStats: SpillsIn / Tasks", unsafe.Offsetof(c.stats.SpillsIn), unsafe.Offsetof(c.stats.Tasks), 8},
+		{"cluster: BusyNs / the next cluster", unsafe.Offsetof(c.stats) + unsafe.Offsetof(c.stats.BusyNs), unsafe.Sizeof(c), 8},
+		{"Installed: mem / Stats.Packets", unsafe.Offsetof(in.mem), unsafe.Offsetof(in.Stats) + unsafe.Offsetof(in.Stats.Packets), unsafe.Sizeof(in.mem)},
+		{"ContextStats: Packets / Messages", unsafe.Offsetof(in.Stats.Packets), unsafe.Offsetof(in.Stats.Messages), 8},
+		{"ContextStats: Sends / the end", unsafe.Offsetof(in.Stats.Sends), unsafe.Sizeof(in.Stats), 8},
+	}
+	for _, c := range cases {
+		if gap := c.hi - (c.lo + c.loSize); c.hi < c.lo+c.loSize || gap < 64 {
+			t.Errorf("%s: %d bytes apart (at %d and %d), want a cache line (64)", c.name, int(c.hi)-int(c.lo+c.loSize), c.lo, c.hi)
+		}
+	}
+}
