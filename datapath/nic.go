@@ -87,6 +87,11 @@ type NICConfig struct {
 	// did not steer to an XSK socket, caught by a kernel UDP socket
 	// (package kernelrx).
 	KernelRx bool
+	// DeliverTap, if set, is shown each frame Deliver takes in, before
+	// the NIC does (a capture's interface for the frames that came
+	// through the kernel's UDP stack instead of a port). It must not keep
+	// the frame.
+	DeliverTap func(frame []byte)
 	// Clock is the time of the protocol's timers and of the reliability
 	// state machines (nil: the system's clock). A test gives the NIC and
 	// its DMA engine one hostmem.DrivenClock and runs the engines itself
@@ -523,6 +528,9 @@ func (n *NIC) owner(qpn uint32) *engine { return n.engines[qpn%uint32(len(n.engi
 // KernelRx or has no buffer free for it. Any goroutine may call it.
 func (n *NIC) Deliver(frame []byte, noICRC bool) bool {
 	n.counters.KernelRxFrames.Add(1)
+	if n.cfg.DeliverTap != nil {
+		n.cfg.DeliverTap(frame)
+	}
 	if e := n.engines[0]; e.inbox != nil && e.takeIn(frame, noICRC) {
 		return true
 	}

@@ -126,17 +126,19 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 	}
 	e.ports = ports
 	undo = append(undo, closePorts)
+	var tap func([]byte)
 	if o.pcap != "" {
-		stop, err := capturePorts(o.pcap, e.nd.Name, ports)
-		if err != nil {
+		var stop func()
+		if tap, stop, err = capturePorts(o.pcap, e.nd.Name, ports); err != nil {
 			return nil, nil, err
 		}
 		undo = append(undo, stop)
 	}
 	xskPort := o.portKind == "xsk"
 	if e.dev, err = verbs.Open(verbs.DeviceConfig{
-		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Poll: o.poll, PollBudget: o.pollBudget, ECN: o.ecn, MaxQPs: max(256, o.qps+16), KernelRx: xskPort},
-		MTU:       e.nd.MTU,
+		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Poll: o.poll, PollBudget: o.pollBudget, ECN: o.ecn, MaxQPs: max(256, o.qps+16),
+			KernelRx: xskPort, DeliverTap: tap},
+		MTU: e.nd.MTU,
 	}); err != nil {
 		return nil, nil, err
 	}

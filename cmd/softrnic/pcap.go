@@ -33,21 +33,27 @@ func openRecording(name, flag string) (w *capture.Writer, stop func(), err error
 }
 
 // capturePorts records the frames of ports in a pcapng file, the ports
-// replaced in place by recording ones (perf --pcap).
-func capturePorts(name, dev string, ports []datapath.Port) (stop func(), err error) {
+// replaced in place by recording ones (perf --pcap); tap records the
+// frames the kernel's UDP stack takes in for the NIC
+// (datapath.NICConfig.DeliverTap), as the interface "DEV kernel rx".
+func capturePorts(name, dev string, ports []datapath.Port) (tap func([]byte), stop func(), err error) {
 	w, stop, err := openRecording(name, "--pcap")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, p := range ports {
 		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", dev, i))
 		if err != nil {
 			stop()
-			return nil, err
+			return nil, nil, err
 		}
 		ports[i] = c
 	}
-	return stop, nil
+	if tap, err = w.Tap(dev + " kernel rx"); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return tap, stop, nil
 }
 
 // recorder, when set (demo -pcap), records the ports newDemoEnd opens.

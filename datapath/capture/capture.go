@@ -65,6 +65,20 @@ func (w *Writer) write(intf int, data []byte, now time.Time) {
 	w.Frames.Add(1)
 }
 
+// Tap adds an interface called name and returns a function that records
+// a frame received on it (datapath.NICConfig.DeliverTap: the frames the
+// kernel's UDP stack took in instead of a port). Any goroutine may call
+// it; it keeps nothing of the frame.
+func (w *Writer) Tap(name string) (func(frame []byte), error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	intf, err := w.ng.AddInterface(pcapgo.NgInterface{Name: name, Description: "frames " + name, LinkType: layers.LinkTypeEthernet, SnapLength: 65536})
+	if err != nil {
+		return nil, err
+	}
+	return func(frame []byte) { w.write(intf, frame, time.Now()) }, nil
+}
+
 // Rewriter is a port that changes frames as it sends them (the udp port:
 // the kernel's IP header, the source port of its socket). A capture has
 // it rewrite them first, so that the file shows what went on the wire.

@@ -105,3 +105,54 @@ func TestEachFrameOnce(t *testing.T) {
 		t.Fatalf("frames sent, in the file: %v, want 0 to 4 once each", tx)
 	}
 }
+
+// TestTap: frames recorded through a tap land on its own interface,
+// beside a port's, as they were given, and the tap keeps no reference
+// to them.
+func TestTap(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8})
+	defer pa.Close()
+	defer pb.Close()
+	if _, err := Wrap(pa, w, "veth0 queue 0"); err != nil {
+		t.Fatal(err)
+	}
+	tap, err := w.Tap("veth0 kernel rx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := []byte("a frame through the kernel's stack")
+	tap(frame)
+	copy(frame, "overwritten after the tap returned")
+	tap([]byte("second"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapgo.NewNgReader(&buf, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		intf, err := r.Interface(ci.InterfaceIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, intf.Name+": "+string(data))
+	}
+	want := []string{"veth0 kernel rx: a frame through the kernel's stack", "veth0 kernel rx: second"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("the file holds %q, want %q", got, want)
+	}
+}

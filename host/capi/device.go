@@ -191,13 +191,14 @@ func openDevice(name string) (_ *device, err error) {
 	if err := d.openPorts(cfg.port); err != nil {
 		return nil, err
 	}
+	var tap func([]byte)
 	if cfg.pcap != "" {
-		if err := d.record(cfg.pcap); err != nil {
+		if tap, err = d.record(cfg.pcap); err != nil {
 			return nil, err
 		}
 	}
 	if d.dev, err = verbs.Open(verbs.DeviceConfig{
-		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk"},
+		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk", DeliverTap: tap},
 		MTU:       d.nd.MTU,
 	}); err != nil {
 		return nil, err
@@ -252,8 +253,10 @@ func (d *device) openPorts(kind string) error {
 }
 
 // record wraps the ports in a pcapng recording (SOFTRNIC_PCAP), one file
-// per device: the netdev's name goes before the file's extension.
-func (d *device) record(name string) error {
+// per device: the netdev's name goes before the file's extension. tap
+// records the frames the kernel's UDP stack takes in for the NIC
+// (datapath.NICConfig.DeliverTap) as the interface "NETDEV kernel rx".
+func (d *device) record(name string) (tap func([]byte), err error) {
 	if ext := strings.LastIndex(name, "."); ext > 0 {
 		name = name[:ext] + "-" + d.nd.Name + name[ext:]
 	} else {
@@ -261,23 +264,27 @@ func (d *device) record(name string) error {
 	}
 	f, err := os.Create(name)
 	if err != nil {
-		return fmt.Errorf("SOFTRNIC_PCAP: %w", err)
+		return nil, fmt.Errorf("SOFTRNIC_PCAP: %w", err)
 	}
 	w, err := capture.NewWriter(f)
 	if err != nil {
 		f.Close()
-		return err
+		return nil, err
 	}
 	for i, p := range d.ports {
 		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", d.nd.Name, i))
 		if err != nil {
 			f.Close()
-			return err
+			return nil, err
 		}
 		d.ports[i] = c
 	}
+	if tap, err = w.Tap(d.nd.Name + " kernel rx"); err != nil {
+		f.Close()
+		return nil, err
+	}
 	d.undo = append(d.undo, func() { w.Flush(); f.Close() })
-	return nil
+	return tap, nil
 }
 
 // serveMetrics serves the device's counters (SOFTRNIC_METRICS).
