@@ -355,4 +355,27 @@ func TestSenderDCQCNWaitFollowsRate(t *testing.T) {
 	if bits, _ := s.Rate(); bits < 10*p.MinRate {
 		t.Errorf("the packet went at %v with the rate still %.0f bit/s", now.Sub(t0), bits)
 	}
+	// A READ response's hold shrinks the same way, and the time it names
+	// is the shrunk one.
+	for range 20 {
+		s.OnCNP(now)
+	}
+	s.RateSent(now, 4096)
+	for range 8 {
+		s.RateSent(now, 4096) // past the burst idle time bought
+	}
+	start := now
+	for {
+		now = now.Add(p.RateTimer)
+		until, held := s.RateHold(now)
+		if !held {
+			break
+		}
+		if until != s.PaceAt() || !until.After(now) {
+			t.Fatalf("RateHold at %v names %v, the pacer %v", now.Sub(start), until.Sub(start), s.PaceAt().Sub(start))
+		}
+		if now.Sub(start) > 10*time.Millisecond {
+			t.Fatalf("a response still held after %v", now.Sub(start))
+		}
+	}
 }

@@ -473,7 +473,8 @@ func (s *Sender) RateHold(now time.Time) (until time.Time, held bool) {
 	if !s.byRate {
 		return time.Time{}, false
 	}
-	return s.pace.at, s.pace.holds(now) && s.ratePaced(now)
+	held = s.pace.holds(now) && s.ratePaced(now) // the wait may shrink first
+	return s.pace.at, held
 }
 
 // RateSent counts a packet of bytes the QP answered with (a READ
