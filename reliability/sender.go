@@ -417,6 +417,12 @@ const fewInFlight = 3
 // 14), and the path's samples take over from the next arming.
 const firstRTT = time.Millisecond
 
+// firstProbeRTT is the round trip a go-back-N QP assumes before it or any
+// QP on its path has seen one: its probe goes after 150 ms (2 srtt + 4
+// rttvar), far beyond any answer a live peer gives, even an emulated
+// one, and far short of the local ACK timeout.
+const firstProbeRTT = 50 * time.Millisecond
+
 // maxHoles is how many READ response holes a selective-repeat sender
 // queues to ask for behind the one it is asking for; one beyond them
 // waits for the early timer, which asks for every hole the bitmap shows.
@@ -818,20 +824,26 @@ func (s *Sender) arm(now time.Time) {
 func (s *Sender) armEarly(now time.Time) {
 	s.early = time.Time{}
 	path := s.params.Path.Max(now)
-	if (s.rtt.srtt > 0 || s.params.SelectiveRepeat) && !s.params.NoCongestionControl {
-		// Before its own first sample a selective-repeat QP takes the
-		// round trip the QPs sharing its path have seen, or firstRTT
-		// before any of them has seen one (one whose first packets were
-		// all lost, in an incast, would else wait for the local ACK
-		// timeout while the others took the link). Go-back-N, which rxe
-		// peers run, waits for a sample of its own, as before.
+	if !s.params.NoCongestionControl {
+		// Before its own first sample a QP takes the round trip the QPs
+		// sharing its path have seen, or, before any of them has seen
+		// one, firstRTT with selective repeat (one whose first packets
+		// were all lost, in an incast, would else wait for the local ACK
+		// timeout while the others took the link) and firstProbeRTT with
+		// go-back-N, whose peer may be a slow rxe: a QP whose first
+		// messages or their ACKs are lost (a connection's exchange over
+		// a lossy path, where each resend's ACK is no sample either)
+		// would else wait the local ACK timeout (2.1 s as rdma_cm sets
+		// it) for each.
 		srtt, rttvar := s.rtt.srtt, s.rtt.rttvar
 		switch {
 		case srtt > 0:
 		case path > 0:
 			srtt, rttvar = path, path/4
-		default:
+		case s.params.SelectiveRepeat:
 			srtt, rttvar = firstRTT, firstRTT/2
+		default:
+			srtt, rttvar = firstProbeRTT, firstProbeRTT/4
 		}
 		longest := max(s.rtt.max, path)
 		wait := max(srtt+4*rttvar, minEarly, longest+longest/4)

@@ -163,7 +163,9 @@ func TestResend(t *testing.T) {
 // fails with RETRY_EXC_ERR at timeout RetryCnt+1.
 func TestTimeouts(t *testing.T) {
 	const retry = 5
-	s, pool := newSender(t, 4, reliability.Params{Timeout: 18, RetryCnt: retry})
+	// Without congestion control: no probe before the timer (the probe
+	// and early retransmission are TestEarlyTimerBeforeFirstSample's).
+	s, pool := newSender(t, 4, reliability.Params{Timeout: 18, RetryCnt: retry, NoCongestionControl: true})
 	base := reliability.AckTimeout(18) // 4.096 us x 2^18 = 1.07 s
 	s.Admit(reliability.Entry{}, t0)
 	s.Admit(reliability.Entry{}, t0)
@@ -779,24 +781,45 @@ func TestReadHolesAskedAtOnce(t *testing.T) {
 	}
 }
 
-// A selective-repeat QP with no round-trip sample of its own arms its
-// early timer on the round trip its path's QPs have seen (in an incast a
-// QP whose first packets were all dropped would else wait for the local
-// ACK timeout); go-back-N waits for a sample of its own.
-func TestEarlyTimerFromPathBeforeFirstSample(t *testing.T) {
+// A QP with no round-trip sample of its own arms its early timer on the
+// round trip its path's QPs have seen (in an incast a QP whose first
+// packets were all dropped would else wait for the local ACK timeout),
+// or, before any, on firstRTT with selective repeat and on a long first
+// guess with go-back-N, whose probe then goes after 150 ms instead of the
+// local ACK timeout (2.1 s as rdma_cm sets it: a connection's first
+// message lost, or its ACK, cost that much over a lossy path).
+func TestEarlyTimerBeforeFirstSample(t *testing.T) {
 	var path reliability.PathRTT
 	path.Sample(2*time.Millisecond, t0)
-	for _, sr := range []bool{true, false} {
-		s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: sr, Path: &path})
+	for _, c := range []struct {
+		sr   bool
+		path *reliability.PathRTT
+		want time.Duration
+		why  string
+	}{
+		{true, &path, 4 * time.Millisecond, "the path's 2 ms + 4 x 0.5 ms"},
+		{false, &path, 20 * time.Millisecond, "the least probe wait, over 2 x 2 ms + 4 x 0.5 ms"},
+		{true, nil, 3 * time.Millisecond, "firstRTT 1 ms + 4 x 0.5 ms"},
+		{false, nil, 150 * time.Millisecond, "2 x 50 ms + 4 x 12.5 ms"},
+	} {
+		s, _ := newSender(t, 16, reliability.Params{Timeout: 19, RetryCnt: 7, SelectiveRepeat: c.sr, Path: c.path})
 		if g := s.Send(reliability.Entry{Kind: reliability.Data, AckReq: true}, t0); g.Hold != reliability.Go {
 			t.Fatal(g.Hold)
 		}
-		wait := s.Deadline().Sub(t0)
-		if want := 4 * time.Millisecond; sr && wait != want {
-			t.Errorf("selective repeat: the first packet's timer in %v, want %v (2 ms + 4 x 0.5 ms)", wait, want)
+		if wait := s.Deadline().Sub(t0); wait != c.want {
+			t.Errorf("selective repeat %v, path sampled %v: the first packet's timer in %v, want %v (%s)", c.sr, c.path != nil, wait, c.want, c.why)
 		}
-		if rto := reliability.AckTimeout(14); !sr && wait != rto {
-			t.Errorf("go-back-N: the first packet's timer in %v, want the local ACK timeout, %v", wait, rto)
+		if c.sr {
+			continue
+		}
+		// Go-back-N: the timer sends a probe (the oldest packet alone), not
+		// a timeout, and the local ACK timeout stays armed behind it.
+		now := s.Deadline()
+		if s.Tick(now) != reliability.Accepted || s.Stats().Probes != 1 || s.Stats().Timeouts != 0 {
+			t.Errorf("path sampled %v: the timer at %v did not send a probe (probes %d, timeouts %d)", c.path != nil, now.Sub(t0), s.Stats().Probes, s.Stats().Timeouts)
+		}
+		if e, _, ok := s.Resend(now); !ok || e.PSN != s.Una() {
+			t.Errorf("path sampled %v: the probe is not the oldest packet", c.path != nil)
 		}
 	}
 }
