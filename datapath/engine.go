@@ -504,7 +504,7 @@ func (e *engine) clock() time.Time { return e.cfg.Clock.Now() }
 
 // openQP reserves an RC QP's replay entries (0: the default), returning
 // any it held.
-func (e *engine) openQP(qpn uint32, r *qpRun, entries int) error {
+func (e *engine) openQP(qpn uint32, r *qpRun, entries int, q *hostmem.QPCEntry) error {
 	if entries <= 0 {
 		entries = DefaultReplayAllocation
 	}
@@ -517,6 +517,9 @@ func (e *engine) openQP(qpn uint32, r *qpRun, entries int) error {
 	}
 	e.nic.replay.Release(r.alloc)
 	r.alloc, r.sndStarted = a, false
+	r.startReceiver(q)
+	r.idleProbe = q.Flags&hostmem.QPFlagIdleProbe != 0
+	e.expecting(qpn, r, e.clock())
 	return nil
 }
 
@@ -536,6 +539,7 @@ func (e *engine) recvBellsDue() bool {
 				if r.errored && e.qpc(d.QPN, &q) {
 					e.flushRecv(d.QPN, &q, r) // a QP in error flushes what is posted to it
 				}
+				e.expecting(d.QPN, r, e.clock())
 			}
 		default:
 			return served

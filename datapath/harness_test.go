@@ -193,7 +193,7 @@ func (h *harness) rcQP(qpn, peerQPN uint32, psn wire.PSN, cqn uint32, rq uint32)
 		q.RQBase = h.mem.Alloc(int(rq) * hostmem.RecvWQESize)
 	}
 	h.rcQPAt(qpn, q)
-	if err := h.nic.owner(qpn).openQP(qpn, &h.nic.qps[qpn], 64); err != nil {
+	if err := h.nic.owner(qpn).openQP(qpn, &h.nic.qps[qpn], 64, &q); err != nil {
 		h.t.Fatal(err)
 	}
 	return q

@@ -182,6 +182,7 @@ type Counters struct {
 	SeqNAKRepeated             atomic.Uint64 // sequence NAKs sent again for a gap that lasted (its NAK may have been lost: reliability.SeqNAKRepeat)
 	SeqNAKQuiet                atomic.Uint64 // go-back-N: of the repeated NAKs, those for a gap whose sender went quiet (reliability.GapQuiet)
 	SeqNAKTail                 atomic.Uint64 // go-back-N: NAKs of the next PSN of a message left open while its sender went quiet (reliability.QuietTail)
+	SeqNAKIdle                 atomic.Uint64 // go-back-N: NAKs of the expected PSN while a receive waited and the sender was quiet (reliability.QuietIdle)
 	ACKsRepeated               atomic.Uint64 // go-back-N: ACKs sent again when the sender went quiet after them, on a QP that has seen loss (reliability.QuietACK)
 	RNRRepairs                 atomic.Uint64 // go-back-N: gaps asked for again with an RNR NAK, a repeated sequence NAK having gone unanswered (QPFlagRNRRepair)
 	ACKsBeforeNAK              atomic.Uint64 // go-back-N: ACKs of what came in order sent just before a sequence NAK (rxe heeds a NAK during a retry only after one)
@@ -243,7 +244,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"kernel_rx_frames", &c.KernelRxFrames}, {"kernel_rx_dropped", &c.KernelRxDropped}, {"rcvd_bad_pkey", &c.RcvdBadPKey}, {"rcvd_bad_addr", &c.RcvdBadAddr},
 		{"rcvd_length_err", &c.RcvdLengthErr}, {"rcvd_op_seq_err", &c.RcvdOpSeqErr}, {"rcvd_rkey_err", &c.RcvdRKeyErr},
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
-		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"seq_nak_repeated", &c.SeqNAKRepeated}, {"seq_nak_quiet", &c.SeqNAKQuiet}, {"seq_nak_tail", &c.SeqNAKTail}, {"acks_repeated", &c.ACKsRepeated}, {"acks_before_nak", &c.ACKsBeforeNAK}, {"rnr_nak_repairs", &c.RNRRepairs}, {"rcvd_stale_response", &c.RcvdStaleResponse},
+		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"seq_nak_repeated", &c.SeqNAKRepeated}, {"seq_nak_quiet", &c.SeqNAKQuiet}, {"seq_nak_tail", &c.SeqNAKTail}, {"seq_nak_idle", &c.SeqNAKIdle}, {"acks_repeated", &c.ACKsRepeated}, {"acks_before_nak", &c.ACKsBeforeNAK}, {"rnr_nak_repairs", &c.RNRRepairs}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
 		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"early_retransmits", &c.EarlyRetransmits}, {"timers_held", &c.TimersHeld}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead}, {"placed_reports", &c.PlacedReports}, {"repair_naks", &c.RepairNAKs},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
@@ -292,15 +293,20 @@ func (n *NIC) Replay() *reliability.Pool { return n.replay }
 
 // OpenQP reserves entries replay entries for an RC QP (0: the default)
 // from the NIC's pool, returning any it held: the host calls it when the
-// QP moves to RTS. It fails with reliability.ErrPoolFull when the pool
-// has no room.
-func (n *NIC) OpenQP(qpn uint32, entries int) error {
+// QP moves to RTS, with q its context as it moves. It fails with
+// reliability.ErrPoolFull when the pool has no room. The QP's receiver
+// starts from q if no request has started it (the PSN it expects, its
+// go-back-N or selective repeat), so that a go-back-N QP with
+// hostmem.QPFlagIdleProbe whose application waits for a message already
+// probes for it if none comes (reliability.Receiver.Expecting).
+func (n *NIC) OpenQP(qpn uint32, entries int, q *hostmem.QPCEntry) error {
 	if qpn >= uint32(len(n.qps)) {
 		return errors.New("datapath: no such QP")
 	}
 	var err error
 	e := n.owner(qpn)
-	e.command(func() { err = e.openQP(qpn, &n.qps[qpn], entries) })
+	c := *q
+	e.command(func() { err = e.openQP(qpn, &n.qps[qpn], entries, &c) })
 	return err
 }
 

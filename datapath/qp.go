@@ -102,6 +102,7 @@ type qpRecv struct {
 	// The responder's scalars first, then the Receiver and the handlers'
 	// state, whose per-packet fields lead them (qpSend says why).
 	rcvStarted             bool     // the receiver's PSN taken from the context (at RTR)
+	idleProbe              bool     // an RC QP with QPFlagIdleProbe moved to RTS (OpenQP): its receiver probes while idle (expecting)
 	ucDrop                 bool     // UC: dropping the rest of a broken message
 	recvActive             bool     // a receive WQE is taken (recv)
 	readListed             bool     // on the NIC's list of QPs answering READs

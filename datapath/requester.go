@@ -33,7 +33,7 @@ func (e *engine) request(qpn uint32) {
 	}
 	if q.Type == ibv.QPTRC && !r.sndStarted && r.alloc.Len() == 0 {
 		// A QP the host did not open (OpenQP) takes the default allocation.
-		if err := e.openQP(qpn, r, 0); err != nil {
+		if err := e.openQP(qpn, r, 0, &q); err != nil {
 			r.startSender(&q, e.cfg, &e.path)
 			e.fail(qpn, &q, r, ibv.WCLocQPOpErr)
 			return

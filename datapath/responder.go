@@ -186,10 +186,13 @@ const rnrRepairTimer = 1
 // sent only once the sender is quiet, never into its stream: a retry
 // started while rxe is still sending one can send a message's packets
 // under the wrong PSNs (seen in captures).
-func (e *engine) quietNAK(q *hostmem.QPCEntry, r *qpRun, tail bool) {
-	if tail {
+func (e *engine) quietNAK(q *hostmem.QPCEntry, r *qpRun, k reliability.QuietKind) {
+	switch k {
+	case reliability.QuietTail:
 		e.counters.SeqNAKTail.Add(1)
-	} else {
+	case reliability.QuietIdle:
+		e.counters.SeqNAKIdle.Add(1)
+	default:
 		e.counters.SeqNAKRepeated.Add(1)
 		e.counters.SeqNAKQuiet.Add(1)
 	}
@@ -430,6 +433,21 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 	case ackReq:
 		r.rcv.Acknowledged(now)
 	}
+	e.expecting(qpn, r, now)
+	if !r.rcv.QuietDeadline().IsZero() {
+		e.timeQP(qpn, r)
+	}
+}
+
+// expecting arms the idle probe of an RC QP with hostmem.QPFlagIdleProbe
+// (moved to RTS, not in error) whose application waits for a message, a
+// receive posted on its own queue (reliability.Receiver.Expecting; the receiver keeps a deadline
+// it has already), and puts the QP on the timing wheel for it.
+func (e *engine) expecting(qpn uint32, r *qpRun, now time.Time) {
+	if !r.idleProbe || !r.rcvStarted || r.errored || r.rqProducer == r.rqConsumer {
+		return
+	}
+	r.rcv.Expecting(now)
 	if !r.rcv.QuietDeadline().IsZero() {
 		e.timeQP(qpn, r)
 	}

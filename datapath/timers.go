@@ -201,14 +201,15 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		return
 	}
 	switch k := r.rcv.Quiet(now); k {
-	case reliability.QuietGap, reliability.QuietTail:
-		e.quietNAK(&q, r, k == reliability.QuietTail)
+	case reliability.QuietGap, reliability.QuietTail, reliability.QuietIdle:
+		e.quietNAK(&q, r, k)
 	case reliability.QuietACK:
 		// The sender went quiet after the last ACK, on a QP that has
 		// seen loss: that ACK may have been lost and the sender wait
 		// its local ACK timeout for it. A second costs a frame.
 		e.counters.ACKsRepeated.Add(1)
 		e.acknowledge(&q, r)
+		e.expecting(qpn, r, now) // then the idle probe, if a receive waits
 	}
 	if d := r.snd.Deadline(); !d.IsZero() && !now.Before(d) {
 		switch r.snd.Tick(now) {

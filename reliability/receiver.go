@@ -46,6 +46,18 @@ const (
 	GapQuietNAKs = 8
 )
 
+// IdleQuiet is the first wait of a go-back-N receiver's idle probe
+// (QuietIdle): the application waits for a message (a receive is
+// posted) and nothing came for IdleQuiet, then twice as long, up to
+// GapQuietMax, GapQuietNAKs times before a request comes again. A
+// message whose only packet was lost (a SEND of a connection's exchange,
+// or its ACK) has nothing behind it to show the gap, and its sender (an
+// rxe with the local ACK timeout rdma_cm sets) would wait 2.1 s. The
+// wait is far beyond any round trip, so that a probe rarely meets a
+// message still in flight (it would be sent again: a duplicate), and the
+// probes end long before that timeout.
+const IdleQuiet = 50 * time.Millisecond
+
 // Class is what a request's PSN makes of it.
 type Class uint8
 
@@ -81,6 +93,7 @@ type ReceiverStats struct {
 	NAKsRepeated                              uint64 // sequence NAKs of a gap NAKed before (SeqNAKRepeat, GapQuiet)
 	QuietNAKs                                 uint64 // of them, NAKs of a gap whose sender went quiet (Quiet)
 	TailNAKs                                  uint64 // NAKs of the next PSN of a message left open while its sender went quiet (Quiet)
+	IdleNAKs                                  uint64 // NAKs of the expected PSN while a receive waited and the sender was quiet (Quiet)
 	ACKsRepeated                              uint64 // ACKs sent again once the sender went quiet (Quiet)
 	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
@@ -107,6 +120,7 @@ type Receiver struct {
 	quietNAKs  uint8         // quiet NAKs since the sender's last request
 	quietKind  QuietKind     // what quietAt repairs
 	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
+	idleDone   bool          // go-back-N: the idle probes ran out since the last request (Expecting)
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -275,6 +289,12 @@ const (
 	// QuietACK: the last ACK, on a QP that has seen loss (it may have
 	// been lost, and the sender waits for it): send it again, once.
 	QuietACK
+	// QuietIdle: nothing came while the application waits for a message
+	// (Expecting): the sender's last message may have been lost with
+	// nothing behind it, or the ACK of it; NAK the expected PSN, which
+	// acknowledges what came and asks for what did not (a sender with
+	// nothing outstanding ignores it).
+	QuietIdle
 )
 
 // QuietDeadline is when the sender counts as quiet (Quiet); zero without
@@ -296,6 +316,17 @@ func (r *Receiver) Opened(now time.Time) {
 func (r *Receiver) Acknowledged(now time.Time) {
 	if !r.sr && r.lossy && r.quietKind == QuietNone {
 		r.quietAt, r.quietKind = now.Add(GapQuiet), QuietACK
+	}
+}
+
+// Expecting arms, go-back-N, the idle probe of a QP whose application
+// waits for a message (a receive is posted), if no other quiet deadline
+// is armed and the probes have not run out since the last request:
+// IdleQuiet on, with nothing from the sender, the expected PSN is NAKed
+// (QuietIdle).
+func (r *Receiver) Expecting(now time.Time) {
+	if !r.sr && !r.idleDone && r.quietKind == QuietNone {
+		r.quietAt, r.quietKind, r.quietWait, r.quietNAKs = now.Add(IdleQuiet), QuietIdle, IdleQuiet, 0
 	}
 }
 
@@ -323,10 +354,15 @@ func (r *Receiver) Quiet(now time.Time) QuietKind {
 	r.quietAt = now.Add(r.quietWait)
 	if r.quietNAKs++; r.quietNAKs >= GapQuietNAKs {
 		r.quietAt = time.Time{}
+		r.idleDone = k == QuietIdle
 	}
 	r.lastNAK = now
-	if k == QuietTail {
+	switch k {
+	case QuietTail:
 		r.stats.TailNAKs++
+		return k
+	case QuietIdle:
+		r.stats.IdleNAKs++
 		return k
 	}
 	r.nakRepeat = true
@@ -346,7 +382,7 @@ func (r *Receiver) Executed(span uint32, done bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
 	r.nakSent = false // a gap closed
-	r.quietAt, r.quietKind = time.Time{}, QuietNone
+	r.quietAt, r.quietKind, r.idleDone = time.Time{}, QuietNone, false
 	if done {
 		r.msn++
 	}

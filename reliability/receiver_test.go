@@ -187,3 +187,71 @@ func TestQuietTailAndACK(t *testing.T) {
 		t.Fatalf("a NAKed gap's deadline: %v, want QuietGap", k)
 	}
 }
+
+// TestQuietIdle: a go-back-N receiver whose application waits for a
+// message (Expecting) NAKs the expected PSN once the sender has been
+// quiet IdleQuiet, then twice as long each time up to GapQuietMax,
+// GapQuietNAKs times, and no more until a request comes; another quiet
+// deadline keeps its own kind, and selective repeat never probes.
+func TestQuietIdle(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var r reliability.Receiver
+	r.Init(100, false)
+	r.Expecting(t0)
+	if got := r.QuietDeadline(); !got.Equal(t0.Add(reliability.IdleQuiet)) {
+		t.Fatalf("the idle probe's deadline %v on, want %v", got.Sub(t0), reliability.IdleQuiet)
+	}
+	if k := r.Quiet(t0.Add(reliability.IdleQuiet - time.Microsecond)); k != reliability.QuietNone {
+		t.Fatalf("%v before the wait", k)
+	}
+	now, wait := t0.Add(reliability.IdleQuiet), reliability.IdleQuiet
+	for i := range reliability.GapQuietNAKs {
+		if k := r.Quiet(now); k != reliability.QuietIdle {
+			t.Fatalf("probe %d at %v: %v, want QuietIdle", i+1, now.Sub(t0), k)
+		}
+		if r.Expected() != 100 {
+			t.Fatalf("the probe NAKs PSN %d, want the expected 100", r.Expected())
+		}
+		wait = min(2*wait, reliability.GapQuietMax)
+		if i == reliability.GapQuietNAKs-1 {
+			break
+		}
+		if got := r.QuietDeadline().Sub(now); got != wait {
+			t.Fatalf("probe %d: the next waits %v, want %v", i+1, got, wait)
+		}
+		now = r.QuietDeadline()
+	}
+	if !r.QuietDeadline().IsZero() || r.Quiet(now.Add(time.Hour)) != reliability.QuietNone {
+		t.Fatal("a probe beyond GapQuietNAKs")
+	}
+	r.Expecting(now.Add(time.Hour)) // the application posts again: the probes stay spent
+	if !r.QuietDeadline().IsZero() {
+		t.Fatal("the probes armed again without a request")
+	}
+	if s := r.Stats(); s.IdleNAKs != reliability.GapQuietNAKs || s.NAKsRepeated != 0 || s.TailNAKs != 0 {
+		t.Errorf("stats %+v, want %d idle NAKs only", s, reliability.GapQuietNAKs)
+	}
+	// A request comes: the probes may run again.
+	at := now.Add(2 * time.Hour)
+	r.Classify(100, at)
+	r.Executed(1, true)
+	r.Expecting(at)
+	if got := r.QuietDeadline(); !got.Equal(at.Add(reliability.IdleQuiet)) {
+		t.Fatalf("after a request the idle deadline is %v on, want %v", got.Sub(at), reliability.IdleQuiet)
+	}
+	// An open message's tail deadline takes over and keeps its kind.
+	r.Classify(101, at)
+	r.Executed(1, false)
+	r.Opened(at)
+	r.Expecting(at)
+	if k := r.Quiet(at.Add(reliability.GapQuiet)); k != reliability.QuietTail {
+		t.Fatalf("an open message's deadline: %v, want QuietTail", k)
+	}
+	// Selective repeat: no probe.
+	var sr reliability.Receiver
+	sr.Init(100, true)
+	sr.Expecting(t0)
+	if !sr.QuietDeadline().IsZero() {
+		t.Error("a selective-repeat receiver armed an idle probe")
+	}
+}

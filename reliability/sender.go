@@ -1082,6 +1082,15 @@ func (s *Sender) OnAETH(psn wire.PSN, syn wire.Syndrome, now time.Time) Verdict 
 // sequence error goes back to psn; the others fail the QP with the
 // matching status. A NAK outside the window is stale.
 func (s *Sender) OnNAK(psn wire.PSN, code uint8, now time.Time) Verdict {
+	if !s.failed && psn == s.next && code == wire.NAKPSNSequenceError {
+		// A sequence NAK of the next PSN (a go-back-N receiver's idle
+		// probe, Receiver.Expecting): the peer has all that was sent; it
+		// acknowledges it and asks for nothing.
+		if s.retire(psn.Sub(1), now) {
+			return Accepted
+		}
+		return Ignored
+	}
 	if s.failed || !s.inWindow(psn) {
 		s.count().Stale++
 		return Ignored

@@ -1081,3 +1081,22 @@ func TestDelayRuleOffOnECNPaths(t *testing.T) {
 		}
 	}
 }
+
+// A sequence NAK of the next PSN (a go-back-N receiver's idle probe)
+// acknowledges everything sent and asks for nothing: with packets
+// outstanding they are retired, none sent again; with none it is ignored,
+// not counted stale.
+func TestNAKOfNextPSN(t *testing.T) {
+	s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7})
+	s.Admit(reliability.Entry{Kind: reliability.Data, AckReq: true}, t0) // PSN 100
+	s.Admit(reliability.Entry{Kind: reliability.Data, AckReq: true}, t0) // 101
+	if v := s.OnAETH(102, wire.NAKSyndrome(wire.NAKPSNSequenceError), t0); v != reliability.Accepted {
+		t.Fatalf("the NAK of the next PSN: %v, want Accepted", v)
+	}
+	if s.Outstanding() != 0 || s.Resending() {
+		t.Fatalf("%d outstanding, resending %v: want every packet acknowledged, none sent again", s.Outstanding(), s.Resending())
+	}
+	if v := s.OnAETH(102, wire.NAKSyndrome(wire.NAKPSNSequenceError), t0); v != reliability.Ignored || s.Stats().Stale != 0 {
+		t.Fatalf("with nothing outstanding: %v, %d stale; want Ignored and none", v, s.Stats().Stale)
+	}
+}

@@ -736,3 +736,50 @@ func TestRNRRepairOverCM(t *testing.T) {
 		t.Error("rnr_nak_repairs 0: the repeated NAK of a lasting gap was not an RNR NAK")
 	}
 }
+
+// TestIdleProbeOverCM: the CM's QPs have the idle probe
+// (verbs.QPAttr.IdleProbe): the client's first SEND is lost with nothing
+// behind it, and the server, whose application waits with a receive
+// posted, NAKs the PSN it expects once the client has been quiet
+// (seq_nak_idle); the SEND sent again lands.
+func TestIdleProbeOverCM(t *testing.T) {
+	var mu sync.Mutex
+	drops := 0
+	drop := func(f []byte) bool {
+		var p wire.Packet
+		if wire.ParseNoICRC(f, &p) != nil || p.BTH().DestQP() == GSIQPN || wire.MAC(f[0:6]) != macB || p.Opcode != wire.RCSendOnly {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if drops == 0 {
+			drops++
+			return true
+		}
+		return false
+	}
+	a, b := pair(t, porttest.Config{Buffers: 1024, Drop: drop}, 14)
+	client, server := connect(t, a, b, nil, nil)
+	if _, err := server.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.buf, "first message")
+	if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: 13, LKey: a.mr.LKey}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("the SEND: %v", wc.Status)
+	}
+	if wc := waitWC(t, b.qc.RecvCQ); wc.Status != verbs.WCSuccess || wc.ByteLen != 13 || !bytes.Equal(b.buf[:13], a.buf[:13]) {
+		t.Fatalf("the receive: %v, %d bytes", wc.Status, wc.ByteLen)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if drops != 1 {
+		t.Fatalf("%d copies of the SEND dropped, want 1", drops)
+	}
+	if n := b.dev.NIC().Counters().SeqNAKIdle.Load(); n == 0 {
+		t.Error("seq_nak_idle 0: the server never probed for the lost SEND")
+	}
+}

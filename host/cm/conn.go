@@ -499,7 +499,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 					c.mu.Lock()
 					c.remoteID = m.LocalCommID
 					c.mu.Unlock()
-					opts := verbs.ConnectOptions{Timeout: 14, RetryCnt: qc.RetryCount, RNRRetry: m.RNRRetryCount, PeerRNRRetry: qc.RNRRetryCount,
+					opts := verbs.ConnectOptions{Timeout: 14, RetryCnt: qc.RetryCount, RNRRetry: m.RNRRetryCount, PeerRNRRetry: qc.RNRRetryCount, IdleProbe: true,
 						MaxRdAtomic: min(qc.InitiatorDepth, m.ResponderResources), MaxDestRdAtomic: qc.ResponderResources, TrafficClass: qc.TrafficClass}
 					// The REQ's starting PSN is the one the passive side sends
 					// from, the REP's the one this side sends from (as Linux's
@@ -775,7 +775,7 @@ func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (
 	if ackTimeout == 0 {
 		ackTimeout = 14
 	}
-	opts := verbs.ConnectOptions{Timeout: ackTimeout, RetryCnt: req.RetryCount, RNRRetry: req.RNRRetryCount, PeerRNRRetry: qc.RNRRetryCount,
+	opts := verbs.ConnectOptions{Timeout: ackTimeout, RetryCnt: req.RetryCount, RNRRetry: req.RNRRetryCount, PeerRNRRetry: qc.RNRRetryCount, IdleProbe: true,
 		MaxRdAtomic: min(qc.InitiatorDepth, req.ResponderResources), MaxDestRdAtomic: qc.ResponderResources, TrafficClass: req.Primary.TrafficClass}
 	// This side sends from the REQ's starting PSN and expects the REP's
 	// (as Linux's CM sets its QPs: each message's starting PSN is the

@@ -271,6 +271,10 @@ const (
 	// RNR NAK, so a go-back-N gap a repeated sequence NAK did not repair
 	// is asked for with an RNR NAK (verbs.QPAttr.PeerRNRRetry).
 	QPFlagRNRRepair = 1 << 1
+	// QPFlagIdleProbe: a go-back-N responder whose application waits for
+	// a message NAKs the expected PSN when the peer stays quiet
+	// (verbs.QPAttr.IdleProbe, reliability.QuietIdle).
+	QPFlagIdleProbe = 1 << 2
 )
 
 // Encode writes the entry into b (128 bytes).

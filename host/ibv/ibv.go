@@ -238,6 +238,10 @@ const (
 	AttrCap              AttrMask = 1 << 19 // IBV_QP_CAP
 	AttrDestQPN          AttrMask = 1 << 20 // IBV_QP_DEST_QPN
 
+	// AttrIdleProbe is softrnic's own: the idle probe of a go-back-N
+	// responder (the expected PSN NAKed while a receive waits and the
+	// peer is quiet), on an RC QP's RTR->RTS transition.
+	AttrIdleProbe AttrMask = 1 << 28
 	// AttrPeerRNRRetry is softrnic's own: the RNR retry count the peer's
 	// QP has, where this side knows it (its connection manager sent it),
 	// on an RC QP's RTR->RTS transition.
@@ -260,6 +264,9 @@ func (m AttrMask) String() string {
 		if m&(1<<i) != 0 {
 			names = append(names, n)
 		}
+	}
+	if m&AttrIdleProbe != 0 {
+		names = append(names, "IDLE_PROBE")
 	}
 	if m&AttrPeerRNRRetry != 0 {
 		names = append(names, "PEER_RNR_RETRY")

@@ -544,6 +544,72 @@ func TestQuietTail(t *testing.T) {
 	}
 }
 
+// TestIdleProbe: a QP with QPAttr.IdleProbe and receives posted, whose
+// peer's first SEND was lost (nothing comes): the NIC NAKs the expected
+// PSN (with an RNR NAK to a peer that retries without end), no sooner
+// than IdleQuiet, the waits doubling, GapQuietNAKs times and no more;
+// the SEND sent again lands and is acknowledged. A QP without the
+// attribute never probes.
+func TestIdleProbe(t *testing.T) {
+	for _, tc := range []struct {
+		peer uint8
+		rnr  bool
+	}{{0, false}, {7, true}} {
+		t.Run(fmt.Sprintf("peer_rnr_retry_%d", tc.peer), func(t *testing.T) {
+			h := newHostile(t)
+			start := time.Now()
+			h.readyOpts(t, 8, tc.peer, true)
+			got, _ := h.exchange(t, nil, reliability.GapQuietNAKs)
+			// The probes' waits: IdleQuiet, doubling up to GapQuietMax.
+			least, wait := time.Duration(0), reliability.IdleQuiet
+			for range reliability.GapQuietNAKs {
+				least += wait
+				wait = min(2*wait, reliability.GapQuietMax)
+			}
+			if since := time.Since(start); since < least {
+				t.Errorf("%d probes within %v, want %v at least", len(got), since, least)
+			}
+			if len(got) != reliability.GapQuietNAKs {
+				t.Fatalf("%d probes, want %d", len(got), reliability.GapQuietNAKs)
+			}
+			for _, p := range got {
+				s := p.AETH().Syndrome()
+				switch {
+				case p.BTH().PSN() != hostilePSN:
+					t.Errorf("a probe of PSN %d, want the expected %d", p.BTH().PSN(), hostilePSN)
+				case tc.rnr && (!s.IsRNRNAK() || s.Value() != 1):
+					t.Errorf("%#x, want an RNR NAK with timer code 1", uint8(s))
+				case !tc.rnr && (!s.IsNAK() || s.Value() != wire.NAKPSNSequenceError):
+					t.Errorf("%#x, want a sequence NAK", uint8(s))
+				}
+			}
+			time.Sleep(2 * reliability.GapQuietMax)
+			if extra := h.drain(t); len(extra) != 0 {
+				t.Errorf("%d probes beyond GapQuietNAKs", len(extra))
+			}
+			if n := h.nic.Counters().SeqNAKIdle.Load(); n != reliability.GapQuietNAKs {
+				t.Errorf("seq_nak_idle %d, want %d", n, reliability.GapQuietNAKs)
+			}
+			// The peer sends the SEND again: it lands.
+			got, _ = h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: hostilePSN, AckReq: true}, Payload: []byte("hello")}, 1)
+			if len(got) == 0 || !got[0].AETH().Syndrome().IsACK() || got[0].BTH().PSN() != hostilePSN {
+				t.Fatalf("the SEND sent again: %d answers, want its ACK first", len(got))
+			}
+			if !bytes.Equal(h.region[:5], []byte("hello")) {
+				t.Error("the SEND did not land")
+			}
+			h.check(t)
+		})
+	}
+	t.Run("without", func(t *testing.T) {
+		h := newHostile(t)
+		time.Sleep(3 * reliability.IdleQuiet)
+		if got := h.drain(t); len(got) != 0 || h.nic.Counters().SeqNAKIdle.Load() != 0 {
+			t.Errorf("a QP without the idle probe sent %d packets unasked", len(got))
+		}
+	})
+}
+
 // TestSeqNAKRateLimit: forged requests ahead of the expected PSN, each
 // slipped in after a good one, draw at most one PSN sequence NAK per
 // gap and per interval, not one each; every good request is still

@@ -36,6 +36,9 @@ type ConnectOptions struct {
 	// knows it (QPAttr.PeerRNRRetry; a connection manager's count); 0:
 	// not known.
 	PeerRNRRetry uint8
+	// IdleProbe sets QPAttr.IdleProbe on an RC QP (a connection manager's
+	// QPs, whose first messages cross the network alone).
+	IdleProbe bool
 	// TrafficClass is the QP's frames' traffic class (AH.TrafficClass):
 	// rdma_cm's TOS.
 	TrafficClass uint8
@@ -136,6 +139,10 @@ func (qp *QP) bringUp(peerQPN, sqPSN, rqPSN uint32, ah AH, pathMTU int, sr bool,
 	if o.PeerRNRRetry != 0 && qp.Type == QPTRC {
 		steps[2].attr.PeerRNRRetry = o.PeerRNRRetry
 		steps[2].mask |= AttrPeerRNRRetry
+	}
+	if o.IdleProbe && qp.Type == QPTRC {
+		steps[2].attr.IdleProbe = true
+		steps[2].mask |= AttrIdleProbe
 	}
 	if qp.Type == QPTUC {
 		steps[0].attr.AccessFlags &= AccessRemoteWrite

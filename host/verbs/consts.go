@@ -142,4 +142,7 @@ const (
 	// AttrPeerRNRRetry is softrnic's own: QPAttr.PeerRNRRetry, on an RC
 	// QP's RTR->RTS transition.
 	AttrPeerRNRRetry = ibv.AttrPeerRNRRetry
+	// AttrIdleProbe is softrnic's own: QPAttr.IdleProbe, on an RC QP's
+	// RTR->RTS transition.
+	AttrIdleProbe = ibv.AttrIdleProbe
 )

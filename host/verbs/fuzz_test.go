@@ -67,6 +67,11 @@ func (h *hostile) readyWith(t testing.TB, timeout uint8) { h.readyPeer(t, timeou
 // readyPeer is readyWith, the QP told the peer's RNR retry count
 // (QPAttr.PeerRNRRetry) unless it is 0.
 func (h *hostile) readyPeer(t testing.TB, timeout, peerRNRRetry uint8) {
+	h.readyOpts(t, timeout, peerRNRRetry, false)
+}
+
+// readyOpts is readyPeer, with the idle probe (QPAttr.IdleProbe) if idle.
+func (h *hostile) readyOpts(t testing.TB, timeout, peerRNRRetry uint8, idle bool) {
 	steps := []struct {
 		attr verbs.QPAttr
 		mask verbs.AttrMask
@@ -83,6 +88,10 @@ func (h *hostile) readyPeer(t testing.TB, timeout, peerRNRRetry uint8) {
 	if peerRNRRetry != 0 {
 		steps[3].attr.PeerRNRRetry = peerRNRRetry
 		steps[3].mask |= verbs.AttrPeerRNRRetry
+	}
+	if idle {
+		steps[3].attr.IdleProbe = true
+		steps[3].mask |= verbs.AttrIdleProbe
 	}
 	for _, s := range steps {
 		if err := h.b.QP.Modify(&s.attr, s.mask); err != nil {

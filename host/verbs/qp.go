@@ -84,6 +84,17 @@ type QPAttr struct {
 	// unknown) leaves the repeated sequence NAK alone: an RNR NAK counts
 	// against a finite count, and the last one fails the peer's QP.
 	PeerRNRRetry uint8
+	// IdleProbe (with AttrIdleProbe, at RTR->RTS on RC) has a go-back-N
+	// QP's responder NAK the PSN it expects when its application waits
+	// for a message (a receive is posted) and the peer has sent nothing
+	// for 50 ms, then 100, 200 and 256 ms apart, eight times at most
+	// until a request comes (reliability.IdleQuiet): a message whose only
+	// packet was lost, or the ACK of it, has nothing behind it to show
+	// the loss, and the peer (rxe, with the local ACK timeout rdma_cm
+	// sets) would wait 2.1 s to send it again. A peer with nothing
+	// outstanding takes the NAK as an acknowledgement of all it sent.
+	// softrnic's CM sets it on the QPs it connects.
+	IdleProbe bool
 }
 
 // QP is a queue pair.
@@ -419,8 +430,14 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 			c.Flags |= hostmem.QPFlagRNRRepair
 		}
 	}
+	if mask&AttrIdleProbe != 0 {
+		c.Flags &^= hostmem.QPFlagIdleProbe
+		if attr.IdleProbe {
+			c.Flags |= hostmem.QPFlagIdleProbe
+		}
+	}
 	if next == QPSRTS && qp.state != QPSRTS && qp.Type == QPTRC {
-		if err := qp.pd.dev.nic.OpenQP(qp.Num, qp.replayEntries); err != nil {
+		if err := qp.pd.dev.nic.OpenQP(qp.Num, qp.replayEntries, c); err != nil {
 			return fmt.Errorf("%w: %v", ErrNoResources, err)
 		}
 	}

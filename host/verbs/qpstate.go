@@ -112,6 +112,12 @@ func CheckModify(t QPType, cur, next QPState, mask AttrMask, curAttr QPState) er
 		}
 		given &^= AttrPeerRNRRetry
 	}
+	if given&AttrIdleProbe != 0 {
+		if t != QPTRC || cur != QPSRTR || next != QPSRTS {
+			return fmt.Errorf("%w: the idle probe is set on an RC QP's RTR->RTS, not a %v QP's %v->%v", ErrInvalidAttr, t, cur, next)
+		}
+		given &^= AttrIdleProbe
+	}
 	if missing := tr.req[i] &^ given; missing != 0 {
 		return fmt.Errorf("%w: %v QP %v->%v needs %v", ErrMissingAttr, t, cur, next, missing)
 	}
