@@ -80,22 +80,11 @@ func TestEachFrameOnce(t *testing.T) {
 	if w.Frames.Load() != 10 {
 		t.Fatalf("%d frames recorded, want 5 sent and 5 received", w.Frames.Load())
 	}
-	r, err := pcapgo.NewNgReader(&buf, pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tx []byte
-	for {
-		data, ci, err := r.ReadPacketData()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if intf, _ := r.Interface(ci.InterfaceIndex); intf.Name == "a tx" {
+	for _, f := range readBack(t, &buf) {
+		if f.intf == "a tx" {
 			var p wire.Packet
-			if err := wire.Parse(data, &p); err != nil {
+			if err := wire.Parse(f.data, &p); err != nil {
 				t.Fatal(err)
 			}
 			tx = append(tx, byte(p.BTH().PSN()))
@@ -132,15 +121,35 @@ func TestTap(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := pcapgo.NewNgReader(&buf, pcapgo.DefaultNgReaderOptions)
+	var got []string
+	for _, f := range readBack(t, &buf) {
+		got = append(got, f.intf+": "+string(f.data))
+	}
+	want := []string{"veth0 kernel rx: a frame through the kernel's stack", "veth0 kernel rx: second"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("the file holds %q, want %q", got, want)
+	}
+}
+
+// recorded is a frame read back from a pcapng file, with its
+// interface's name.
+type recorded struct {
+	intf string
+	data []byte
+}
+
+// readBack reads every frame of the pcapng file in buf.
+func readBack(t *testing.T, buf *bytes.Buffer) []recorded {
+	t.Helper()
+	r, err := pcapgo.NewNgReader(buf, pcapgo.DefaultNgReaderOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var out []recorded
 	for {
 		data, ci, err := r.ReadPacketData()
 		if err == io.EOF {
-			break
+			return out
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -149,10 +158,6 @@ func TestTap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, intf.Name+": "+string(data))
-	}
-	want := []string{"veth0 kernel rx: a frame through the kernel's stack", "veth0 kernel rx: second"}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("the file holds %q, want %q", got, want)
+		out = append(out, recorded{intf.Name, data})
 	}
 }

@@ -490,10 +490,7 @@ func rnrRepair(t *testing.T, peer uint8, rnr bool) (stalled bool) {
 // again at once instead of after its local ACK timeout; the WRITE then
 // lands whole.
 func TestQuietTail(t *testing.T) {
-	for _, tc := range []struct {
-		peer uint8
-		rnr  bool
-	}{{0, false}, {7, true}} {
+	for _, tc := range peerRNRCases {
 		t.Run(fmt.Sprintf("peer_rnr_retry_%d", tc.peer), func(t *testing.T) {
 			h := newHostile(t)
 			h.readyPeer(t, 8, tc.peer)
@@ -517,15 +514,7 @@ func TestQuietTail(t *testing.T) {
 				t.Fatalf("%d answers, want an ACK of PSN %d first", len(got), hostilePSN+1)
 			}
 			for _, p := range got[1:] { // the NAK, and again, doubling, if the test was slow
-				s := p.AETH().Syndrome()
-				switch {
-				case p.BTH().PSN() != hostilePSN+2:
-					t.Errorf("a NAK of PSN %d, want the last packet's %d", p.BTH().PSN(), hostilePSN+2)
-				case tc.rnr && (!s.IsRNRNAK() || s.Value() != 1):
-					t.Errorf("%#x, want an RNR NAK with timer code 1", uint8(s))
-				case !tc.rnr && (!s.IsNAK() || s.Value() != wire.NAKPSNSequenceError):
-					t.Errorf("%#x, want a sequence NAK", uint8(s))
-				}
+				checkRepairNAK(t, &p, hostilePSN+2, tc.rnr)
 			}
 			c := h.nic.Counters()
 			if n := c.SeqNAKTail.Load(); n < 1 || c.SeqNAKQuiet.Load() != 0 {
@@ -544,6 +533,28 @@ func TestQuietTail(t *testing.T) {
 	}
 }
 
+// peerRNRCases are the peer RNR retry counts a repair's NAK depends on:
+// unknown (0), and without end (7: its repairs are RNR NAKs).
+var peerRNRCases = []struct {
+	peer uint8
+	rnr  bool
+}{{0, false}, {7, true}}
+
+// checkRepairNAK checks a repair's NAK: of psn, an RNR NAK with timer
+// code 1 if rnr, else a PSN sequence NAK.
+func checkRepairNAK(t *testing.T, p *wire.Packet, psn wire.PSN, rnr bool) {
+	t.Helper()
+	s := p.AETH().Syndrome()
+	switch {
+	case p.BTH().PSN() != psn:
+		t.Errorf("a NAK of PSN %d, want %d", p.BTH().PSN(), psn)
+	case rnr && (!s.IsRNRNAK() || s.Value() != 1):
+		t.Errorf("%#x, want an RNR NAK with timer code 1", uint8(s))
+	case !rnr && (!s.IsNAK() || s.Value() != wire.NAKPSNSequenceError):
+		t.Errorf("%#x, want a sequence NAK", uint8(s))
+	}
+}
+
 // TestIdleProbe: a QP with QPAttr.IdleProbe and receives posted, whose
 // peer's first SEND was lost (nothing comes): the NIC NAKs the expected
 // PSN (with an RNR NAK to a peer that retries without end), no sooner
@@ -551,10 +562,7 @@ func TestQuietTail(t *testing.T) {
 // the SEND sent again lands and is acknowledged. A QP without the
 // attribute never probes.
 func TestIdleProbe(t *testing.T) {
-	for _, tc := range []struct {
-		peer uint8
-		rnr  bool
-	}{{0, false}, {7, true}} {
+	for _, tc := range peerRNRCases {
 		t.Run(fmt.Sprintf("peer_rnr_retry_%d", tc.peer), func(t *testing.T) {
 			h := newHostile(t)
 			start := time.Now()
@@ -573,15 +581,7 @@ func TestIdleProbe(t *testing.T) {
 				t.Fatalf("%d probes, want %d", len(got), reliability.GapQuietNAKs)
 			}
 			for _, p := range got {
-				s := p.AETH().Syndrome()
-				switch {
-				case p.BTH().PSN() != hostilePSN:
-					t.Errorf("a probe of PSN %d, want the expected %d", p.BTH().PSN(), hostilePSN)
-				case tc.rnr && (!s.IsRNRNAK() || s.Value() != 1):
-					t.Errorf("%#x, want an RNR NAK with timer code 1", uint8(s))
-				case !tc.rnr && (!s.IsNAK() || s.Value() != wire.NAKPSNSequenceError):
-					t.Errorf("%#x, want a sequence NAK", uint8(s))
-				}
+				checkRepairNAK(t, &p, hostilePSN, tc.rnr)
 			}
 			time.Sleep(2 * reliability.GapQuietMax)
 			if extra := h.drain(t); len(extra) != 0 {
