@@ -441,8 +441,9 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 
 // expecting arms the idle probe of an RC QP with hostmem.QPFlagIdleProbe
 // (moved to RTS, not in error) whose application waits for a message, a
-// receive posted on its own queue (reliability.Receiver.Expecting; the receiver keeps a deadline
-// it has already), and puts the QP on the timing wheel for it.
+// receive posted on its own queue (reliability.Receiver.Expecting; the
+// receiver keeps a deadline it has already), and puts the QP on the
+// timing wheel for it.
 func (e *engine) expecting(qpn uint32, r *qpRun, now time.Time) {
 	if !r.idleProbe || !r.rcvStarted || r.errored || r.rqProducer == r.rqConsumer {
 		return
