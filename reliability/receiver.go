@@ -46,16 +46,19 @@ const (
 	GapQuietNAKs = 8
 )
 
-// IdleQuiet is the first wait of a go-back-N receiver's idle probe
-// (QuietIdle): the application waits for a message (a receive is
-// posted) and nothing came for IdleQuiet, then twice as long, up to
+// IdleQuiet is the first wait of a go-back-N receiver's repairs of a loss
+// nothing has shown, the quiet sender of an open message (QuietTail) and
+// the idle probe (QuietIdle: the application waits for a message, a
+// receive posted): nothing came for IdleQuiet, then twice as long, up to
 // GapQuietMax, GapQuietNAKs times before a request comes again. A
-// message whose only packet was lost (a SEND of a connection's exchange,
-// or its ACK) has nothing behind it to show the gap, and its sender (an
-// rxe with the local ACK timeout rdma_cm sets) would wait 2.1 s. The
-// wait is far beyond any round trip, so that a probe rarely meets a
-// message still in flight (it would be sent again: a duplicate), and the
-// probes end long before that timeout.
+// message whose last or only packet was lost (a SEND of a connection's
+// exchange, or its ACK) has nothing behind it to show the gap, and its
+// sender (an rxe with the local ACK timeout rdma_cm sets) would wait
+// 2.1 s. The wait is far beyond any round trip and beyond the pauses of
+// a slow sender's stream (an emulated rxe sending two QPs' 64 KiB
+// messages paused one of them for more than GapQuiet, and a NAK then sent
+// it back to resend what had come), so that a repair rarely meets a
+// message still in flight, and the repairs end long before that timeout.
 const IdleQuiet = 50 * time.Millisecond
 
 // Class is what a request's PSN makes of it.
@@ -302,11 +305,11 @@ const (
 func (r *Receiver) QuietDeadline() time.Time { return r.quietAt }
 
 // Opened sets, go-back-N, the quiet deadline of a message the request
-// just executed left open (not its last packet): GapQuiet on, its next
+// just executed left open (not its last packet): IdleQuiet on, its next
 // packet is taken as lost (QuietTail). A NAKed gap's deadline stays.
 func (r *Receiver) Opened(now time.Time) {
 	if !r.sr && r.quietKind != QuietGap {
-		r.quietAt, r.quietKind, r.quietWait, r.quietNAKs = now.Add(GapQuiet), QuietTail, GapQuiet, 0
+		r.quietAt, r.quietKind, r.quietWait, r.quietNAKs = now.Add(IdleQuiet), QuietTail, IdleQuiet, 0
 	}
 }
 

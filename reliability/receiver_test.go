@@ -125,29 +125,29 @@ func TestQuietGap(t *testing.T) {
 // ends either; a receiver that saw no loss sends no ACK twice.
 func TestQuietTailAndACK(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	q := reliability.GapQuiet
+	q, tail := reliability.GapQuiet, reliability.IdleQuiet
 	var r reliability.Receiver
 	r.Init(100, false)
 	r.Classify(100, t0)
 	r.Executed(1, false) // a FIRST: the message is open
 	r.Opened(t0)
-	if got := r.QuietDeadline(); !got.Equal(t0.Add(q)) {
-		t.Fatalf("an open message's deadline %v on, want %v", got.Sub(t0), q)
+	if got := r.QuietDeadline(); !got.Equal(t0.Add(tail)) {
+		t.Fatalf("an open message's deadline %v on, want %v", got.Sub(t0), tail)
 	}
-	if k := r.Quiet(t0.Add(q - time.Microsecond)); k != reliability.QuietNone {
+	if k := r.Quiet(t0.Add(tail - time.Microsecond)); k != reliability.QuietNone {
 		t.Fatalf("%v before the wait", k)
 	}
-	if k := r.Quiet(t0.Add(q)); k != reliability.QuietTail {
+	if k := r.Quiet(t0.Add(tail)); k != reliability.QuietTail {
 		t.Fatalf("the quiet sender of an open message: %v, want QuietTail", k)
 	}
-	if got := r.QuietDeadline().Sub(t0.Add(q)); got != 2*q {
-		t.Fatalf("the next tail NAK waits %v, want %v", got, 2*q)
+	if got := r.QuietDeadline().Sub(t0.Add(tail)); got != 2*tail {
+		t.Fatalf("the next tail NAK waits %v, want %v", got, 2*tail)
 	}
 	// The last packet comes: in order, the message done; no loss seen
 	// (a tail NAK is not one): no ACK repeat.
-	r.Classify(101, t0.Add(2*q))
+	r.Classify(101, t0.Add(2*tail))
 	r.Executed(1, true)
-	r.Acknowledged(t0.Add(2 * q))
+	r.Acknowledged(t0.Add(2 * tail))
 	if !r.QuietDeadline().IsZero() {
 		t.Fatalf("a deadline after an ACK on a QP that saw no loss")
 	}
@@ -244,7 +244,7 @@ func TestQuietIdle(t *testing.T) {
 	r.Executed(1, false)
 	r.Opened(at)
 	r.Expecting(at)
-	if k := r.Quiet(at.Add(reliability.GapQuiet)); k != reliability.QuietTail {
+	if k := r.Quiet(at.Add(reliability.IdleQuiet)); k != reliability.QuietTail {
 		t.Fatalf("an open message's deadline: %v, want QuietTail", k)
 	}
 	// Selective repeat: no probe.

@@ -484,7 +484,7 @@ func rnrRepair(t *testing.T, peer uint8, rnr bool) (stalled bool) {
 
 // TestQuietTail: a WRITE whose last packet is lost, with nothing after
 // it (the sender's last message), leaves the responder mid-message and
-// the sender waiting for an ACK: once the sender is quiet for GapQuiet
+// the sender waiting for an ACK: once the sender is quiet for IdleQuiet
 // the responder ACKs what came and NAKs the last packet's PSN (an RNR NAK
 // to a peer that retries them without end), so the sender sends it
 // again at once instead of after its local ACK timeout; the WRITE then
@@ -505,10 +505,10 @@ func TestQuietTail(t *testing.T) {
 			}
 			start := time.Now()
 			h.send(t, pkt(0, wire.RCRDMAWriteFirst), pkt(1, wire.RCRDMAWriteMiddle))
-			// The last packet is lost: nothing answers before GapQuiet.
+			// The last packet is lost: nothing answers before IdleQuiet.
 			got, _ := h.exchange(t, nil, 2)
-			if since := time.Since(start); since < reliability.GapQuiet {
-				t.Errorf("answers after %v, want %v at least", since, reliability.GapQuiet)
+			if since := time.Since(start); since < reliability.IdleQuiet {
+				t.Errorf("answers after %v, want %v at least", since, reliability.IdleQuiet)
 			}
 			if len(got) < 2 || !got[0].AETH().Syndrome().IsACK() || got[0].BTH().PSN() != hostilePSN+1 {
 				t.Fatalf("%d answers, want an ACK of PSN %d first", len(got), hostilePSN+1)
