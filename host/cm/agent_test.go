@@ -652,8 +652,8 @@ func TestTimedOutREQ(t *testing.T) {
 		}
 	}
 	forge(t, a, qp, &REJ{LocalCommID: req.LocalCommID, MessageRejected: MsgOther, Reason: RejTimeout}, 7)
-	// The REP waits a response timeout (about 1 s) before it goes again:
-	// the REJ ends the handshake well before.
+	// The REP waits a quarter of a response timeout (about 270 ms) before
+	// it first goes again: the REJ ends the handshake well before.
 	start := time.Now()
 	for b.a.Counters.Reject.Load() == 0 && time.Since(start) < 800*time.Millisecond {
 		time.Sleep(time.Millisecond)
@@ -781,5 +781,52 @@ func TestIdleProbeOverCM(t *testing.T) {
 	}
 	if n := b.dev.NIC().Counters().SeqNAKIdle.Load(); n == 0 {
 		t.Error("seq_nak_idle 0: the server never probed for the lost SEND")
+	}
+}
+
+// TestRepWait: the passive side waits a quarter of the response timeout
+// after its first REP, half after the second, and the whole timeout from
+// the third on.
+func TestRepWait(t *testing.T) {
+	full := timeout(18)
+	for _, c := range []struct {
+		try  int
+		want time.Duration
+	}{{0, full / 4}, {1, full / 2}, {2, full}, {3, full}, {15, full}} {
+		if got := repWait(c.try, full); got != c.want {
+			t.Errorf("after REP %d: %v, want %v", c.try+1, got, c.want)
+		}
+	}
+}
+
+// TestLostRTU: the client's RTU is lost; the server sends its REP again a
+// quarter of the response timeout later, not a whole one, the client's
+// CM answers it with its RTU again, and Accept returns.
+func TestLostRTU(t *testing.T) {
+	var mu sync.Mutex
+	rtus := 0
+	drop := func(f []byte) bool {
+		if cmAttr(f) != AttrRTU {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rtus++
+		return rtus == 1
+	}
+	a, b := pair(t, porttest.Config{Buffers: 1024, Drop: drop}, 18) // a response timeout of about 1.07 s
+	start := time.Now()
+	connect(t, a, b, nil, nil)
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if rtus != 2 {
+		t.Fatalf("%d RTUs, want the lost one and another", rtus)
+	}
+	if _, _, resent, _, _ := b.a.Counters.Snapshot(); resent != 1 {
+		t.Errorf("the server sent its REP again %d times, want once", resent)
+	}
+	if full := timeout(18); took >= full {
+		t.Errorf("the handshake took %v, a response timeout (%v) or more", took, full)
 	}
 }

@@ -742,9 +742,16 @@ func (a *Agent) accept(ctx context.Context, end func(), l *Listener, c *conn, re
 	}
 }
 
+// repWait is how long the passive side waits for the RTU after its
+// try'th REP (from 0): a quarter of the response timeout full, then half,
+// then all of it. A REP or RTU lost on a lossy path costs a quarter of it
+// (the peer's CM answers a REP it has taken already with its RTU again),
+// while a slow peer still has the whole timeout from the third REP on.
+func repWait(try int, full time.Duration) time.Duration { return full >> (2 - min(try, 2)) }
+
 // handshake is the passive side of one handshake: the QP to RTS, the REP
-// (again each response timeout, and at once for a repeated REQ) until
-// the RTU. A failure has been answered (a REJ) and ended the attempt.
+// (again after a quarter of the response timeout, a half, then each
+// timeout, and at once for a repeated REQ: repWait) until the RTU. A failure has been answered (a REJ) and ended the attempt.
 func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (*Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -796,7 +803,7 @@ func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (
 			c.end()
 			return nil, err
 		}
-		deadline := time.NewTimer(timeout(min(req.RemoteCMResponseTimeout, MaxHonoredTimeout)))
+		deadline := time.NewTimer(repWait(try, timeout(min(req.RemoteCMResponseTimeout, MaxHonoredTimeout))))
 	wait:
 		for {
 			select {
