@@ -196,7 +196,10 @@ func (e *engine) quietNAK(q *hostmem.QPCEntry, r *qpRun, k reliability.QuietKind
 		e.counters.SeqNAKRepeated.Add(1)
 		e.counters.SeqNAKQuiet.Add(1)
 	}
-	if r.rcv.Expected() != r.rcvFirst {
+	if r.rcv.Expected() != r.rcvFirst && !r.rcv.LastAnswered() {
+		// What came, acknowledged first, unless the last request was a
+		// READ or an atomic, which its response acknowledges: a plain ACK
+		// of its PSN would complete it at rxe without its data.
 		e.counters.ACKsBeforeNAK.Add(1)
 		e.acknowledge(q, r)
 	}
@@ -671,6 +674,7 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	}
 	if fresh {
 		msn = r.rcv.ExecutedRead(reliability.ReadRecord{Packets: uint32(packets), VA: h.VA(), RKey: h.RKey(), Length: h.DMALen()})
+		e.expecting(qpnOf(p), r, e.clock()) // a lost response: the probe's NAK has the READ asked again
 	}
 	if !fresh && q.Flags&hostmem.QPFlagSelectiveRepeat != 0 {
 		// Selective repeat: the requester asks for the responses it
@@ -887,6 +891,7 @@ func (e *engine) atomic(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		return
 	}
 	r.rcv.ExecutedAtomic(orig)
+	e.expecting(qpnOf(p), r, e.clock())
 	e.atomicAck(q, r, psn, orig, r.rcv.MSN())
 }
 

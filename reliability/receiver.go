@@ -124,6 +124,7 @@ type Receiver struct {
 	quietKind  QuietKind     // what quietAt repairs
 	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
 	idleDone   bool          // go-back-N: the idle probes ran out since the last request (Expecting)
+	answered   bool          // the last request executed was a READ or an atomic (LastAnswered)
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -385,7 +386,7 @@ func (r *Receiver) Executed(span uint32, done bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
 	r.nakSent = false // a gap closed
-	r.quietAt, r.quietKind, r.idleDone = time.Time{}, QuietNone, false
+	r.quietAt, r.quietKind, r.idleDone, r.answered = time.Time{}, QuietNone, false, false
 	if done {
 		r.msn++
 	}
@@ -409,6 +410,7 @@ func (r *Receiver) Executed(span uint32, done bool) {
 func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 	psn, msn := r.exp, r.msn+1 // before any packets placed ahead that follow
 	r.Executed(rec.Packets, true)
+	r.answered = true
 	rec.valid, rec.PSN, rec.MSN = true, psn, msn
 	r.reads[r.readNext] = rec
 	r.readNext = (r.readNext + 1) % len(r.reads)
@@ -420,9 +422,18 @@ func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 func (r *Receiver) ExecutedAtomic(orig uint64) {
 	psn, msn := r.exp, r.msn+1
 	r.Executed(1, true)
+	r.answered = true
 	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: msn}
 	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
 }
+
+// LastAnswered reports whether the last request executed was a READ or
+// an atomic: its response is its acknowledgement. A plain ACK of
+// Expected()-1 would then name the READ's (or atomic's) last PSN, and an
+// rxe requester whose response was lost completes the READ on such an
+// ACK without its data (rxe_comp.c: an ACK of a pending WQE's last PSN
+// completes it), as an rping server then wrote back the previous ping.
+func (r *Receiver) LastAnswered() bool { return r.answered }
 
 // FindRead returns the READ a duplicate READ request asks again for: the
 // same R_Key, its PSN among the READ's, and its range inside the READ's

@@ -226,7 +226,7 @@ func Client(ctx context.Context, c *cm.Conn, e *Endpoint, cfg Config, out io.Wri
 			return err
 		}
 		if cfg.Validate && string(start) != string(sink) {
-			return errors.New("rping: data mismatch")
+			return fmt.Errorf("rping: data mismatch in ping %d: sent %q, got back %q", ping, cstring(start), cstring(sink))
 		}
 		if cfg.Verbose {
 			fmt.Fprintf(out, "ping data: %s\n", cstring(sink))

@@ -610,6 +610,34 @@ func TestIdleProbe(t *testing.T) {
 	})
 }
 
+// TestIdleProbeAfterREAD: the idle probe after a READ (its response lost
+// on the way, say) is the NAK alone, never a plain ACK of the READ's PSN
+// first: rxe completes a pending READ on such an ACK without its data (an
+// rping server then wrote back the previous ping: make interop-loss).
+func TestIdleProbeAfterREAD(t *testing.T) {
+	h := newHostile(t)
+	h.readyOpts(t, 8, 7, true)
+	copy(h.region, "read me")
+	got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PSN: hostilePSN, AckReq: true},
+		RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: 7}}, 1)
+	if len(got) == 0 || got[0].BTH().Opcode() != wire.RCRDMAReadResponseOnly {
+		t.Fatalf("the READ: %d answers, want its response", len(got))
+	}
+	got, _ = h.exchange(t, nil, 2) // the first two probes
+	if len(got) == 0 {
+		t.Fatal("no probe after the READ")
+	}
+	for _, p := range got {
+		if s := p.AETH().Syndrome(); s.IsACK() {
+			t.Fatalf("a plain ACK of PSN %d after the READ", p.BTH().PSN())
+		}
+		checkRepairNAK(t, &p, hostilePSN+1, true)
+	}
+	if n := h.nic.Counters().ACKsBeforeNAK.Load(); n != 0 {
+		t.Errorf("acks_before_nak %d after a READ, want 0", n)
+	}
+}
+
 // TestSeqNAKRateLimit: forged requests ahead of the expected PSN, each
 // slipped in after a good one, draw at most one PSN sequence NAK per
 // gap and per interval, not one each; every good request is still

@@ -14,8 +14,8 @@
 # Environment: LOSS (percent, default 5), RUNS, MTU (default 1500),
 # CASES (a regular expression over the case names below), RXEVM,
 # SOFTRNIC, LIMIT (seconds a run may take, default 100); DEBUG=1 runs
-# softrnic perf with --counters and --pcap (one capture a run, in the
-# log directory, INTEROP_LOG).
+# softrnic perf with --counters and --pcap, and softrnic rping with
+# -pcap (one capture a run, in the log directory, INTEROP_LOG).
 set -u
 cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
@@ -96,7 +96,13 @@ run() {
 		tag=${tag//[^A-Za-z0-9_.-]/}
 		d0=$(dropped)
 		local args=("$@")
-		[ "${DEBUG:-0}" = 1 ] && [ "$1" = perf ] && args+=(--counters --pcap "$LOG/$tag.pcapng")
+		if [ "${DEBUG:-0}" = 1 ]; then
+			# After the subcommand: the peer's address may end the line.
+			case $1 in
+			perf) args=("$1" --counters --pcap "$LOG/$tag.pcapng" "${@:2}") ;;
+			rping) args=("$1" -pcap "$LOG/$tag.pcapng" "${@:2}") ;;
+			esac
+		fi
 		if [ "$dir" = softrnic-server ]; then
 			timeout "$LIMIT" ip netns exec $NS "$BIN" "${args[@]}" >"$LOG/$tag.softrnic.log" 2>&1 &
 			local spid=$!
