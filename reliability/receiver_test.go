@@ -255,3 +255,26 @@ func TestQuietIdle(t *testing.T) {
 		t.Error("a selective-repeat receiver armed an idle probe")
 	}
 }
+
+// LastAnswered: after a READ or an atomic (whose response is its
+// acknowledgement) until the next SEND or WRITE.
+func TestLastAnswered(t *testing.T) {
+	var r reliability.Receiver
+	r.Init(100, false)
+	for _, step := range []struct {
+		do   func()
+		want bool
+	}{
+		{func() { r.Executed(1, true) }, false},
+		{func() { r.ExecutedRead(reliability.ReadRecord{Packets: 3, RKey: 1, Length: 3000}) }, true},
+		{func() { r.Executed(1, true) }, false},
+		{func() { r.ExecutedAtomic(7) }, true},
+		{func() { r.ExecutedRead(reliability.ReadRecord{Packets: 1, RKey: 1, Length: 8}) }, true},
+		{func() { r.Executed(1, false) }, false},
+	} {
+		step.do()
+		if got := r.LastAnswered(); got != step.want {
+			t.Fatalf("at expected PSN %d: LastAnswered %v, want %v", r.Expected(), got, step.want)
+		}
+	}
+}
