@@ -635,7 +635,7 @@ func (e *engine) sendACK(q *hostmem.QPCEntry, psn wire.PSN, s wire.Syndrome, msn
 // acknowledge sends an ACK of every request executed so far, with the
 // QP's end-to-end credits.
 func (e *engine) acknowledge(q *hostmem.QPCEntry, r *qpRun) {
-	e.ack(q, r, r.rcv.Expected().Sub(1), wire.ACKSyndrome(e.credits(q, r)))
+	e.ack(q, r, r.rcv.AckPSN(), wire.ACKSyndrome(e.credits(q, r)))
 }
 
 // credits is the end-to-end credit code an RC QP's ACKs carry: the

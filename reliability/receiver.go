@@ -125,6 +125,7 @@ type Receiver struct {
 	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
 	idleDone   bool          // go-back-N: the idle probes ran out since the last request (Expecting)
 	answered   bool          // the last request executed was a READ or an atomic (LastAnswered)
+	ackNext    wire.PSN      // the expected PSN after the last SEND or WRITE executed (AckPSN)
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -153,7 +154,9 @@ type AtomicRecord struct {
 
 // Init sets the receiver up to expect psn first; sr enables selective
 // repeat (both ends must have).
-func (r *Receiver) Init(psn wire.PSN, sr bool) { *r = Receiver{exp: psn & wire.PSNMask, sr: sr} }
+func (r *Receiver) Init(psn wire.PSN, sr bool) {
+	*r = Receiver{exp: psn & wire.PSNMask, ackNext: psn & wire.PSNMask, sr: sr}
+}
 
 // bit reports whether PSN exp+i was placed ahead.
 func (r *Receiver) bit(i int) bool { return r.placed[i/64]&(1<<(i%64)) != 0 }
@@ -391,6 +394,7 @@ func (r *Receiver) Executed(span uint32, done bool) {
 		r.msn++
 	}
 	if !r.sr {
+		r.ackNext = r.exp
 		return
 	}
 	r.shift(int(span))
@@ -403,14 +407,16 @@ func (r *Receiver) Executed(span uint32, done bool) {
 		r.msn += uint32(k)
 		r.shift(k)
 	}
+	r.ackNext = r.exp
 }
 
 // ExecutedRead records a READ executed at the expected PSN and moves past
 // it; it returns the MSN its responses carry.
 func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 	psn, msn := r.exp, r.msn+1 // before any packets placed ahead that follow
+	ack := r.ackNext
 	r.Executed(rec.Packets, true)
-	r.answered = true
+	r.answered, r.ackNext = true, ack
 	rec.valid, rec.PSN, rec.MSN = true, psn, msn
 	r.reads[r.readNext] = rec
 	r.readNext = (r.readNext + 1) % len(r.reads)
@@ -421,8 +427,9 @@ func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 // original value it returned, and moves past it.
 func (r *Receiver) ExecutedAtomic(orig uint64) {
 	psn, msn := r.exp, r.msn+1
+	ack := r.ackNext
 	r.Executed(1, true)
-	r.answered = true
+	r.answered, r.ackNext = true, ack
 	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: msn}
 	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
 }
@@ -434,6 +441,13 @@ func (r *Receiver) ExecutedAtomic(orig uint64) {
 // ACK without its data (rxe_comp.c: an ACK of a pending WQE's last PSN
 // completes it), as an rping server then wrote back the previous ping.
 func (r *Receiver) LastAnswered() bool { return r.answered }
+
+// AckPSN is the PSN a plain ACK names: the last SEND or WRITE executed
+// (with the packets placed ahead that followed it), never a READ's or an
+// atomic's, whose responses acknowledge them (as rxe's responder keeps
+// its ack_psn): an rxe requester whose READ response was lost completes
+// the READ without its data on an ACK of the READ's PSN.
+func (r *Receiver) AckPSN() wire.PSN { return r.ackNext.Sub(1) }
 
 // FindRead returns the READ a duplicate READ request asks again for: the
 // same R_Key, its PSN among the READ's, and its range inside the READ's

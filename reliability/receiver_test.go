@@ -257,24 +257,30 @@ func TestQuietIdle(t *testing.T) {
 }
 
 // LastAnswered: after a READ or an atomic (whose response is its
-// acknowledgement) until the next SEND or WRITE.
+// acknowledgement) until the next SEND or WRITE; AckPSN, the PSN a plain
+// ACK names, is the last SEND's or WRITE's, never a READ's or atomic's.
 func TestLastAnswered(t *testing.T) {
 	var r reliability.Receiver
 	r.Init(100, false)
 	for _, step := range []struct {
-		do   func()
-		want bool
+		do       func()
+		answered bool
+		ack      wire.PSN
 	}{
-		{func() { r.Executed(1, true) }, false},
-		{func() { r.ExecutedRead(reliability.ReadRecord{Packets: 3, RKey: 1, Length: 3000}) }, true},
-		{func() { r.Executed(1, true) }, false},
-		{func() { r.ExecutedAtomic(7) }, true},
-		{func() { r.ExecutedRead(reliability.ReadRecord{Packets: 1, RKey: 1, Length: 8}) }, true},
-		{func() { r.Executed(1, false) }, false},
+		{func() {}, false, 99},
+		{func() { r.Executed(1, true) }, false, 100}, // SEND 100
+		{func() { r.ExecutedRead(reliability.ReadRecord{Packets: 3, RKey: 1, Length: 3000}) }, true, 100}, // READ 101-103
+		{func() { r.Executed(1, true) }, false, 104},                                                      // WRITE 104
+		{func() { r.ExecutedAtomic(7) }, true, 104},                                                       // atomic 105
+		{func() { r.ExecutedRead(reliability.ReadRecord{Packets: 1, RKey: 1, Length: 8}) }, true, 104},    // READ 106
+		{func() { r.Executed(1, false) }, false, 107},                                                     // SEND_FIRST 107
 	} {
 		step.do()
-		if got := r.LastAnswered(); got != step.want {
-			t.Fatalf("at expected PSN %d: LastAnswered %v, want %v", r.Expected(), got, step.want)
+		if got := r.LastAnswered(); got != step.answered {
+			t.Fatalf("at expected PSN %d: LastAnswered %v, want %v", r.Expected(), got, step.answered)
+		}
+		if got := r.AckPSN(); got != step.ack {
+			t.Fatalf("at expected PSN %d: AckPSN %d, want %d", r.Expected(), got, step.ack)
 		}
 	}
 }
