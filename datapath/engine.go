@@ -519,7 +519,7 @@ func (e *engine) openQP(qpn uint32, r *qpRun, entries int, q *hostmem.QPCEntry) 
 	r.alloc, r.sndStarted = a, false
 	r.startReceiver(q)
 	r.idleProbe = q.Flags&hostmem.QPFlagIdleProbe != 0
-	e.expecting(qpn, r, e.clock())
+	e.expecting(qpn, r, time.Time{})
 	return nil
 }
 
@@ -539,7 +539,7 @@ func (e *engine) recvBellsDue() bool {
 				if r.errored && e.qpc(d.QPN, &q) {
 					e.flushRecv(d.QPN, &q, r) // a QP in error flushes what is posted to it
 				}
-				e.expecting(d.QPN, r, e.clock())
+				e.expecting(d.QPN, r, time.Time{})
 			}
 		default:
 			return served

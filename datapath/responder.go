@@ -446,10 +446,13 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 // (moved to RTS, not in error) whose application waits for a message, a
 // receive posted on its own queue (reliability.Receiver.Expecting; the
 // receiver keeps a deadline it has already), and puts the QP on the
-// timing wheel for it.
+// timing wheel for it. A zero now reads the clock, only for a QP it arms.
 func (e *engine) expecting(qpn uint32, r *qpRun, now time.Time) {
 	if !r.idleProbe || !r.rcvStarted || r.errored || r.rqProducer == r.rqConsumer {
 		return
+	}
+	if now.IsZero() {
+		now = e.clock()
 	}
 	r.rcv.Expecting(now)
 	if !r.rcv.QuietDeadline().IsZero() {
@@ -674,7 +677,7 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	}
 	if fresh {
 		msn = r.rcv.ExecutedRead(reliability.ReadRecord{Packets: uint32(packets), VA: h.VA(), RKey: h.RKey(), Length: h.DMALen()})
-		e.expecting(qpnOf(p), r, e.clock()) // a lost response: the probe's NAK has the READ asked again
+		e.expecting(qpnOf(p), r, time.Time{}) // a lost response: the probe's NAK has the READ asked again
 	}
 	if !fresh && q.Flags&hostmem.QPFlagSelectiveRepeat != 0 {
 		// Selective repeat: the requester asks for the responses it
@@ -891,7 +894,7 @@ func (e *engine) atomic(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.
 		return
 	}
 	r.rcv.ExecutedAtomic(orig)
-	e.expecting(qpnOf(p), r, e.clock())
+	e.expecting(qpnOf(p), r, time.Time{})
 	e.atomicAck(q, r, psn, orig, r.rcv.MSN())
 }
 

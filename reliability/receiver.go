@@ -124,7 +124,6 @@ type Receiver struct {
 	quietKind  QuietKind     // what quietAt repairs
 	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
 	idleDone   bool          // go-back-N: the idle probes ran out since the last request (Expecting)
-	answered   bool          // the last request executed was a READ or an atomic (LastAnswered)
 	ackNext    wire.PSN      // the expected PSN after the last SEND or WRITE executed (AckPSN)
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
@@ -389,7 +388,7 @@ func (r *Receiver) Executed(span uint32, done bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
 	r.nakSent = false // a gap closed
-	r.quietAt, r.quietKind, r.idleDone, r.answered = time.Time{}, QuietNone, false, false
+	r.quietAt, r.quietKind, r.idleDone = time.Time{}, QuietNone, false
 	if done {
 		r.msn++
 	}
@@ -416,7 +415,7 @@ func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 	psn, msn := r.exp, r.msn+1 // before any packets placed ahead that follow
 	ack := r.ackNext
 	r.Executed(rec.Packets, true)
-	r.answered, r.ackNext = true, ack
+	r.ackNext = ack
 	rec.valid, rec.PSN, rec.MSN = true, psn, msn
 	r.reads[r.readNext] = rec
 	r.readNext = (r.readNext + 1) % len(r.reads)
@@ -429,7 +428,7 @@ func (r *Receiver) ExecutedAtomic(orig uint64) {
 	psn, msn := r.exp, r.msn+1
 	ack := r.ackNext
 	r.Executed(1, true)
-	r.answered, r.ackNext = true, ack
+	r.ackNext = ack
 	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: msn}
 	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
 }
@@ -440,7 +439,7 @@ func (r *Receiver) ExecutedAtomic(orig uint64) {
 // rxe requester whose response was lost completes the READ on such an
 // ACK without its data (rxe_comp.c: an ACK of a pending WQE's last PSN
 // completes it), as an rping server then wrote back the previous ping.
-func (r *Receiver) LastAnswered() bool { return r.answered }
+func (r *Receiver) LastAnswered() bool { return r.ackNext != r.exp }
 
 // AckPSN is the PSN a plain ACK names: the last SEND or WRITE executed
 // (with the packets placed ahead that followed it), never a READ's or an

@@ -751,7 +751,8 @@ func repWait(try int, full time.Duration) time.Duration { return full >> (2 - mi
 
 // handshake is the passive side of one handshake: the QP to RTS, the REP
 // (again after a quarter of the response timeout, a half, then each
-// timeout, and at once for a repeated REQ: repWait) until the RTU. A failure has been answered (a REJ) and ended the attempt.
+// timeout, and at once for a repeated REQ: repWait) until the RTU. A
+// failure has been answered (a REJ) and ended the attempt.
 func (a *Agent) handshake(ctx context.Context, qc QPConfig, c *conn, req *REQ) (*Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
