@@ -13,17 +13,19 @@ import (
 // again for the rest of a READ from the first response it lacks, as
 // go-back-N does.
 //
-// Only an overrun counts: a retry that leaves more than readOverrun of
-// the responses sent behind it unreceived (more than a receiver holds in
-// flight: a queue overflowed). A random loss leaves fewer, and costs the
-// responses resent, not the rate; so does a selective request (a range
-// inside a READ: a requester with selective repeat asking for what a
-// random loss took).
+// Only an overrun counts: a retry with readOverrun or more responses
+// sent after the one it asks for (by PSN: more than a receiver holds in
+// flight, so a queue overflowed). A random loss leaves fewer, and costs
+// the responses resent, not the rate; so does a selective request (a
+// range inside a READ: a requester with selective repeat asking for what
+// a random loss took).
 //
 // An overrun's retry says how fast the responses got through: those
 // before the one asked for came in the time since the run of responses
-// began (the sample: responses sent back to back, READ after READ, since
-// the QP last paused for readIdle or was last asked again). The spacing
+// began (the sample: responses sent READ after READ since the QP last
+// paused for readIdle or was last asked again; the engine's own pauses,
+// a sleep or a descheduled thread of a few milliseconds, drain a queue
+// of hundreds of frames by little and do not end it). The spacing
 // becomes that rate's, with a quarter to spare, at once, as BBR takes the
 // delivery rate; with too few responses through to make a rate it
 // doubles (from readGapMin, up to readGapMax). Each readProbeBytes of
@@ -42,6 +44,7 @@ type readPace struct {
 	sampleAt   time.Time // when that went
 	sampleSent int       // responses sent since
 	last       time.Time // when the last response went
+	lastPSN    wire.PSN  // and its PSN
 }
 
 const (
@@ -51,7 +54,7 @@ const (
 	readOverrun    = 512 // responses sent past the one a retry asks for that make it an overrun
 	readProbeBytes = 16 << 20
 	readProbeEvery = 3 * time.Second
-	readIdle       = time.Millisecond // a pause that ends a sample
+	readIdle       = 20 * time.Millisecond // a pause that ends a sample
 )
 
 // retry takes a go-back-N retry of a READ from the response psn: after
@@ -59,7 +62,10 @@ const (
 // whether it cut.
 func (p *readPace) retry(now time.Time, psn wire.PSN) bool {
 	delivered := int(psn.Diff(p.samplePSN))
-	overrun := p.sampling && delivered >= 0 && p.sampleSent-delivered > readOverrun
+	overrun := p.lastPSN.Diff(psn) >= readOverrun
+	if !p.sampling || delivered < 0 {
+		delivered = 0 // the one asked for went before the sample began: no rate
+	}
 	elapsed := now.Sub(p.sampleAt)
 	p.sampling = false // the responses asked for again begin the next
 	if !overrun {
@@ -105,7 +111,7 @@ func (p *readPace) sent(now time.Time, psn wire.PSN) {
 		p.sampling, p.samplePSN, p.sampleAt, p.sampleSent = true, psn, now, 0
 	}
 	p.sampleSent++
-	p.last = now
+	p.last, p.lastPSN = now, psn
 	if p.gap == 0 {
 		return
 	}

@@ -23,7 +23,7 @@ func TestReadPace(t *testing.T) {
 		return at
 	}
 	type step struct {
-		do      string // "retry" (an overrun after too few responses for a rate), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "later" (a small one seconds after the spacing changed)
+		do      string // "retry" (an overrun after too few responses for a rate), "jitter" (an overrun whose responses went in bursts a few ms apart), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "later" (a small one seconds after the spacing changed)
 		wantGap time.Duration
 	}
 	for _, tc := range []struct {
@@ -37,6 +37,7 @@ func TestReadPace(t *testing.T) {
 		{"recovery counts bytes", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"half", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"recovery counts time", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"later", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"back to none", []step{{"retry", readGapMin}, {"answered", readGapMin}, {"answered", 0}, {"answered", 0}}},
+		{"the engine's own pauses keep the sample", []step{{"jitter", 93750 * time.Nanosecond}}},
 		{"a random loss cuts nothing", []step{{"random", 0}, {"rate", 125 * time.Microsecond}, {"random", 125 * time.Microsecond}}},
 		{"a retry spoils the READ under way", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"retry", 250 * time.Microsecond}, {"answered", 250 * time.Microsecond}}},
 	} {
@@ -49,6 +50,15 @@ func TestReadPace(t *testing.T) {
 					p.retry(burst(&p, t0, 1000), 5)
 				case "rate":
 					p.retry(burst(&p, t0, 2000).Add(100*time.Millisecond), 1000)
+				case "jitter": // 1000 responses in ten bursts 2 ms apart; the requester took 400 by +30 ms
+					at := t0
+					for i := range 1000 {
+						if i%100 == 0 && i > 0 {
+							at = at.Add(2 * time.Millisecond)
+						}
+						p.sent(at, wire.PSN(i))
+					}
+					p.retry(t0.Add(30*time.Millisecond), 400)
 				case "random":
 					p.retry(burst(&p, t0, 16), 10)
 				case "answered":
@@ -128,7 +138,7 @@ func TestReadRetryPacesResponses(t *testing.T) {
 		t.Fatalf("a selective request and a retry after a random loss: %d responses at once, %d cuts; want %d and none", n, cuts(), 2+packets-700)
 	}
 
-	rt.after(10 * time.Millisecond)
+	rt.after(2 * readIdle) // a pause: the next READ's responses begin a sample
 	start := rt.clock.Now()
 	read(packets, 0, packets) // a new READ
 	if n := answer(); n != packets {
