@@ -21,11 +21,20 @@ import (
 // a random loss took).
 //
 // An overrun's retry says how fast the responses got through: those
-// before the one asked for came in the time since the run of responses
-// began (the sample: responses sent READ after READ since the QP last
-// paused for readIdle or was last asked again; the engine's own pauses,
-// a sleep or a descheduled thread of a few milliseconds, drain a queue
-// of hundreds of frames by little and do not end it). The spacing
+// before the one asked for came in the time since the sample began. A
+// sample begins when the QP is asked again, when a READ's first
+// response goes after the requester's think time (readThink: perftest
+// -a's small READs come one round trip apart, and counted in a sample
+// that time would make the rate a fraction of what got through), and
+// after any pause of readIdle. A shorter pause within a READ (the
+// engine's own: a sleep, a descheduled thread) does not end it: the
+// receiver's queue drains through it, and a sample cut there would
+// leave the response asked for before it, with no rate to take. After
+// an overrun's retry the receiver's queue still holds the rest of the
+// overrun, which it takes (and drops) before the responses asked for
+// again: until a pause of readIdle, a sample counts them (those sent
+// after the one the retry asked for, at most) as taken too, else it
+// would show a fraction of the rate. The spacing
 // becomes that rate's, with a quarter to spare, at once, as BBR takes the
 // delivery rate; with too few responses through to make a rate it
 // doubles (from readGapMin, up to readGapMax). Each readProbeBytes of
@@ -39,12 +48,16 @@ type readPace struct {
 	bytes int           // bytes answered cleanly since the spacing last changed
 	since time.Time     // when it last changed
 
-	sampling   bool      // a sample runs
-	samplePSN  wire.PSN  // its first response's PSN
-	sampleAt   time.Time // when that went
-	sampleSent int       // responses sent since
-	last       time.Time // when the last response went
-	lastPSN    wire.PSN  // and its PSN
+	sampling  bool      // a sample runs
+	samplePSN wire.PSN  // its first response's PSN
+	sampleAt  time.Time // when that went
+	last      time.Time // when the last response went
+	lastPSN   wire.PSN  // and its PSN
+	// backlog is how many responses the last overrun's retry left sent
+	// after the one it asked for, until a pause of readIdle: the
+	// receiver's queue held them (at most), and takes (and drops) them
+	// before the responses asked for again.
+	backlog int
 }
 
 const (
@@ -55,6 +68,7 @@ const (
 	readProbeBytes = 16 << 20
 	readProbeEvery = 3 * time.Second
 	readIdle       = 20 * time.Millisecond // a pause that ends a sample
+	readThink      = time.Millisecond      // a pause before a READ that ends one
 )
 
 // retry takes a go-back-N retry of a READ from the response psn: after
@@ -73,8 +87,9 @@ func (p *readPace) retry(now time.Time, psn wire.PSN) bool {
 	}
 	gap := 2 * p.gap
 	if delivered >= readRateSample {
-		gap = elapsed * 5 / time.Duration(4*delivered)
+		gap = elapsed * 5 / time.Duration(4*(delivered+p.backlog))
 	}
+	p.backlog = int(p.lastPSN.Diff(psn))
 	p.gap = min(max(gap, readGapMin), readGapMax)
 	p.clean, p.bytes, p.since = false, 0, now
 	if p.next.Before(now) {
@@ -105,12 +120,15 @@ func (p *readPace) holds(now time.Time) (time.Time, bool) {
 }
 
 // sent moves the pace and the sample on by the response of psn, sent at
-// now.
-func (p *readPace) sent(now time.Time, psn wire.PSN) {
-	if !p.sampling || now.Sub(p.last) > readIdle {
-		p.sampling, p.samplePSN, p.sampleAt, p.sampleSent = true, psn, now, 0
+// now, the first of its READ if first.
+func (p *readPace) sent(now time.Time, psn wire.PSN, first bool) {
+	pause := now.Sub(p.last)
+	if pause > readIdle {
+		p.backlog = 0 // the queue drained
 	}
-	p.sampleSent++
+	if !p.sampling || pause > readIdle || first && pause > readThink {
+		p.sampling, p.samplePSN, p.sampleAt = true, psn, now
+	}
 	p.last, p.lastPSN = now, psn
 	if p.gap == 0 {
 		return

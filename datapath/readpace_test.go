@@ -18,12 +18,12 @@ func TestReadPace(t *testing.T) {
 	// burst sends n responses at at, from PSN 0, and returns the time.
 	burst := func(p *readPace, at time.Time, n int) time.Time {
 		for i := range n {
-			p.sent(at, wire.PSN(i))
+			p.sent(at, wire.PSN(i), false)
 		}
 		return at
 	}
 	type step struct {
-		do      string // "retry" (an overrun after too few responses for a rate), "jitter" (an overrun whose responses went in bursts a few ms apart), "rate" (an overrun after 1000 responses in 100 ms), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "later" (a small one seconds after the spacing changed)
+		do      string // "retry" (an overrun after too few responses for a rate), "jitter" (an overrun whose responses went in bursts a few ms apart), "think" (one in a READ after others the requester asked for 10 ms apart), "rate" (an overrun after 1000 responses in 100 ms), "again" (the responses asked for again overrun at once), "random" (a loss, no overrun), "answered" (a READ of readProbeBytes), "half" (one of half that), "later" (a small one seconds after the spacing changed)
 		wantGap time.Duration
 	}
 	for _, tc := range []struct {
@@ -38,6 +38,8 @@ func TestReadPace(t *testing.T) {
 		{"recovery counts time", []step{{"rate", 125 * time.Microsecond}, {"half", 125 * time.Microsecond}, {"later", 125*time.Microsecond - 125*time.Microsecond/8}}},
 		{"back to none", []step{{"retry", readGapMin}, {"answered", readGapMin}, {"answered", 0}, {"answered", 0}}},
 		{"the engine's own pauses keep the sample", []step{{"jitter", 93750 * time.Nanosecond}}},
+		{"a requester's think time does not count", []step{{"think", 156250 * time.Nanosecond}}},
+		{"resent responses count the overrun's backlog", []step{{"rate", 125 * time.Microsecond}, {"again", 100 * time.Millisecond * 5 / (4 * (500 + 999))}, {"rate", 125 * time.Microsecond}}},
 		{"a random loss cuts nothing", []step{{"random", 0}, {"rate", 125 * time.Microsecond}, {"random", 125 * time.Microsecond}}},
 		{"a retry spoils the READ under way", []step{{"rate", 125 * time.Microsecond}, {"answered", 125 * time.Microsecond}, {"retry", 250 * time.Microsecond}, {"answered", 250 * time.Microsecond}}},
 	} {
@@ -45,6 +47,7 @@ func TestReadPace(t *testing.T) {
 			var p readPace
 			p.clean = true
 			for i, s := range tc.steps {
+				t0 := t0.Add(time.Duration(i) * time.Second) // each step a READ after a pause
 				switch s.do {
 				case "retry":
 					p.retry(burst(&p, t0, 1000), 5)
@@ -56,9 +59,24 @@ func TestReadPace(t *testing.T) {
 						if i%100 == 0 && i > 0 {
 							at = at.Add(2 * time.Millisecond)
 						}
-						p.sent(at, wire.PSN(i))
+						p.sent(at, wire.PSN(i), false)
 					}
 					p.retry(t0.Add(30*time.Millisecond), 400)
+				case "think": // nine READs of 100 responses 10 ms apart, then one of 1000 10 ms on; the requester took 400 of it by 50 ms
+					at := t0
+					for i := range 1900 {
+						if i%100 == 0 && i > 0 && i <= 900 {
+							at = at.Add(10 * time.Millisecond)
+						}
+						p.sent(at, wire.PSN(i), i%100 == 0 && i <= 900)
+					}
+					p.retry(at.Add(50*time.Millisecond), 1300)
+				case "again": // the responses asked for again (1000 on) overrun too, at once: 500 of them through behind the 999 the retry left
+					at := p.last
+					for i := range 2000 {
+						p.sent(at, wire.PSN(1000+i), false)
+					}
+					p.retry(at.Add(100*time.Millisecond), 1500)
 				case "random":
 					p.retry(burst(&p, t0, 16), 10)
 				case "answered":
@@ -82,11 +100,11 @@ func TestReadPace(t *testing.T) {
 		t.Fatal("unpaced, a response was held")
 	}
 	p.retry(burst(&p, t0.Add(-100*time.Millisecond), 2000).Add(100*time.Millisecond), 1000) // 125 us
-	p.sent(t0, 1000)
+	p.sent(t0, 1000, false)
 	if at, held := p.holds(t0.Add(100 * time.Microsecond)); !held || !at.Equal(t0.Add(125*time.Microsecond)) {
 		t.Errorf("after one response the next is held until %v (%v), want +125us", at.Sub(t0), held)
 	}
-	p.sent(t0, 1001)
+	p.sent(t0, 1001, false)
 	if at, _ := p.holds(t0); !at.Equal(t0.Add(250 * time.Microsecond)) {
 		t.Errorf("two responses sent at once: the next at %v, want +250us", at.Sub(t0))
 	}
@@ -94,11 +112,11 @@ func TestReadPace(t *testing.T) {
 	if _, held := p.holds(now); held {
 		t.Fatal("a response was held after idle time")
 	}
-	p.sent(now, 1002) // late by far: it went at once, and one more may
+	p.sent(now, 1002, false) // late by far: it went at once, and one more may
 	if at, held := p.holds(now); held || !at.Equal(now) {
 		t.Errorf("after a long pause the second response may go at %v (held %v), want at once", at.Sub(now), held)
 	}
-	p.sent(now, 1003)
+	p.sent(now, 1003, false)
 	if at, held := p.holds(now); !held || !at.Equal(now.Add(125*time.Microsecond)) {
 		t.Errorf("after a long pause the third response may go at %v (held %v), want +125us", at.Sub(now), held)
 	}

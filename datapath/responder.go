@@ -852,7 +852,7 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Ti
 		}
 		rd.next++
 		n++
-		r.readPace.sent(now, rd.psn.Add(uint32(i)))
+		r.readPace.sent(now, rd.psn.Add(uint32(i)), i == 0)
 		if r.sndStarted {
 			r.snd.RateSent(now, len(buf)+reliability.PacketOverhead)
 		}
