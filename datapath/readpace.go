@@ -34,13 +34,14 @@ import (
 // overrun, which it takes (and drops) before the responses asked for
 // again: until a pause of readIdle, a sample counts them (those sent
 // after the one the retry asked for, at most) as taken too, else it
-// would show a fraction of the rate. The spacing
-// becomes that rate's, with a quarter to spare, at once, as BBR takes the
-// delivery rate; with too few responses through to make a rate it
-// doubles (from readGapMin, up to readGapMax). Each readProbeBytes of
-// READs answered in full with no retry since, or each readProbeEvery of
-// them, shortens it by an eighth, down to none, as DCQCN raises a rate
-// again by its byte counter and its timer.
+// would show a fraction of the rate.
+//
+// The spacing becomes that rate's, with a quarter to spare, at once, as
+// BBR takes the delivery rate; with too few responses through to make a
+// rate it doubles (from readGapMin, up to readGapMax). Each
+// readProbeBytes of READs answered in full with no retry since, or each
+// readProbeEvery of them, shortens it by an eighth, down to none, as
+// DCQCN raises a rate again by its byte counter and its timer.
 type readPace struct {
 	gap   time.Duration // between two response packets; 0: as fast as the engine sends them
 	next  time.Time     // when the next response may go
