@@ -436,10 +436,19 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 	case ackReq:
 		r.rcv.Acknowledged(now)
 	}
-	e.expecting(qpn, r, now)
+	if r.idleExpected() {
+		r.rcv.Expecting(now)
+	}
 	if !r.rcv.QuietDeadline().IsZero() {
 		e.timeQP(qpn, r)
 	}
+}
+
+// idleExpected reports whether the QP's idle probe is to be armed: an RC
+// QP with hostmem.QPFlagIdleProbe, moved to RTS and not in error, with a
+// receive posted on its own queue.
+func (r *qpRun) idleExpected() bool {
+	return r.idleProbe && r.rcvStarted && !r.errored && r.rqProducer != r.rqConsumer
 }
 
 // expecting arms the idle probe of an RC QP with hostmem.QPFlagIdleProbe
@@ -448,7 +457,7 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 // receiver keeps a deadline it has already), and puts the QP on the
 // timing wheel for it. A zero now reads the clock, only for a QP it arms.
 func (e *engine) expecting(qpn uint32, r *qpRun, now time.Time) {
-	if !r.idleProbe || !r.rcvStarted || r.errored || r.rqProducer == r.rqConsumer {
+	if !r.idleExpected() {
 		return
 	}
 	if now.IsZero() {

@@ -384,7 +384,11 @@ func (r *Receiver) Quiet(now time.Time) QuietKind {
 // With selective repeat, the expected PSN then moves past the packets
 // placed ahead that now follow in order, each a whole message (a
 // WRITE_ONLY), so that the next ACK acknowledges them all.
-func (r *Receiver) Executed(span uint32, done bool) {
+func (r *Receiver) Executed(span uint32, done bool) { r.execute(span, done, false) }
+
+// execute is Executed; answered (a READ or an atomic, whose response
+// acknowledges it) leaves the PSN plain ACKs name (AckPSN) where it was.
+func (r *Receiver) execute(span uint32, done, answered bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
 	r.nakSent = false // a gap closed
@@ -392,30 +396,28 @@ func (r *Receiver) Executed(span uint32, done bool) {
 	if done {
 		r.msn++
 	}
-	if !r.sr {
+	if r.sr {
+		r.shift(int(span))
+		k := 0
+		for k < SRWindow && r.bit(k) {
+			k++
+		}
+		if k > 0 {
+			r.exp = r.exp.Add(uint32(k))
+			r.msn += uint32(k)
+			r.shift(k)
+		}
+	}
+	if !answered {
 		r.ackNext = r.exp
-		return
 	}
-	r.shift(int(span))
-	k := 0
-	for k < SRWindow && r.bit(k) {
-		k++
-	}
-	if k > 0 {
-		r.exp = r.exp.Add(uint32(k))
-		r.msn += uint32(k)
-		r.shift(k)
-	}
-	r.ackNext = r.exp
 }
 
 // ExecutedRead records a READ executed at the expected PSN and moves past
 // it; it returns the MSN its responses carry.
 func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 	psn, msn := r.exp, r.msn+1 // before any packets placed ahead that follow
-	ack := r.ackNext
-	r.Executed(rec.Packets, true)
-	r.ackNext = ack
+	r.execute(rec.Packets, true, true)
 	rec.valid, rec.PSN, rec.MSN = true, psn, msn
 	r.reads[r.readNext] = rec
 	r.readNext = (r.readNext + 1) % len(r.reads)
@@ -426,9 +428,7 @@ func (r *Receiver) ExecutedRead(rec ReadRecord) uint32 {
 // original value it returned, and moves past it.
 func (r *Receiver) ExecutedAtomic(orig uint64) {
 	psn, msn := r.exp, r.msn+1
-	ack := r.ackNext
-	r.Executed(1, true)
-	r.ackNext = ack
+	r.execute(1, true, true)
 	r.atomics[r.atomicNext] = AtomicRecord{valid: true, PSN: psn, Orig: orig, MSN: msn}
 	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
 }
