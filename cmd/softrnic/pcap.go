@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -41,15 +40,7 @@ func capturePorts(name, dev string, ports []datapath.Port) (tap func([]byte), st
 	if err != nil {
 		return nil, nil, err
 	}
-	for i, p := range ports {
-		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", dev, i))
-		if err != nil {
-			stop()
-			return nil, nil, err
-		}
-		ports[i] = c
-	}
-	if tap, err = w.Tap(dev + " kernel rx"); err != nil {
+	if tap, err = w.WrapDevice(dev, ports); err != nil {
 		stop()
 		return nil, nil, err
 	}

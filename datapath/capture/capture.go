@@ -79,6 +79,21 @@ func (w *Writer) Tap(name string) (func(frame []byte), error) {
 	return func(frame []byte) { w.write(intf, frame, time.Now()) }, nil
 }
 
+// WrapDevice records the frames of a netdev's ports: each port is
+// replaced in place by a recording one (interfaces "DEV queue N"), and
+// tap records the frames the kernel's UDP stack takes in for the NIC
+// (datapath.NICConfig.DeliverTap, interface "DEV kernel rx").
+func (w *Writer) WrapDevice(dev string, ports []datapath.Port) (tap func(frame []byte), err error) {
+	for i, p := range ports {
+		c, err := Wrap(p, w, fmt.Sprintf("%s queue %d", dev, i))
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = c
+	}
+	return w.Tap(dev + " kernel rx")
+}
+
 // Rewriter is a port that changes frames as it sends them (the udp port:
 // the kernel's IP header, the source port of its socket). A capture has
 // it rewrite them first, so that the file shows what went on the wire.

@@ -271,15 +271,7 @@ func (d *device) record(name string) (tap func([]byte), err error) {
 		f.Close()
 		return nil, err
 	}
-	for i, p := range d.ports {
-		c, err := capture.Wrap(p, w, fmt.Sprintf("%s queue %d", d.nd.Name, i))
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		d.ports[i] = c
-	}
-	if tap, err = w.Tap(d.nd.Name + " kernel rx"); err != nil {
+	if tap, err = w.WrapDevice(d.nd.Name, d.ports); err != nil {
 		f.Close()
 		return nil, err
 	}
