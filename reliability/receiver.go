@@ -61,6 +61,12 @@ const (
 // message still in flight, and the repairs end long before that timeout.
 const IdleQuiet = 50 * time.Millisecond
 
+// ReadRepairs is how many times a go-back-N responder answers again, on
+// its own, the READs of a requester gone quiet after them (QuietRead)
+// before a request comes again: the first wait IdleQuiet after the last
+// response, then twice as long each time.
+const ReadRepairs = 3
+
 // Class is what a request's PSN makes of it.
 type Class uint8
 
@@ -98,6 +104,7 @@ type ReceiverStats struct {
 	TailNAKs                                  uint64 // NAKs of the next PSN of a message left open while its sender went quiet (Quiet)
 	IdleNAKs                                  uint64 // NAKs of the expected PSN while a receive waited and the sender was quiet (Quiet)
 	ACKsRepeated                              uint64 // ACKs sent again once the sender went quiet (Quiet)
+	ReadRepairs                               uint64 // READs answered again, unasked, once the requester went quiet after them (QuietRead)
 	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
 
@@ -124,6 +131,10 @@ type Receiver struct {
 	quietKind  QuietKind     // what quietAt repairs
 	lossy      bool          // go-back-N: loss seen on the QP (a duplicate, a gap, NoteLoss)
 	idleDone   bool          // go-back-N: the idle probes ran out since the last request (Expecting)
+	retrying   bool          // the requests coming are duplicates: the requester went back (goBack)
+	hasGoBack  bool          // goBack is set
+	goBack     wire.PSN      // the PSN the requester last went back to (the first duplicate of its latest retry)
+	lastDup    wire.PSN      // the latest duplicate's PSN
 	ackNext    wire.PSN      // the expected PSN after the last SEND or WRITE executed (AckPSN)
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
@@ -242,6 +253,10 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 	case d < 0:
 		r.stats.Duplicates++
 		r.lossy = true
+		if !r.retrying || psn.Before(r.lastDup) {
+			r.goBack, r.hasGoBack = psn, true // a retry starts here
+		}
+		r.retrying, r.lastDup = true, psn
 		return Duplicate, false
 	case d > 0 && r.sr && d < SRWindow && r.bit(int(d)):
 		return AlreadyPlaced, false
@@ -301,6 +316,15 @@ const (
 	// acknowledges what came and asks for what did not (a sender with
 	// nothing outstanding ignores it).
 	QuietIdle
+	// QuietRead: a requester that has gone back for READs on a QP that
+	// has seen loss went quiet after their responses: answer again,
+	// unasked, the READs from the PSN it last went back to (ReadsToRepeat).
+	// rxe's completer, once a READ response gap has started a retry,
+	// drops every response out of order and every NAK until one comes in
+	// order; when the response it waits for is lost again it sends
+	// nothing more before its local ACK timeout (2.1 s on rdma_cm's QPs),
+	// and only that response, sent again, moves it on.
+	QuietRead
 )
 
 // QuietDeadline is when the sender counts as quiet (Quiet); zero without
@@ -341,6 +365,60 @@ func (r *Receiver) Expecting(now time.Time) {
 // sender goes quiet (Acknowledged).
 func (r *Receiver) NoteLoss() { r.lossy = true }
 
+// AnsweredRead arms, go-back-N on a QP that has seen loss, the repair of
+// READs whose requester goes quiet (QuietRead): a READ request, new or
+// duplicate, was queued for its responses at now. It replaces an idle
+// probe's or an ACK's deadline, not a gap's or an open message's.
+func (r *Receiver) AnsweredRead(now time.Time) {
+	if !r.sr && r.lossy && (r.quietKind == QuietNone || r.quietKind == QuietIdle || r.quietKind == QuietACK || r.quietKind == QuietRead) {
+		r.quietAt, r.quietKind, r.quietWait, r.quietNAKs = now.Add(IdleQuiet), QuietRead, IdleQuiet, 0
+	}
+}
+
+// ReadsSent moves a READ repair's deadline to the current wait after now:
+// the responses queued went out at now, and the requester's quiet counts
+// from the last of them.
+func (r *Receiver) ReadsSent(now time.Time) {
+	if r.quietKind == QuietRead && !r.quietAt.IsZero() {
+		r.quietAt = now.Add(r.quietWait)
+	}
+}
+
+// ReadRepeat is a READ to answer again (QuietRead): its record, and the
+// first response packet to send, From packets into it.
+type ReadRepeat struct {
+	ReadRecord
+	From uint32
+}
+
+// ReadsToRepeat fills out with the READs a quiet requester may still wait
+// for, oldest first, and returns how many: every READ remembered that
+// ends at or after the PSN the requester last went back to (it had every
+// response before that one), from that PSN on; every READ remembered
+// when it never went back.
+func (r *Receiver) ReadsToRepeat(out *[MaxRdAtomic]ReadRepeat) int {
+	n := 0
+	for i := range len(r.reads) {
+		rr := r.reads[(r.readNext+i)%len(r.reads)]
+		if !rr.valid {
+			continue
+		}
+		from := uint32(0)
+		if r.hasGoBack {
+			last := rr.PSN.Add(max(rr.Packets, 1) - 1)
+			if last.Before(r.goBack) {
+				continue
+			}
+			if rr.PSN.Before(r.goBack) {
+				from = uint32(r.goBack.Diff(rr.PSN))
+			}
+		}
+		out[n] = ReadRepeat{ReadRecord: rr, From: from}
+		n++
+	}
+	return n
+}
+
 // Quiet reports, at now, what to send because the sender has been quiet
 // until the deadline: for QuietGap and QuietTail a NAK of the expected
 // PSN (counted as repeats, RepeatedNAK, for a gap), the next wait twice
@@ -358,6 +436,13 @@ func (r *Receiver) Quiet(now time.Time) QuietKind {
 	}
 	r.quietWait = min(2*r.quietWait, GapQuietMax)
 	r.quietAt = now.Add(r.quietWait)
+	if k == QuietRead {
+		if r.quietNAKs++; r.quietNAKs >= ReadRepairs {
+			r.quietAt, r.quietKind = time.Time{}, QuietNone
+		}
+		r.stats.ReadRepairs++
+		return k
+	}
 	if r.quietNAKs++; r.quietNAKs >= GapQuietNAKs {
 		r.quietAt = time.Time{}
 		r.idleDone = k == QuietIdle
@@ -392,7 +477,7 @@ func (r *Receiver) execute(span uint32, done, answered bool) {
 	span = max(span, 1)
 	r.exp = r.exp.Add(span)
 	r.nakSent = false // a gap closed
-	r.quietAt, r.quietKind, r.idleDone = time.Time{}, QuietNone, false
+	r.quietAt, r.quietKind, r.idleDone, r.retrying = time.Time{}, QuietNone, false, false
 	if done {
 		r.msn++
 	}

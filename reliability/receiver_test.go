@@ -284,3 +284,95 @@ func TestLastAnswered(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietRead: a go-back-N responder whose requester went back for
+// READs (a duplicate READ) and then went quiet answers again, unasked,
+// the READs from the PSN it went back to: IdleQuiet after the last
+// response, then twice as long, ReadRepairs times, until a request comes.
+// A QP that saw no loss, and selective repeat, never repeat.
+func TestQuietRead(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	read := func(r *reliability.Receiver, psn wire.PSN, packets uint32) {
+		if c, _ := r.Classify(psn, t0); c != reliability.New {
+			t.Fatalf("READ at %d: %v, want New", psn, c)
+		}
+		r.ExecutedRead(reliability.ReadRecord{Packets: packets, VA: 0x1000 * uint64(psn), RKey: 7, Length: packets * 1024})
+		r.AnsweredRead(t0)
+	}
+	var r reliability.Receiver
+	r.Init(100, false)
+	read(&r, 100, 4) // 100-103
+	read(&r, 104, 4) // 104-107
+	if !r.QuietDeadline().IsZero() {
+		t.Fatal("a READ repair armed on a QP that saw no loss")
+	}
+	// The requester lost 102 and went back there: a partial re-read,
+	// then the READ after it again.
+	at := t0.Add(time.Second)
+	for _, psn := range []wire.PSN{102, 104} {
+		if c, _ := r.Classify(psn, at); c != reliability.Duplicate {
+			t.Fatalf("PSN %d: %v, want Duplicate", psn, c)
+		}
+		r.AnsweredRead(at)
+	}
+	sent := at.Add(3 * time.Millisecond) // the last response went
+	r.ReadsSent(sent)
+	if got := r.QuietDeadline(); !got.Equal(sent.Add(reliability.IdleQuiet)) {
+		t.Fatalf("the repair's deadline %v after the last response, want %v", got.Sub(sent), reliability.IdleQuiet)
+	}
+	if k := r.Quiet(sent.Add(reliability.IdleQuiet - time.Microsecond)); k != reliability.QuietNone {
+		t.Fatalf("%v before the wait", k)
+	}
+	want := []reliability.ReadRepeat{{ReadRecord: reliability.ReadRecord{PSN: 100, Packets: 4}, From: 2}, {ReadRecord: reliability.ReadRecord{PSN: 104, Packets: 4}}}
+	now, wait := sent.Add(reliability.IdleQuiet), reliability.IdleQuiet
+	for i := range reliability.ReadRepairs {
+		if k := r.Quiet(now); k != reliability.QuietRead {
+			t.Fatalf("repair %d: %v, want QuietRead", i+1, k)
+		}
+		var out [reliability.MaxRdAtomic]reliability.ReadRepeat
+		n := r.ReadsToRepeat(&out)
+		if n != len(want) {
+			t.Fatalf("repair %d: %d READs, want %d", i+1, n, len(want))
+		}
+		for j, w := range want {
+			if g := out[j]; g.PSN != w.PSN || g.Packets != w.Packets || g.From != w.From || g.VA != 0x1000*uint64(w.PSN) || g.MSN != uint32(j+1) {
+				t.Errorf("repair %d READ %d: %+v, want PSN %d from %d, MSN %d", i+1, j, g, w.PSN, w.From, j+1)
+			}
+		}
+		wait *= 2
+		if i < reliability.ReadRepairs-1 {
+			if got := r.QuietDeadline().Sub(now); got != wait {
+				t.Fatalf("repair %d: the next waits %v, want %v", i+1, got, wait)
+			}
+			now = r.QuietDeadline()
+		}
+	}
+	if !r.QuietDeadline().IsZero() || r.Quiet(now.Add(time.Hour)) != reliability.QuietNone {
+		t.Fatal("a repair beyond ReadRepairs")
+	}
+	if s := r.Stats(); s.ReadRepairs != reliability.ReadRepairs {
+		t.Errorf("stats %+v, want %d READ repairs", s, reliability.ReadRepairs)
+	}
+	// A new READ: the repairs may run again; a later retry from 110 leaves
+	// the READs before it out.
+	read(&r, 108, 4) // 108-111
+	at = now.Add(2 * time.Hour)
+	r.Classify(110, at)
+	r.AnsweredRead(at)
+	if k := r.Quiet(at.Add(reliability.IdleQuiet)); k != reliability.QuietRead {
+		t.Fatalf("after a new retry: %v, want QuietRead", k)
+	}
+	var out [reliability.MaxRdAtomic]reliability.ReadRepeat
+	if n := r.ReadsToRepeat(&out); n != 1 || out[0].PSN != 108 || out[0].From != 2 {
+		t.Errorf("after a retry from 110: %d READs, first %+v; want the one at 108 from 2", n, out[0])
+	}
+	// Selective repeat asks for its holes itself.
+	var sr reliability.Receiver
+	sr.Init(100, true)
+	read(&sr, 100, 4)
+	sr.Classify(101, at)
+	sr.AnsweredRead(at)
+	if !sr.QuietDeadline().IsZero() {
+		t.Error("a READ repair armed with selective repeat")
+	}
+}
