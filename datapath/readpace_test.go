@@ -1,12 +1,15 @@
 package datapath
 
 import (
+	"bytes"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"
+	"github.com/softrnic/softrnic/reliability"
 )
 
 // readPace's rules, event by event: retries double the spacing from the
@@ -265,5 +268,78 @@ func TestSelectiveRereadGoesFirst(t *testing.T) {
 				t.Fatalf("selective: re-read responses out of order at %d: %v", i, psns[:32*maxRereads])
 			}
 		}
+	}
+}
+
+// A go-back-N requester that went back for READs and then went quiet (an
+// rxe whose completer, retrying, dropped every response after one lost
+// again) gets the READs from the PSN it went back to once more, unasked,
+// as first sent: IdleQuiet after the last response, then twice as long,
+// ReadRepairs times in all. A requester that never went back gets none.
+func TestQuietReadRepair(t *testing.T) {
+	rt := newRespTest(t)
+	const mtu = 1024
+	data := make([]byte, 8*mtu)
+	for i := range data {
+		data[i] = byte(i/mtu + 1) // each packet's bytes its number + 1
+	}
+	key, va := rt.mr(data, ibv.AccessRemoteRead)
+	read := func(psn wire.PSN, from, n int) {
+		rt.request(wire.FrameFields{BTH: bth(wire.RCRDMAReadRequest, psn),
+			RETH: wire.RETHFields{VA: va + uint64(from*mtu), RKey: key, DMALen: uint32(n * mtu)}})
+	}
+	responses := func() []reply {
+		rt.settle()
+		var out []reply
+		for _, p := range rt.sent() {
+			psn := p.BTH().PSN()
+			if want := data[int(psn)*mtu : int(psn+1)*mtu]; !bytes.Equal(p.Payload(), want) {
+				t.Errorf("the response at PSN %d carries %d bytes of %d..., want packet %d's", psn, len(p.Payload()), p.Payload()[0], psn)
+			}
+			out = append(out, reply{qpn: p.BTH().DestQP(), op: p.Opcode, psn: psn})
+		}
+		return out
+	}
+	read(0, 0, 4) // PSN 0-3
+	read(4, 4, 4) // PSN 4-7
+	if got := responses(); len(got) != 8 {
+		t.Fatalf("%d responses to two READs of 4, want 8", len(got))
+	}
+	rt.after(2 * reliability.IdleQuiet)
+	if got := rt.replies(); len(got) != 0 || rt.counters()["read_repairs"] != 0 {
+		t.Fatalf("a requester that never went back got %v (read_repairs %d)", got, rt.counters()["read_repairs"])
+	}
+
+	// It lost PSN 2 and went back there: the rest of the first READ, then
+	// the second again.
+	read(2, 2, 2)
+	read(4, 4, 4)
+	if got := responses(); len(got) != 6 {
+		t.Fatalf("%d responses to the retry, want 6", len(got))
+	}
+	want := []reply{ // the first READ's as first sent (its MIDDLE at 2), then the second's
+		{qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 2}, {qpn: respPeer, op: wire.RCRDMAReadResponseLast, psn: 3},
+		{qpn: respPeer, op: wire.RCRDMAReadResponseFirst, psn: 4}, {qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 5},
+		{qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 6}, {qpn: respPeer, op: wire.RCRDMAReadResponseLast, psn: 7},
+	}
+	wait := reliability.IdleQuiet
+	for i := range reliability.ReadRepairs {
+		rt.after(wait - time.Millisecond)
+		if got := rt.replies(); len(got) != 0 {
+			t.Fatalf("repair %d: %d responses before the wait", i+1, len(got))
+		}
+		rt.after(time.Millisecond)
+		got := responses()
+		if !slices.Equal(got, want) {
+			t.Fatalf("repair %d sent %v, want %v", i+1, got, want)
+		}
+		wait *= 2
+	}
+	rt.after(time.Second)
+	if got := rt.replies(); len(got) != 0 {
+		t.Fatalf("%d responses after %d repairs", len(got), reliability.ReadRepairs)
+	}
+	if n := rt.counters()["read_repairs"]; n != 2*reliability.ReadRepairs {
+		t.Errorf("read_repairs %d, want %d (two READs a repair)", n, 2*reliability.ReadRepairs)
 	}
 }

@@ -738,7 +738,36 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	}
 	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: !fresh}
 	r.readN++
-	e.startReads(q, r, p.BTH().DestQP())
+	qpn := p.BTH().DestQP()
+	r.rcv.AnsweredRead(e.clock())
+	if !r.rcv.QuietDeadline().IsZero() {
+		e.timeQP(qpn, r) // a requester that went back for READs: the repair if it goes quiet
+	}
+	e.startReads(q, r, qpn)
+}
+
+// repeatReads answers again, unasked, the READs a go-back-N requester
+// gone quiet after them may still wait for (reliability.QuietRead): each
+// from the PSN it last went back to, its responses as first sent (their
+// PSNs and opcodes), behind the answers still queued, as room allows.
+func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
+	var rep [reliability.MaxRdAtomic]reliability.ReadRepeat
+	n := r.rcv.ReadsToRepeat(&rep)
+	queued := 0
+	for _, rr := range rep[:n] {
+		if r.readN == len(r.reads) {
+			break
+		}
+		packets := max(1, int(rr.Packets))
+		r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: rr.PSN, va: rr.VA, key: rr.RKey, total: int(rr.Length),
+			packets: packets, next: min(int(rr.From), packets-1), msn: rr.MSN, again: true}
+		r.readN++
+		queued++
+	}
+	if queued > 0 {
+		e.counters.ReadRepairs.Add(uint64(queued))
+		e.startReads(q, r, qpn)
+	}
 }
 
 // startReads sends the first packets of a QP's READ answers now, in the
@@ -870,6 +899,9 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Ti
 		r.readHead = (r.readHead + 1) % len(r.reads)
 		r.readN--
 		r.readPace.answered(rd.total, now)
+		if r.readN == 0 {
+			r.rcv.ReadsSent(now) // a READ repair's wait counts from the last response
+		}
 	}
 	return n
 }

@@ -200,9 +200,14 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		}
 		return
 	}
+	if r.readN > 0 {
+		r.rcv.ReadsSent(now) // still answering READs: the requester's quiet has not begun
+	}
 	switch k := r.rcv.Quiet(now); k {
 	case reliability.QuietGap, reliability.QuietTail, reliability.QuietIdle:
 		e.quietNAK(&q, r, k)
+	case reliability.QuietRead:
+		e.repeatReads(&q, r, qpn)
 	case reliability.QuietACK:
 		// The sender went quiet after the last ACK, on a QP that has
 		// seen loss: that ACK may have been lost and the sender wait
