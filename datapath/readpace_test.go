@@ -293,8 +293,9 @@ func TestQuietReadRepair(t *testing.T) {
 		var out []reply
 		for _, p := range rt.sent() {
 			psn := p.BTH().PSN()
-			if want := data[int(psn)*mtu : int(psn+1)*mtu]; !bytes.Equal(p.Payload(), want) {
-				t.Errorf("the response at PSN %d carries %d bytes of %d..., want packet %d's", psn, len(p.Payload()), p.Payload()[0], psn)
+			i := int(psn) % 8 // the READ at 8 reads the first packets again
+			if want := data[i*mtu : (i+1)*mtu]; !bytes.Equal(p.Payload(), want) {
+				t.Errorf("the response at PSN %d carries %d bytes of %d..., want packet %d's", psn, len(p.Payload()), p.Payload()[0], i)
 			}
 			out = append(out, reply{qpn: p.BTH().DestQP(), op: p.Opcode, psn: psn})
 		}
@@ -341,5 +342,35 @@ func TestQuietReadRepair(t *testing.T) {
 	}
 	if n := rt.counters()["read_repairs"]; n != 2*reliability.ReadRepairs {
 		t.Errorf("read_repairs %d, want %d (two READs a repair)", n, 2*reliability.ReadRepairs)
+	}
+
+	// A new READ (8-11), the requester goes back to it, and a request
+	// beyond it comes with one lost before (a gap at 12, NAKed): the gap's
+	// quiet NAK goes behind the READs again, the two before the retry's
+	// first seen whole (its first requests may have been lost).
+	read(8, 0, 4)
+	read(8, 0, 4)
+	if got := responses(); len(got) != 8 {
+		t.Fatalf("%d responses to a READ and its retry, want 8", len(got))
+	}
+	rt.request(wire.FrameFields{BTH: bth(wire.RCRDMAWriteOnly, 13), RETH: wire.RETHFields{VA: rt.va, RKey: rt.rkey, DMALen: 1}, Payload: []byte{1}})
+	rt.settle()
+	if got := rt.replies(); len(got) == 0 || !got[len(got)-1].nak || got[len(got)-1].psn != 12 {
+		t.Fatalf("a request beyond a gap got %v, want the gap's NAK of 12 (behind an ACK)", got)
+	}
+	rt.after(reliability.GapQuiet)
+	rt.settle()
+	var got []wire.PSN
+	nak := false
+	for _, r := range rt.replies() {
+		switch {
+		case r.op != wire.RCAcknowledge:
+			got = append(got, r.psn)
+		case r.nak && r.psn == 12:
+			nak = true
+		}
+	}
+	if want := []wire.PSN{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}; !slices.Equal(got, want) || !nak {
+		t.Fatalf("the quiet gap sent responses at %v and NAKed 12: %v; want the READs' %v and the NAK", got, nak, want)
 	}
 }

@@ -749,8 +749,11 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 // repeatReads answers again, unasked, the READs a go-back-N requester
 // gone quiet after them may still wait for (reliability.QuietRead): each
 // from the PSN it last went back to, its responses as first sent (their
-// PSNs and opcodes), behind the answers still queued, as room allows.
+// PSNs and opcodes); none while answers are still queued.
 func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
+	if r.readN > 0 {
+		return // still answering: the requester is not waiting on what went
+	}
 	var rep [reliability.MaxRdAtomic]reliability.ReadRepeat
 	n := r.rcv.ReadsToRepeat(&rep)
 	queued := 0

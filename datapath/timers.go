@@ -205,6 +205,9 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 	}
 	switch k := r.rcv.Quiet(now); k {
 	case reliability.QuietGap, reliability.QuietTail, reliability.QuietIdle:
+		if r.rcv.RepairsReads() {
+			e.repeatReads(&q, r, qpn) // the READs first: a retrying rxe ignores the NAK until one comes in order
+		}
 		e.quietNAK(&q, r, k)
 	case reliability.QuietRead:
 		e.repeatReads(&q, r, qpn)

@@ -384,6 +384,17 @@ func (r *Receiver) ReadsSent(now time.Time) {
 	}
 }
 
+// RepairsReads reports whether a quiet deadline that fired (Quiet) should
+// answer READs again as well as NAK (QuietGap, QuietTail, QuietIdle): the
+// requester went back and has sent nothing in order since, so it may
+// wait on a READ response of its retry that was lost, and an rxe in a
+// retry acts on no NAK before a response comes in order (rxe_comp.c:
+// any answer beyond its oldest READ only asks for a retry it has begun).
+// The first ReadRepairs quiet deadlines in a row do, the rest NAK only.
+func (r *Receiver) RepairsReads() bool {
+	return !r.sr && r.retrying && r.quietNAKs <= ReadRepairs
+}
+
 // ReadRepeat is a READ to answer again (QuietRead): its record, and the
 // first response packet to send, From packets into it.
 type ReadRepeat struct {
@@ -393,31 +404,49 @@ type ReadRepeat struct {
 
 // ReadsToRepeat fills out with the READs a quiet requester may still wait
 // for, oldest first, and returns how many: every READ remembered that
-// ends at or after the PSN the requester last went back to (it had every
-// response before that one), from that PSN on; every READ remembered
-// when it never went back.
+// ends at or after the PSN the requester last went back to, from that PSN
+// on, and the readRepeatMargin READs before it whole (the first requests
+// of the retry may have been lost on the way, so the PSN it went back to
+// can lie before the first one seen); every READ remembered when it never
+// went back. A requester drops the responses before the one it waits for.
 func (r *Receiver) ReadsToRepeat(out *[MaxRdAtomic]ReadRepeat) int {
-	n := 0
+	n, first := 0, -1
 	for i := range len(r.reads) {
 		rr := r.reads[(r.readNext+i)%len(r.reads)]
 		if !rr.valid {
 			continue
 		}
 		from := uint32(0)
-		if r.hasGoBack {
-			last := rr.PSN.Add(max(rr.Packets, 1) - 1)
-			if last.Before(r.goBack) {
+		if r.hasGoBack && first < 0 {
+			if last := rr.PSN.Add(max(rr.Packets, 1) - 1); last.Before(r.goBack) {
+				out[n] = ReadRepeat{ReadRecord: rr} // before it: kept for the margin
+				n++
 				continue
 			}
 			if rr.PSN.Before(r.goBack) {
 				from = uint32(r.goBack.Diff(rr.PSN))
 			}
+			first = n
+			if m := max(n-readRepeatMargin, 0); m > 0 {
+				copy(out[:], out[m:n])
+				n -= m
+			}
+			if n > 0 {
+				from = 0 // a READ before it goes too: this one whole, in order
+			}
 		}
 		out[n] = ReadRepeat{ReadRecord: rr, From: from}
 		n++
 	}
+	if r.hasGoBack && first < 0 {
+		return 0 // every READ remembered ends before it: nothing to wait for
+	}
 	return n
 }
+
+// readRepeatMargin is how many READs before the one the requester last
+// went back into a READ repair sends too.
+const readRepeatMargin = 2
 
 // Quiet reports, at now, what to send because the sender has been quiet
 // until the deadline: for QuietGap and QuietTail a NAK of the expected

@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -315,6 +316,9 @@ func TestQuietRead(t *testing.T) {
 		}
 		r.AnsweredRead(at)
 	}
+	if !r.RepairsReads() {
+		t.Error("a requester that went back and sent nothing in order since: a quiet gap should repeat the READs too")
+	}
 	sent := at.Add(3 * time.Millisecond) // the last response went
 	r.ReadsSent(sent)
 	if got := r.QuietDeadline(); !got.Equal(sent.Add(reliability.IdleQuiet)) {
@@ -353,18 +357,32 @@ func TestQuietRead(t *testing.T) {
 	if s := r.Stats(); s.ReadRepairs != reliability.ReadRepairs {
 		t.Errorf("stats %+v, want %d READ repairs", s, reliability.ReadRepairs)
 	}
-	// A new READ: the repairs may run again; a later retry from 110 leaves
-	// the READs before it out.
+	// New READs: the repairs may run again; a later retry from 118 (its
+	// first requests may have been lost) takes the two READs before the
+	// one it went back into whole, and those before them not at all.
 	read(&r, 108, 4) // 108-111
+	if r.RepairsReads() {
+		t.Error("a request in order after the retry: its READs still repeated")
+	}
+	read(&r, 112, 4) // 112-115
+	read(&r, 116, 4) // 116-119
 	at = now.Add(2 * time.Hour)
-	r.Classify(110, at)
+	r.Classify(118, at)
 	r.AnsweredRead(at)
 	if k := r.Quiet(at.Add(reliability.IdleQuiet)); k != reliability.QuietRead {
 		t.Fatalf("after a new retry: %v, want QuietRead", k)
 	}
 	var out [reliability.MaxRdAtomic]reliability.ReadRepeat
-	if n := r.ReadsToRepeat(&out); n != 1 || out[0].PSN != 108 || out[0].From != 2 {
-		t.Errorf("after a retry from 110: %d READs, first %+v; want the one at 108 from 2", n, out[0])
+	n := r.ReadsToRepeat(&out)
+	var got []wire.PSN
+	for _, rr := range out[:n] {
+		if rr.From != 0 {
+			t.Errorf("READ at %d from %d, want whole: the READs before it go too", rr.PSN, rr.From)
+		}
+		got = append(got, rr.PSN)
+	}
+	if !slices.Equal(got, []wire.PSN{108, 112, 116}) {
+		t.Errorf("after a retry from 118: READs at %v, want 108, 112, 116", got)
 	}
 	// Selective repeat asks for its holes itself.
 	var sr reliability.Receiver
