@@ -386,13 +386,15 @@ func (r *Receiver) ReadsSent(now time.Time) {
 
 // RepairsReads reports whether a quiet deadline that fired (Quiet) should
 // answer READs again as well as NAK (QuietGap, QuietTail, QuietIdle): the
-// requester went back and has sent nothing in order since, so it may
-// wait on a READ response of its retry that was lost, and an rxe in a
-// retry acts on no NAK before a response comes in order (rxe_comp.c:
-// any answer beyond its oldest READ only asks for a retry it has begun).
-// The first ReadRepairs quiet deadlines in a row do, the rest NAK only.
+// requester went back for READs on this QP, and a requester quiet at a
+// gap may wait on a READ response of its retry that was lost again; an
+// rxe in a retry acts on no NAK before a response comes in order
+// (rxe_comp.c: any answer beyond its oldest READ only asks for the retry
+// it has begun), and the requests of its retry that came in order do not
+// say that it has had that response. The first ReadRepairs quiet
+// deadlines in a row do, the rest NAK only.
 func (r *Receiver) RepairsReads() bool {
-	return !r.sr && r.retrying && r.quietNAKs <= ReadRepairs
+	return !r.sr && r.hasGoBack && r.quietNAKs <= ReadRepairs
 }
 
 // ReadRepeat is a READ to answer again (QuietRead): its record, and the
