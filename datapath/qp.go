@@ -158,6 +158,7 @@ type readState struct {
 	key            uint32
 	total, packets int
 	next           int
+	until          int // a repair's end (reliability.ReadRepeat): the packets before it; 0: every packet
 	msn            uint32
 	again          bool // answering a duplicate: every packet is sent again
 }

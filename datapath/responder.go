@@ -763,7 +763,7 @@ func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 		}
 		packets := max(1, int(rr.Packets))
 		r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: rr.PSN, va: rr.VA, key: rr.RKey, total: int(rr.Length),
-			packets: packets, next: min(int(rr.From), packets-1), msn: rr.MSN, again: true}
+			packets: packets, next: min(int(rr.From), packets-1), until: min(int(rr.Until), packets), msn: rr.MSN, again: true}
 		r.readN++
 		queued++
 	}
@@ -869,7 +869,11 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Ti
 	n := 0
 	mtu := pmtu(q)
 	var f wire.FrameFields
-	for burst := 0; burst < readBurst && rd.next < rd.packets; burst++ {
+	end := rd.packets
+	if rd.until > 0 {
+		end = rd.until
+	}
+	for burst := 0; burst < readBurst && rd.next < end; burst++ {
 		if _, held := r.readHold(now); held {
 			break
 		}
@@ -898,7 +902,7 @@ func (e *engine) pumpRead(q *hostmem.QPCEntry, r *qpRun, qpn uint32, now time.Ti
 			r.snd.RateSent(now, len(buf)+reliability.PacketOverhead)
 		}
 	}
-	if rd.next == rd.packets {
+	if rd.next >= end {
 		r.readHead = (r.readHead + 1) % len(r.reads)
 		r.readN--
 		r.readPace.answered(rd.total, now)

@@ -398,57 +398,75 @@ func (r *Receiver) RepairsReads() bool {
 }
 
 // ReadRepeat is a READ to answer again (QuietRead): its record, and the
-// first response packet to send, From packets into it.
+// response packets to send, From up to Until (exclusive) packets into it.
 type ReadRepeat struct {
 	ReadRecord
-	From uint32
+	From, Until uint32
 }
 
 // ReadsToRepeat fills out with the READs a quiet requester may still wait
-// for, oldest first, and returns how many: every READ remembered that
-// ends at or after the PSN the requester last went back to, from that PSN
-// on, and the readRepeatMargin READs before it whole (the first requests
-// of the retry may have been lost on the way, so the PSN it went back to
-// can lie before the first one seen); every READ remembered when it never
-// went back. A requester drops the responses before the one it waits for.
+// for, oldest first, and returns how many: those remembered that end at
+// or after the PSN the requester last went back to, the first from that
+// PSN on (every READ remembered when it never went back), and up to
+// readRepeatMargin READs before them whole, if they are small (the first
+// requests of the retry may have been lost on the way, so the PSN it went
+// back to can lie before the first one seen), ReadRepeatBudget response
+// packets in all. A requester drops the responses before the one it
+// waits for, and its wait is most often near where it went back.
 func (r *Receiver) ReadsToRepeat(out *[MaxRdAtomic]ReadRepeat) int {
-	n, first := 0, -1
+	var recs [MaxRdAtomic]ReadRecord
+	k, start := 0, -1
 	for i := range len(r.reads) {
 		rr := r.reads[(r.readNext+i)%len(r.reads)]
 		if !rr.valid {
 			continue
 		}
-		from := uint32(0)
-		if r.hasGoBack && first < 0 {
-			if last := rr.PSN.Add(max(rr.Packets, 1) - 1); last.Before(r.goBack) {
-				out[n] = ReadRepeat{ReadRecord: rr} // before it: kept for the margin
-				n++
-				continue
-			}
-			if rr.PSN.Before(r.goBack) {
-				from = uint32(r.goBack.Diff(rr.PSN))
-			}
-			first = n
-			if m := max(n-readRepeatMargin, 0); m > 0 {
-				copy(out[:], out[m:n])
-				n -= m
-			}
-			if n > 0 {
-				from = 0 // a READ before it goes too: this one whole, in order
-			}
+		if start < 0 && (!r.hasGoBack || !rr.PSN.Add(readPackets(rr)-1).Before(r.goBack)) {
+			start = k
 		}
-		out[n] = ReadRepeat{ReadRecord: rr, From: from}
-		n++
+		recs[k] = rr
+		k++
 	}
-	if r.hasGoBack && first < 0 {
+	if start < 0 {
 		return 0 // every READ remembered ends before it: nothing to wait for
+	}
+	from := uint32(0)
+	if r.hasGoBack && recs[start].PSN.Before(r.goBack) {
+		from = uint32(r.goBack.Diff(recs[start].PSN))
+	}
+	m, margin := start, uint32(0)
+	for m > 0 && start-m < readRepeatMargin && margin+readPackets(recs[m-1]) <= ReadRepeatBudget/4 {
+		m--
+		margin += readPackets(recs[m])
+	}
+	if m < start {
+		from = 0 // READs before it go too: this one whole, in order
+	}
+	n, left := 0, uint32(ReadRepeatBudget)
+	for i := m; i < k && left > 0; i++ {
+		f := uint32(0)
+		if i == start {
+			f = from
+		}
+		until := min(readPackets(recs[i]), f+left)
+		out[n] = ReadRepeat{ReadRecord: recs[i], From: f, Until: until}
+		n++
+		left -= until - f
 	}
 	return n
 }
 
+// readPackets is the response packets of a READ (one for a READ of none).
+func readPackets(rr ReadRecord) uint32 { return max(rr.Packets, 1) }
+
 // readRepeatMargin is how many READs before the one the requester last
-// went back into a READ repair sends too.
+// went back into a READ repair sends too (when they are small).
 const readRepeatMargin = 2
+
+// ReadRepeatBudget bounds a READ repair, in response packets: a requester
+// of large READs (8 MiB) that goes quiet between them would else be sent
+// megabytes it has had.
+const ReadRepeatBudget = 256
 
 // Quiet reports, at now, what to send because the sender has been quiet
 // until the deadline: for QuietGap and QuietTail a NAK of the expected

@@ -342,7 +342,7 @@ func TestQuietRead(t *testing.T) {
 			t.Fatalf("repair %d: %d READs, want %d", i+1, n, len(want))
 		}
 		for j, w := range want {
-			if g := out[j]; g.PSN != w.PSN || g.Packets != w.Packets || g.From != w.From || g.VA != 0x1000*uint64(w.PSN) || g.MSN != uint32(j+1) {
+			if g := out[j]; g.PSN != w.PSN || g.Packets != w.Packets || g.From != w.From || g.Until != w.Packets || g.VA != 0x1000*uint64(w.PSN) || g.MSN != uint32(j+1) {
 				t.Errorf("repair %d READ %d: %+v, want PSN %d from %d, MSN %d", i+1, j, g, w.PSN, w.From, j+1)
 			}
 		}
@@ -395,5 +395,31 @@ func TestQuietRead(t *testing.T) {
 	sr.AnsweredRead(at)
 	if !sr.QuietDeadline().IsZero() {
 		t.Error("a READ repair armed with selective repeat")
+	}
+}
+
+// TestReadRepeatBudget: a READ repair sends at most ReadRepeatBudget
+// response packets, from where the requester went back; large READs
+// before it are left out of the margin.
+func TestReadRepeatBudget(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var r reliability.Receiver
+	r.Init(0, false)
+	for psn := wire.PSN(0); psn < 3000; psn += 1000 { // three READs of 1000 packets
+		r.Classify(psn, t0)
+		r.ExecutedRead(reliability.ReadRecord{Packets: 1000, Length: 1000 << 10})
+	}
+	r.Classify(1500, t0) // went back into the second
+	var out [reliability.MaxRdAtomic]reliability.ReadRepeat
+	n := r.ReadsToRepeat(&out)
+	if n != 1 || out[0].PSN != 1000 || out[0].From != 500 || out[0].Until != 500+reliability.ReadRepeatBudget {
+		t.Fatalf("%d READs, first %+v; want the one at 1000, packets 500 to %d", n, out[0], 500+reliability.ReadRepeatBudget)
+	}
+	r.Classify(3000, t0) // in order: executed below
+	r.ExecutedRead(reliability.ReadRecord{Packets: 100, Length: 100 << 10})
+	r.Classify(2900, t0) // back into the third, near its end: the fourth follows
+	n = r.ReadsToRepeat(&out)
+	if n != 2 || out[0].From != 900 || out[0].Until != 1000 || out[1].PSN != 3000 || out[1].From != 0 || out[1].Until != 100 {
+		t.Fatalf("%d READs: %+v; want the third's last 100 packets, then the fourth's 100", n, out[:n])
 	}
 }
