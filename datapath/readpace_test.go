@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -277,7 +278,19 @@ func TestSelectiveRereadGoesFirst(t *testing.T) {
 // as first sent: IdleQuiet after the last response, then twice as long,
 // ReadRepairs times in all. A requester that never went back gets none.
 func TestQuietReadRepair(t *testing.T) {
+	for _, timeout := range []uint8{19, 14} {
+		t.Run(fmt.Sprintf("timeout %d", timeout), func(t *testing.T) { quietReadRepair(t, timeout) })
+	}
+}
+
+// quietReadRepair is TestQuietReadRepair on a QP whose local ACK timeout
+// has the code given: one below readRepairTimeout (its peer's timer asks
+// again soon) gets no repair.
+func quietReadRepair(t *testing.T, timeout uint8) {
 	rt := newRespTest(t)
+	rt.q.Timeout = timeout
+	rt.rcQPAt(respQP, rt.q)
+	repairs := timeout >= readRepairTimeout
 	const mtu = 1024
 	data := make([]byte, 8*mtu)
 	for i := range data {
@@ -322,6 +335,13 @@ func TestQuietReadRepair(t *testing.T) {
 		{qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 2}, {qpn: respPeer, op: wire.RCRDMAReadResponseLast, psn: 3},
 		{qpn: respPeer, op: wire.RCRDMAReadResponseFirst, psn: 4}, {qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 5},
 		{qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 6}, {qpn: respPeer, op: wire.RCRDMAReadResponseLast, psn: 7},
+	}
+	if !repairs {
+		rt.after(time.Second)
+		if got := rt.replies(); len(got) != 0 || rt.counters()["read_repairs"] != 0 {
+			t.Fatalf("with a short local ACK timeout: %d packets sent, read_repairs %d; want none", len(got), rt.counters()["read_repairs"])
+		}
+		return
 	}
 	wait := reliability.IdleQuiet
 	for i := range reliability.ReadRepairs {

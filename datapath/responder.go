@@ -739,11 +739,31 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: !fresh}
 	r.readN++
 	qpn := p.BTH().DestQP()
-	r.rcv.AnsweredRead(e.clock())
+	if r.repairsReads(q) {
+		r.rcv.AnsweredRead(e.clock())
+	}
 	if !r.rcv.QuietDeadline().IsZero() {
 		e.timeQP(qpn, r) // a requester that went back for READs: the repair if it goes quiet
 	}
 	e.startReads(q, r, qpn)
+}
+
+// readRepairTimeout is the least local ACK timeout (its IBTA code) of a
+// QP whose responder repeats READs to a quiet requester: the QP's own,
+// taken for its peer's (rdma_cm gives both ends the same, 0x13: 2.1 s).
+// A requester whose timer asks again within a fraction of a second gains
+// little from a repair.
+const readRepairTimeout = 17 // 0.54 s
+
+// repairsReads reports whether the responder may repeat READs to a quiet
+// requester on the QP (reliability.QuietRead, RepairsReads): go-back-N,
+// a long local ACK timeout (or none: 0), and a requester its responses
+// have not overrun lately (no READ pace): a slow requester's backlog of
+// responses can outlast any quiet wait, and responses repeated behind it
+// would send it back for each READ after the one it is taking (seen with
+// 8 MiB READs into an emulated rxe).
+func (r *qpRun) repairsReads(q *hostmem.QPCEntry) bool {
+	return q.Flags&hostmem.QPFlagSelectiveRepeat == 0 && (q.Timeout == 0 || q.Timeout >= readRepairTimeout) && r.readPace.gap == 0
 }
 
 // repeatReads answers again, unasked, the READs a go-back-N requester
@@ -751,8 +771,8 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 // from the PSN it last went back to, its responses as first sent (their
 // PSNs and opcodes); none while answers are still queued.
 func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
-	if r.readN > 0 {
-		return // still answering: the requester is not waiting on what went
+	if r.readN > 0 || !r.repairsReads(q) {
+		return // still answering (the requester is not waiting on what went), or not to this requester
 	}
 	var rep [reliability.MaxRdAtomic]reliability.ReadRepeat
 	n := r.rcv.ReadsToRepeat(&rep)
