@@ -104,7 +104,7 @@ type ReceiverStats struct {
 	TailNAKs                                  uint64 // NAKs of the next PSN of a message left open while its sender went quiet (Quiet)
 	IdleNAKs                                  uint64 // NAKs of the expected PSN while a receive waited and the sender was quiet (Quiet)
 	ACKsRepeated                              uint64 // ACKs sent again once the sender went quiet (Quiet)
-	ReadRepairs                               uint64 // READs answered again, unasked, once the requester went quiet after them (QuietRead)
+	ReadRepairs                               uint64 // quiet deadlines that answered READs again, unasked (QuietRead)
 	PlacedAhead                               uint64 // packets placed ahead of order (selective repeat)
 }
 
@@ -472,7 +472,9 @@ const ReadRepeatBudget = 256
 // until the deadline: for QuietGap and QuietTail a NAK of the expected
 // PSN (counted as repeats, RepeatedNAK, for a gap), the next wait twice
 // as long, the timer stopping after GapQuietNAKs in a row until a
-// request comes; for QuietACK the ACK of what came in order, once.
+// request comes; for QuietACK the ACK of what came in order, once; for
+// QuietRead the READs again (ReadsToRepeat), the next wait twice as
+// long, ReadRepairs times.
 func (r *Receiver) Quiet(now time.Time) QuietKind {
 	if r.quietAt.IsZero() || now.Before(r.quietAt) {
 		return QuietNone
