@@ -278,19 +278,23 @@ func TestSelectiveRereadGoesFirst(t *testing.T) {
 // as first sent: IdleQuiet after the last response, then twice as long,
 // ReadRepairs times in all. A requester that never went back gets none.
 func TestQuietReadRepair(t *testing.T) {
-	for _, timeout := range []uint8{19, 14} {
-		t.Run(fmt.Sprintf("timeout %d", timeout), func(t *testing.T) { quietReadRepair(t, timeout) })
+	for _, tc := range []struct {
+		timeout uint8
+		paced   bool
+	}{{19, false}, {14, false}, {19, true}} {
+		t.Run(fmt.Sprintf("timeout %d paced %v", tc.timeout, tc.paced), func(t *testing.T) { quietReadRepair(t, tc.timeout, tc.paced) })
 	}
 }
 
 // quietReadRepair is TestQuietReadRepair on a QP whose local ACK timeout
 // has the code given: one below readRepairTimeout (its peer's timer asks
-// again soon) gets no repair.
-func quietReadRepair(t *testing.T, timeout uint8) {
+// again soon) gets no repair, nor does one whose READ pace is on (paced:
+// its requester was overrun, and its backlog may outlast the wait).
+func quietReadRepair(t *testing.T, timeout uint8, paced bool) {
 	rt := newRespTest(t)
 	rt.q.Timeout = timeout
 	rt.rcQPAt(respQP, rt.q)
-	repairs := timeout >= readRepairTimeout
+	repairs := timeout >= readRepairTimeout && !paced
 	const mtu = 1024
 	data := make([]byte, 8*mtu)
 	for i := range data {
@@ -324,12 +328,20 @@ func quietReadRepair(t *testing.T, timeout uint8) {
 		t.Fatalf("a requester that never went back got %v (read_repairs %d)", got, rt.counters()["read_repairs"])
 	}
 
+	if paced {
+		rt.nic.qps[respQP].readPace.gap = readGapMax
+	}
 	// It lost PSN 2 and went back there: the rest of the first READ, then
 	// the second again.
 	read(2, 2, 2)
 	read(4, 4, 4)
-	if got := responses(); len(got) != 6 {
-		t.Fatalf("%d responses to the retry, want 6", len(got))
+	retry := responses()
+	for i := 0; paced && i < 20; i++ { // one response a millisecond
+		rt.after(time.Millisecond)
+		retry = append(retry, responses()...)
+	}
+	if len(retry) != 6 {
+		t.Fatalf("%d responses to the retry, want 6", len(retry))
 	}
 	want := []reply{ // the first READ's as first sent (its MIDDLE at 2), then the second's
 		{qpn: respPeer, op: wire.RCRDMAReadResponseMiddle, psn: 2}, {qpn: respPeer, op: wire.RCRDMAReadResponseLast, psn: 3},
@@ -339,7 +351,7 @@ func quietReadRepair(t *testing.T, timeout uint8) {
 	if !repairs {
 		rt.after(time.Second)
 		if got := rt.replies(); len(got) != 0 || rt.counters()["read_repairs"] != 0 {
-			t.Fatalf("with a short local ACK timeout: %d packets sent, read_repairs %d; want none", len(got), rt.counters()["read_repairs"])
+			t.Fatalf("with a short local ACK timeout or the READ pace on: %d packets sent, read_repairs %d; want none", len(got), rt.counters()["read_repairs"])
 		}
 		return
 	}
