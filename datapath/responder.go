@@ -739,7 +739,7 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 	r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: psn, va: h.VA(), key: h.RKey(), total: total, packets: packets, msn: msn, again: !fresh}
 	r.readN++
 	qpn := p.BTH().DestQP()
-	if r.repairsReads(q) {
+	if r.readRepairAllowed(q) {
 		r.rcv.AnsweredRead(e.clock())
 	}
 	if !r.rcv.QuietDeadline().IsZero() {
@@ -755,14 +755,14 @@ func (e *engine) readResponse(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn
 // little from a repair.
 const readRepairTimeout = 17 // 0.54 s
 
-// repairsReads reports whether the responder may repeat READs to a quiet
+// readRepairAllowed reports whether the responder may repeat READs to a quiet
 // requester on the QP (reliability.QuietRead, RepairsReads): go-back-N,
 // a long local ACK timeout (or none: 0), and a requester its responses
 // have not overrun lately (no READ pace): a slow requester's backlog of
 // responses can outlast any quiet wait, and responses repeated behind it
 // would send it back for each READ after the one it is taking (seen with
 // 8 MiB READs into an emulated rxe).
-func (r *qpRun) repairsReads(q *hostmem.QPCEntry) bool {
+func (r *qpRun) readRepairAllowed(q *hostmem.QPCEntry) bool {
 	return q.Flags&hostmem.QPFlagSelectiveRepeat == 0 && (q.Timeout == 0 || q.Timeout >= readRepairTimeout) && r.readPace.gap == 0
 }
 
@@ -771,7 +771,7 @@ func (r *qpRun) repairsReads(q *hostmem.QPCEntry) bool {
 // from the PSN it last went back to, its responses as first sent (their
 // PSNs and opcodes); none while answers are still queued.
 func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
-	if r.readN > 0 || !r.repairsReads(q) {
+	if r.readN > 0 || !r.readRepairAllowed(q) {
 		return // still answering (the requester is not waiting on what went), or not to this requester
 	}
 	var rep [reliability.MaxRdAtomic]reliability.ReadRepeat
@@ -781,9 +781,8 @@ func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 		if r.readN == len(r.reads) {
 			break
 		}
-		packets := max(1, int(rr.Packets))
 		r.reads[(r.readHead+r.readN)%len(r.reads)] = readState{psn: rr.PSN, va: rr.VA, key: rr.RKey, total: int(rr.Length),
-			packets: packets, next: min(int(rr.From), packets-1), until: min(int(rr.Until), packets), msn: rr.MSN, again: true}
+			packets: max(1, int(rr.Packets)), next: int(rr.From), until: int(rr.Until), msn: rr.MSN, again: true}
 		r.readN++
 		queued++
 	}

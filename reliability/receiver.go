@@ -370,7 +370,7 @@ func (r *Receiver) NoteLoss() { r.lossy = true }
 // duplicate, was queued for its responses at now. It replaces an idle
 // probe's or an ACK's deadline, not a gap's or an open message's.
 func (r *Receiver) AnsweredRead(now time.Time) {
-	if !r.sr && r.lossy && (r.quietKind == QuietNone || r.quietKind == QuietIdle || r.quietKind == QuietACK || r.quietKind == QuietRead) {
+	if !r.sr && r.lossy && r.quietKind != QuietGap && r.quietKind != QuietTail {
 		r.quietAt, r.quietKind, r.quietWait, r.quietNAKs = now.Add(IdleQuiet), QuietRead, IdleQuiet, 0
 	}
 }
