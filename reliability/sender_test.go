@@ -268,6 +268,89 @@ func TestReadResponses(t *testing.T) {
 	}
 }
 
+// TestReadRepeatLostAgain: with go-back-N, a READ whose repeat loses a
+// response too asks again as soon as the loss shows, not after the
+// timer: when the repeat's first response is lost (the new stream
+// begins below where the old one ended, past the gap), and when a later
+// one is (a gap after the repeat came in order). The old stream's tail
+// asks nothing.
+func TestReadRepeatLostAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		repeat []wire.PSN // the repeat's responses that arrive
+		from   wire.PSN   // the second ask's first PSN
+	}{
+		{"its first response lost", []wire.PSN{103, 104}, 102},
+		{"a later response lost", []wire.PSN{102, 103, 105, 106}, 104},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSender(t, 8, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 1})
+			s.Admit(reliability.Entry{WQE: 1, Kind: reliability.Read, Span: 8}, t0) // READ 100..107
+			now := t0.Add(time.Millisecond)
+			arrive := func(psn wire.PSN) bool {
+				t.Helper()
+				e, _, ok := s.ReadSlot(psn, now)
+				if ok {
+					s.ReadPlaced(e, psn, psn == 107, now)
+				}
+				now = now.Add(10 * time.Microsecond)
+				return ok
+			}
+			asked := func() (wire.PSN, bool) {
+				t.Helper()
+				e, from, ok := s.Resend(now)
+				if ok {
+					if e.WQE != 1 || s.ResendUntil(e) != 108 {
+						t.Fatalf("asked for WQE %d up to %d, want the READ to its end 108", e.WQE, s.ResendUntil(e))
+					}
+					s.Resent(now)
+				}
+				return from, ok
+			}
+			for _, psn := range []wire.PSN{100, 101, 103} { // 102 lost
+				arrive(psn)
+			}
+			if from, ok := asked(); !ok || from != 102 {
+				t.Fatalf("the gap asked from %d (%v), want 102", from, ok)
+			}
+			for psn := wire.PSN(104); psn <= 107; psn++ { // the old stream's tail
+				if arrive(psn) {
+					t.Fatalf("response %d placed past the gap", psn)
+				}
+				if from, ok := asked(); ok {
+					t.Fatalf("the old stream's response %d asked again from %d", psn, from)
+				}
+			}
+			var from wire.PSN
+			ok := false
+			for _, psn := range tc.repeat {
+				arrive(psn)
+				if f, k := asked(); k {
+					if ok {
+						t.Fatalf("asked twice: from %d, then from %d", from, f)
+					}
+					from, ok = f, true
+				}
+			}
+			if !ok || from != tc.from {
+				t.Fatalf("the repeat's loss asked from %d (%v), want %d at once", from, ok, tc.from)
+			}
+			if s.Stats().Early != 0 || s.Stats().Timeouts != 0 {
+				t.Errorf("timers fired: %+v", s.Stats().TransportStats)
+			}
+			// The second repeat completes the READ.
+			for psn := tc.from; psn <= 107; psn++ {
+				if !arrive(psn) {
+					t.Fatalf("response %d of the second repeat not placed", psn)
+				}
+			}
+			if s.Outstanding() != 0 || s.Una() != 108 {
+				t.Errorf("after the READ: %d outstanding, Una %d", s.Outstanding(), s.Una())
+			}
+		})
+	}
+}
+
 // TestPool is a model test of the NIC-wide pool: random reservations and
 // releases against a reference of which entries each QP holds; no two
 // allocations ever overlap, every entry comes back, and a reservation is
