@@ -12,6 +12,8 @@
 # the bridge dropped.
 #
 # Environment: LOSS (percent, default 5), RUNS, MTU (default 1500),
+# SIZE and ITERS (the perftest cases' message size and count, default
+# 4096 and 200),
 # CASES (a regular expression over the case names below), RXEVM,
 # SOFTRNIC, LIMIT (seconds a run may take, default 100); DEBUG=1 runs
 # softrnic perf with --counters and --pcap, and softrnic rping with
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 LOSS=${LOSS:-5} RUNS=${RUNS:-3} MTU=${MTU:-1500} LIMIT=${LIMIT:-100}
+SIZE=${SIZE:-4096} ITERS=${ITERS:-200}
 LOG=${INTEROP_LOG:-/tmp/softrnic-interop-loss}
 NS=rxevm HOSTIP=10.77.0.1 GUESTIP=10.77.0.2 IF=srn0
 mkdir -p "$LOG"
@@ -151,11 +154,11 @@ fi
 # softrnic as the server takes at most twice as long.
 for t in write-bw send-bw read-bw; do
 	for cm in -R ""; do
-		name="$t -s 4096 -n 200${cm:+ $cm}"
+		name="$t -s $SIZE -n $ITERS${cm:+ $cm}"
 		skipped "$name" && continue
-		pt="ib_${t//-/_} -d rxe0 -x 1 -F -s 4096 -n 200 $cm"
-		run "$name" softrnic-server "$pt" perf $t -d $IF -s 4096 -n 200 $cm
-		run "$name" rxe-server "$pt" perf $t -d $IF -s 4096 -n 200 $cm
+		pt="ib_${t//-/_} -d rxe0 -x 1 -F -s $SIZE -n $ITERS $cm"
+		run "$name" softrnic-server "$pt" perf $t -d $IF -s "$SIZE" -n "$ITERS" $cm
+		run "$name" rxe-server "$pt" perf $t -d $IF -s "$SIZE" -n "$ITERS" $cm
 	done
 done
 
@@ -164,7 +167,7 @@ median() { tr ' ' '\n' <<<"$*" | grep . | sort -n | awk '{a[NR]=$1} END {print (
 echo
 echo "goal (#26): softrnic as the server, -R within 2x the run without it (median seconds)"
 for t in write-bw send-bw read-bw; do
-	with=${times["$t -s 4096 -n 200 -R|softrnic-server"]:-} without=${times["$t -s 4096 -n 200|softrnic-server"]:-}
+	with=${times["$t -s $SIZE -n $ITERS -R|softrnic-server"]:-} without=${times["$t -s $SIZE -n $ITERS|softrnic-server"]:-}
 	[ -n "$with" ] && [ -n "$without" ] || continue
 	w=$(median $with) o=$(median $without)
 	v="NOT MET"
