@@ -12,8 +12,8 @@
 # the bridge dropped.
 #
 # Environment: LOSS (percent, default 5), RUNS, MTU (default 1500),
-# SIZE and ITERS (the perftest cases' message size and count, default
-# 4096 and 200),
+# TESTS (the perftest tests, default "write-bw send-bw read-bw"), SIZE
+# and ITERS (their message size and count, default 4096 and 200),
 # CASES (a regular expression over the case names below), RXEVM,
 # SOFTRNIC, LIMIT (seconds a run may take, default 100); DEBUG=1 runs
 # softrnic perf with --counters and --pcap, and softrnic rping with
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/../.."
 T=${RXEVM:-../shared/tools/rxe-vm/rxe-vm.sh}
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 LOSS=${LOSS:-5} RUNS=${RUNS:-3} MTU=${MTU:-1500} LIMIT=${LIMIT:-100}
-SIZE=${SIZE:-4096} ITERS=${ITERS:-200}
+SIZE=${SIZE:-4096} ITERS=${ITERS:-200} TESTS=${TESTS:-write-bw send-bw read-bw}
 LOG=${INTEROP_LOG:-/tmp/softrnic-interop-loss}
 NS=rxevm HOSTIP=10.77.0.1 GUESTIP=10.77.0.2 IF=srn0
 mkdir -p "$LOG"
@@ -152,7 +152,7 @@ fi
 # Each perftest case with the connection manager (-R) and, beside it, the
 # same run with perftest's own exchange: #26's goal is that -R with
 # softrnic as the server takes at most twice as long.
-for t in write-bw send-bw read-bw; do
+for t in $TESTS; do
 	for cm in -R ""; do
 		name="$t -s $SIZE -n $ITERS${cm:+ $cm}"
 		skipped "$name" && continue
@@ -166,7 +166,7 @@ done
 median() { tr ' ' '\n' <<<"$*" | grep . | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "")}'; }
 echo
 echo "goal (#26): softrnic as the server, -R within 2x the run without it (median seconds)"
-for t in write-bw send-bw read-bw; do
+for t in $TESTS; do
 	with=${times["$t -s $SIZE -n $ITERS -R|softrnic-server"]:-} without=${times["$t -s $SIZE -n $ITERS|softrnic-server"]:-}
 	[ -n "$with" ] && [ -n "$without" ] || continue
 	w=$(median $with) o=$(median $without)
