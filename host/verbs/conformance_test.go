@@ -610,6 +610,66 @@ func TestIdleProbe(t *testing.T) {
 	})
 }
 
+// TestIdleProbeWritePingPong: a QP with QPAttr.IdleProbe and no receive
+// posted (its application polls memory for the peer's WRITEs, as
+// perftest's write_lat does) probes once it has seen loss: after the
+// peer's WRITEs, with a gap among them, nothing comes; the NIC sends its
+// last ACK again, then probes (that ACK and a NAK of the expected PSN),
+// no sooner than IdleQuiet after it. Without loss it never probes.
+func TestIdleProbeWritePingPong(t *testing.T) {
+	write := func(h *hostile, i int) *wire.FrameFields {
+		return &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: wire.PSN(hostilePSN + i), AckReq: true},
+			RETH: wire.RETHFields{VA: h.mr.Addr + uint64(i), RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{byte(i + 1)}}
+	}
+	for _, lossy := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lossy_%v", lossy), func(t *testing.T) {
+			h := newHostile(t)
+			h.noRecvs = true
+			h.readyOpts(t, 8, 0, true)
+			if lossy { // the first WRITE was lost: the second shows the gap
+				if got, _ := h.exchange(t, write(h, 1), 1); len(got) != 1 || !got[0].AETH().Syndrome().IsNAK() {
+					t.Fatalf("the WRITE past the gap: %d answers, want its sequence NAK", len(got))
+				}
+			}
+			if !h.send(t, write(h, 0), write(h, 1)) {
+				t.Fatal("the WRITEs make no frames")
+			}
+			h.drain(t) // their ACKs
+			if h.region[0] != 1 || h.region[1] != 2 {
+				t.Fatalf("the WRITEs did not land: % x", h.region[:2])
+			}
+			start := time.Now()
+			if !lossy {
+				time.Sleep(3 * reliability.IdleQuiet)
+				if got := h.drain(t); len(got) != 0 || h.nic.Counters().SeqNAKIdle.Load() != 0 {
+					t.Errorf("a QP that saw no loss sent %d packets unasked", len(got))
+				}
+				return
+			}
+			// The ACK again, then the probe: the ACK once more and the NAK
+			// (acks_before_nak: rxe, retrying, heeds a NAK only after an
+			// ACK).
+			got, _ := h.exchange(t, nil, 3)
+			if len(got) != 3 {
+				t.Fatalf("%d packets after the WRITEs, want the ACK again and a probe", len(got))
+			}
+			for _, p := range got[:2] {
+				if s := p.AETH().Syndrome(); !s.IsACK() || p.BTH().PSN() != hostilePSN+1 {
+					t.Errorf("%#x of PSN %d, want the ACK of %d again", uint8(s), p.BTH().PSN(), hostilePSN+1)
+				}
+			}
+			checkRepairNAK(t, &got[2], hostilePSN+2, false)
+			if since := time.Since(start); since < reliability.IdleQuiet {
+				t.Errorf("probed after %v, want IdleQuiet (%v) at least", since, reliability.IdleQuiet)
+			}
+			if n := h.nic.Counters().SeqNAKIdle.Load(); n != 1 {
+				t.Errorf("seq_nak_idle %d, want 1", n)
+			}
+			h.check(t)
+		})
+	}
+}
+
 // TestIdleProbeAfterREAD: the idle probe after a READ (its response lost
 // on the way, say) is the NAK alone, never a plain ACK of the READ's PSN
 // first: rxe completes a pending READ on such an ACK without its data (an

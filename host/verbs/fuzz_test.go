@@ -22,6 +22,9 @@ type hostile struct {
 	region []byte
 	mr     *verbs.MR
 	frames []datapath.Frame
+	// noRecvs: readyOpts posts no receives (the application waits for
+	// WRITEs, polling memory).
+	noRecvs bool
 }
 
 const (
@@ -102,6 +105,9 @@ func (h *hostile) readyOpts(t testing.TB, timeout, peerRNRRetry uint8, idle bool
 	for h.b.CQ.Poll(wc[:]) > 0 { // the flushed work requests
 	}
 	for i := range 4 {
+		if h.noRecvs {
+			break
+		}
 		if _, err := h.b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{{Addr: h.mr.Addr + uint64(i*960), Length: 960, LKey: h.mr.LKey}}}}); err != nil {
 			t.Fatal(err)
 		}
