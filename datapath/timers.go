@@ -211,6 +211,12 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		e.quietNAK(&q, r, k)
 	case reliability.QuietRead:
 		e.repeatReads(&q, r, qpn)
+		if r.rcv.QuietDeadline().IsZero() {
+			// The repairs ran out: then the idle probe, for a READ
+			// request lost on its way (a requester waiting on it sends
+			// nothing before its local ACK timeout).
+			e.expecting(qpn, r, now)
+		}
 	case reliability.QuietACK:
 		// The sender went quiet after the last ACK, on a QP that has
 		// seen loss: that ACK may have been lost and the sender wait

@@ -670,6 +670,45 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 	}
 }
 
+// TestIdleProbeAfterREADRepairs: on a lossy QP with the idle probe and a
+// long local ACK timeout (rdma_cm's), a READ answered and then nothing
+// (its response lost, or the next READ request): the READ's response
+// goes again, unasked, reliability.ReadRepairs times, and then the idle
+// probe NAKs the next PSN, which sends a requester whose READ request
+// was lost back to it (rxe would wait 2.1 s).
+func TestIdleProbeAfterREADRepairs(t *testing.T) {
+	h := newHostile(t)
+	h.noRecvs = true
+	h.readyOpts(t, 19, 0, true)
+	write := func(i int) *wire.FrameFields {
+		return &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: wire.PSN(hostilePSN + i), AckReq: true},
+			RETH: wire.RETHFields{VA: h.mr.Addr + uint64(i), RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{byte(i + 1)}}
+	}
+	h.exchange(t, write(1), 1) // a gap: the QP has seen loss
+	h.send(t, write(0), write(1))
+	h.drain(t)
+	copy(h.region[8:], "read me")
+	got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PSN: hostilePSN + 2, AckReq: true},
+		RETH: wire.RETHFields{VA: h.mr.Addr + 8, RKey: h.mr.RKey, DMALen: 7}}, 1)
+	if len(got) != 1 || got[0].BTH().Opcode() != wire.RCRDMAReadResponseOnly {
+		t.Fatalf("the READ: %d answers, want its response", len(got))
+	}
+	got, _ = h.exchange(t, nil, reliability.ReadRepairs+1)
+	if len(got) != reliability.ReadRepairs+1 {
+		t.Fatalf("%d packets after the READ, want %d repairs and a probe", len(got), reliability.ReadRepairs)
+	}
+	for _, p := range got[:reliability.ReadRepairs] {
+		if p.BTH().Opcode() != wire.RCRDMAReadResponseOnly || p.BTH().PSN() != hostilePSN+2 || !bytes.Equal(p.Payload(), []byte("read me")) {
+			t.Fatalf("a repair: %v at PSN %d, want the READ's response again", p.BTH().Opcode(), p.BTH().PSN())
+		}
+	}
+	checkRepairNAK(t, &got[reliability.ReadRepairs], hostilePSN+3, false)
+	if n := h.nic.Counters().SeqNAKIdle.Load(); n != 1 {
+		t.Errorf("seq_nak_idle %d, want 1", n)
+	}
+	h.check(t)
+}
+
 // TestIdleProbeAfterREAD: the idle probe after a READ (its response lost
 // on the way, say) is the NAK alone, never a plain ACK of the READ's PSN
 // first: rxe completes a pending READ on such an ACK without its data (an
