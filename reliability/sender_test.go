@@ -276,12 +276,13 @@ func TestReadResponses(t *testing.T) {
 // asks nothing.
 func TestReadRepeatLostAgain(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		repeat []wire.PSN // the repeat's responses that arrive
-		from   wire.PSN   // the second ask's first PSN
+		name     string
+		repeat   []wire.PSN // the repeat's responses that arrive
+		from     wire.PSN   // the second ask's first PSN
+		restarts uint64     // of the asks, those for a repeat that began past the gap
 	}{
-		{"its first response lost", []wire.PSN{103, 104}, 102},
-		{"a later response lost", []wire.PSN{102, 103, 105, 106}, 104},
+		{"its first response lost", []wire.PSN{103, 104}, 102, 1},
+		{"a later response lost", []wire.PSN{102, 103, 105, 106}, 104, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newSender(t, 8, reliability.Params{Timeout: 14, RetryCnt: 3, MaxRdAtomic: 1})
@@ -337,6 +338,9 @@ func TestReadRepeatLostAgain(t *testing.T) {
 			}
 			if s.Stats().Early != 0 || s.Stats().Timeouts != 0 {
 				t.Errorf("timers fired: %+v", s.Stats().TransportStats)
+			}
+			if n := s.Stats().ReadRestarts; n != tc.restarts {
+				t.Errorf("ReadRestarts %d, want %d", n, tc.restarts)
 			}
 			// The second repeat completes the READ.
 			for psn := tc.from; psn <= 107; psn++ {
