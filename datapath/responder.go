@@ -226,6 +226,17 @@ func (e *engine) quietNAK(q *hostmem.QPCEntry, r *qpRun, k reliability.QuietKind
 		e.counters.ACKsBeforeNAK.Add(1)
 		e.acknowledge(q, r)
 	}
+	if last := r.rcv.Expected().Sub(1); k == reliability.QuietIdle && r.rcv.LastAnswered() {
+		if a, ok := r.rcv.FindAtomic(last); ok {
+			// The last request was an atomic: its response again first.
+			// A requester whose response was lost waits on exactly that
+			// PSN, and an rxe in a retry heeds no NAK beyond it (in a
+			// capture of atomic_lat through 5 % loss it ignored eight
+			// probes of the next PSN, then its 2.1 s timer fired).
+			e.counters.AtomicRepairs.Add(1)
+			e.atomicAck(q, r, last, a.Orig, a.MSN)
+		}
+	}
 	if q.Flags&hostmem.QPFlagRNRRepair != 0 {
 		e.counters.RNRRepairs.Add(1)
 		e.ack(q, r, r.rcv.Expected(), wire.RNRNAKSyndrome(rnrRepairTimer))

@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -705,6 +706,45 @@ func TestIdleProbeAfterREADRepairs(t *testing.T) {
 	checkRepairNAK(t, &got[reliability.ReadRepairs], hostilePSN+3, false)
 	if n := h.nic.Counters().SeqNAKIdle.Load(); n != 1 {
 		t.Errorf("seq_nak_idle %d, want 1", n)
+	}
+	h.check(t)
+}
+
+// TestIdleProbeAfterAtomic: on a lossy QP with the idle probe, an atomic
+// executed and then nothing: the probe sends the atomic's response again
+// (its original value), then NAKs the next PSN; a requester whose
+// response was lost waits on the atomic's own PSN.
+func TestIdleProbeAfterAtomic(t *testing.T) {
+	h := newHostile(t)
+	h.noRecvs = true
+	h.readyOpts(t, 8, 0, true)
+	h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: hostilePSN + 1, AckReq: true},
+		RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{1}}, 1) // a gap: loss seen
+	h.send(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: hostilePSN, AckReq: true},
+		RETH: wire.RETHFields{VA: h.mr.Addr + 8, RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{1}},
+		&wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: hostilePSN + 1, AckReq: true},
+			RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{1}})
+	h.drain(t)
+	binary.LittleEndian.PutUint64(h.region[64:], 40)
+	fadd := &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCFetchAdd, PSN: hostilePSN + 2, AckReq: true},
+		AtomicETH: wire.AtomicETHFields{VA: h.mr.Addr + 64, RKey: h.mr.RKey, SwapAdd: 2}}
+	got, _ := h.exchange(t, fadd, 1)
+	if len(got) != 1 || got[0].BTH().Opcode() != wire.RCAtomicAcknowledge || got[0].AtomicAckETH().OrigData() != 40 {
+		t.Fatalf("the atomic: %d answers, want its response with 40", len(got))
+	}
+	got, _ = h.exchange(t, nil, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d packets after the atomic, want its response again and a probe", len(got))
+	}
+	if p := got[0]; p.BTH().Opcode() != wire.RCAtomicAcknowledge || p.BTH().PSN() != hostilePSN+2 || p.AtomicAckETH().OrigData() != 40 {
+		t.Fatalf("first %v at PSN %d, want the atomic's response (40) again", p.BTH().Opcode(), p.BTH().PSN())
+	}
+	checkRepairNAK(t, &got[1], hostilePSN+3, false)
+	if v := binary.LittleEndian.Uint64(h.region[64:]); v != 42 {
+		t.Errorf("the word is %d, want 42 (the atomic once)", v)
+	}
+	if n := h.nic.Counters().AtomicRepairs.Load(); n != 1 {
+		t.Errorf("atomic_repairs %d, want 1", n)
 	}
 	h.check(t)
 }
