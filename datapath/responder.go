@@ -591,11 +591,13 @@ func (e *engine) duplicate(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 	case p.Info.Flags&wire.OpAtomic != 0:
 		if a, ok := r.rcv.FindAtomic(psn); ok {
 			e.atomicAck(q, r, psn, a.Orig, a.MSN)
+			e.expecting(qpnOf(p), r, time.Time{}) // the answer, or the next request, may be lost again
 			return
 		}
 		e.counters.DuplicateDropped.Add(1)
 	default:
 		e.acknowledge(q, r)
+		e.expecting(qpnOf(p), r, time.Time{})
 	}
 }
 

@@ -257,6 +257,7 @@ func (r *Receiver) Classify(psn wire.PSN, now time.Time) (c Class, nak bool) {
 			r.goBack, r.hasGoBack = psn, true // a retry starts here
 		}
 		r.retrying, r.lastDup = true, psn
+		r.idleDone = false // the sender is back: its answer may be lost again
 		return Duplicate, false
 	case d > 0 && r.sr && d < SRWindow && r.bit(int(d)):
 		return AlreadyPlaced, false
@@ -500,7 +501,11 @@ func (r *Receiver) Quiet(now time.Time) QuietKind {
 	}
 	if r.quietNAKs++; r.quietNAKs >= GapQuietNAKs {
 		r.quietAt = time.Time{}
-		r.idleDone = k == QuietIdle
+		if k == QuietIdle {
+			// Only a request (or a duplicate: the sender is back) arms
+			// the probe again.
+			r.idleDone, r.quietKind = true, QuietNone
+		}
 	}
 	r.lastNAK = now
 	switch k {

@@ -713,7 +713,8 @@ func TestIdleProbeAfterREADRepairs(t *testing.T) {
 // TestIdleProbeAfterAtomic: on a lossy QP with the idle probe, an atomic
 // executed and then nothing: the probe sends the atomic's response again
 // (its original value), then NAKs the next PSN; a requester whose
-// response was lost waits on the atomic's own PSN.
+// response was lost waits on the atomic's own PSN. A duplicate of the
+// atomic after the probes ran out starts them again.
 func TestIdleProbeAfterAtomic(t *testing.T) {
 	h := newHostile(t)
 	h.noRecvs = true
@@ -740,11 +741,26 @@ func TestIdleProbeAfterAtomic(t *testing.T) {
 		t.Fatalf("first %v at PSN %d, want the atomic's response (40) again", p.BTH().Opcode(), p.BTH().PSN())
 	}
 	checkRepairNAK(t, &got[1], hostilePSN+3, false)
+	// The probes run out (GapQuietNAKs); the atomic comes again (its
+	// answer was lost): it is answered from the record, and the probes
+	// start again, since that answer, or the next request, may be lost.
+	rest := 2 * (reliability.GapQuietNAKs - 1)
+	if got, _ = h.exchange(t, nil, rest); len(got) != rest {
+		t.Fatalf("%d packets from the rest of the probes, want %d", len(got), rest)
+	}
+	time.Sleep(reliability.GapQuietMax + reliability.IdleQuiet)
+	if extra := h.drain(t); len(extra) != 0 {
+		t.Fatalf("%d packets after the probes ran out", len(extra))
+	}
+	if got, _ = h.exchange(t, fadd, 3); len(got) != 3 || got[0].BTH().Opcode() != wire.RCAtomicAcknowledge || got[0].AtomicAckETH().OrigData() != 40 {
+		t.Fatalf("the atomic again: %d answers, want its response with 40 first, then a probe", len(got))
+	}
+	checkRepairNAK(t, &got[2], hostilePSN+3, false)
 	if v := binary.LittleEndian.Uint64(h.region[64:]); v != 42 {
 		t.Errorf("the word is %d, want 42 (the atomic once)", v)
 	}
-	if n := h.nic.Counters().AtomicRepairs.Load(); n != 1 {
-		t.Errorf("atomic_repairs %d, want 1", n)
+	if n := h.nic.Counters().AtomicRepairs.Load(); n != reliability.GapQuietNAKs+1 {
+		t.Errorf("atomic_repairs %d, want %d", n, reliability.GapQuietNAKs+1)
 	}
 	h.check(t)
 }
