@@ -226,15 +226,21 @@ func (e *engine) quietNAK(q *hostmem.QPCEntry, r *qpRun, k reliability.QuietKind
 		e.counters.ACKsBeforeNAK.Add(1)
 		e.acknowledge(q, r)
 	}
-	if last := r.rcv.Expected().Sub(1); k == reliability.QuietIdle && r.rcv.LastAnswered() {
-		if a, ok := r.rcv.FindAtomic(last); ok {
-			// The last request was an atomic: its response again first.
-			// A requester whose response was lost waits on exactly that
-			// PSN, and an rxe in a retry heeds no NAK beyond it (in a
-			// capture of atomic_lat through 5 % loss it ignored eight
-			// probes of the next PSN, then its 2.1 s timer fired).
-			e.counters.AtomicRepairs.Add(1)
-			e.atomicAck(q, r, last, a.Orig, a.MSN)
+	if k == reliability.QuietIdle && r.rcv.LastAnswered() {
+		if _, ok := r.rcv.FindAtomic(r.rcv.Expected().Sub(1)); ok {
+			// The last request was an atomic: the responses of those the
+			// requester may wait for go again first. One whose response
+			// was lost waits on exactly that PSN, and an rxe in a retry
+			// heeds no NAK beyond it (in captures through 5 % loss,
+			// atomic_lat's rxe ignored eight probes of the next PSN, and
+			// atomic_bw's the last atomic's response again, waiting on
+			// an older one, until its 2.1 s timer fired).
+			var rep [reliability.MaxRdAtomic]reliability.AtomicRecord
+			n := r.rcv.AtomicsToRepeat(&rep)
+			for _, a := range rep[:n] {
+				e.atomicAck(q, r, a.PSN, a.Orig, a.MSN)
+			}
+			e.counters.AtomicRepairs.Add(uint64(n))
 		}
 	}
 	if q.Flags&hostmem.QPFlagRNRRepair != 0 {
@@ -810,10 +816,11 @@ func (r *qpRun) readRepairAllowed(q *hostmem.QPCEntry) bool {
 // repeatReads answers again, unasked, the READs a go-back-N requester
 // gone quiet after them may still wait for (reliability.QuietRead): each
 // from the PSN it last went back to, its responses as first sent (their
-// PSNs and opcodes); none while answers are still queued.
-func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
+// PSNs and opcodes); none while answers are still queued. It returns how
+// many response packets it queued.
+func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) (packets int) {
 	if r.readN > 0 || !r.readRepairAllowed(q) {
-		return // still answering (the requester is not waiting on what went), or not to this requester
+		return 0 // still answering (the requester is not waiting on what went), or not to this requester
 	}
 	var rep [reliability.MaxRdAtomic]reliability.ReadRepeat
 	n := r.rcv.ReadsToRepeat(&rep)
@@ -826,12 +833,21 @@ func (e *engine) repeatReads(q *hostmem.QPCEntry, r *qpRun, qpn uint32) {
 			packets: max(1, int(rr.Packets)), next: int(rr.From), until: int(rr.Until), msn: rr.MSN, again: true}
 		r.readN++
 		queued++
+		packets += int(rr.Until - rr.From)
 	}
 	if queued > 0 {
 		e.counters.ReadRepairs.Add(uint64(queued))
 		e.startReads(q, r, qpn)
 	}
+	return packets
 }
+
+// smallReadRepair is the most response packets a READ repair may send
+// for the idle probe's NAK to go with it (QuietRead): small READs (a
+// latency test's, an RPC's) whose next request may have been lost as
+// well as their response; a NAK beside a large READ's repair could send
+// a requester still taking a backlog of responses back for all of them.
+const smallReadRepair = 16
 
 // startReads sends the first packets of a QP's READ answers now, in the
 // unit that resolved its contexts, when no READ was ahead of them, and

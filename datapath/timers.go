@@ -210,7 +210,12 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		}
 		e.quietNAK(&q, r, k)
 	case reliability.QuietRead:
-		e.repeatReads(&q, r, qpn)
+		if n := e.repeatReads(&q, r, qpn); n > 0 && n <= smallReadRepair && r.idleExpected() {
+			// Small READs: their requester may wait on the next READ's
+			// request, lost on its way, as well as on a response; the
+			// probe's NAK of the next PSN asks for that.
+			e.quietNAK(&q, r, reliability.QuietIdle)
+		}
 		if r.rcv.QuietDeadline().IsZero() {
 			// The repairs ran out: then the idle probe, for a READ
 			// request lost on its way (a requester waiting on it sends

@@ -578,6 +578,23 @@ func (r *Receiver) ExecutedAtomic(orig uint64) {
 	r.atomicNext = (r.atomicNext + 1) % len(r.atomics)
 }
 
+// AtomicsToRepeat fills out with the atomics a quiet requester may still
+// wait for, oldest first, and returns how many: those remembered at or
+// after the PSN it last went back to (every one, if it never went back).
+// An atomic's response is one packet; a requester drops those before the
+// one it waits for, and an rxe in a retry heeds nothing else.
+func (r *Receiver) AtomicsToRepeat(out *[MaxRdAtomic]AtomicRecord) int {
+	n := 0
+	for i := range len(r.atomics) {
+		a := r.atomics[(r.atomicNext+i)%len(r.atomics)]
+		if a.valid && (!r.hasGoBack || !a.PSN.Before(r.goBack)) {
+			out[n] = a
+			n++
+		}
+	}
+	return n
+}
+
 // LastAnswered reports whether the last request executed was a READ or
 // an atomic: its response is its acknowledgement. A plain ACK of
 // Expected()-1 would then name the READ's (or atomic's) last PSN, and an

@@ -423,3 +423,39 @@ func TestReadRepeatBudget(t *testing.T) {
 		t.Fatalf("%d READs: %+v; want the third's last 100 packets, then the fourth's 100", n, out[:n])
 	}
 }
+
+// TestAtomicsToRepeat: the atomics a quiet requester may wait for are
+// every one remembered, oldest first, until it goes back; then those
+// from the PSN it went back to. Only the last MaxRdAtomic are kept.
+func TestAtomicsToRepeat(t *testing.T) {
+	var r reliability.Receiver
+	r.Init(100, false)
+	for i := range reliability.MaxRdAtomic + 2 { // PSNs 100..117, the value returned 1000+i
+		r.Classify(r.Expected(), t0)
+		r.ExecutedAtomic(uint64(1000 + i))
+	}
+	var out [reliability.MaxRdAtomic]reliability.AtomicRecord
+	psns := func() (got []wire.PSN) {
+		n := r.AtomicsToRepeat(&out)
+		for _, a := range out[:n] {
+			if a.Orig != 1000+uint64(a.PSN-100) {
+				t.Errorf("atomic %d returned %d", a.PSN, a.Orig)
+			}
+			got = append(got, a.PSN)
+		}
+		return got
+	}
+	var want []wire.PSN
+	for psn := wire.PSN(102); psn <= 117; psn++ {
+		want = append(want, psn)
+	}
+	if got := psns(); !slices.Equal(got, want) {
+		t.Fatalf("never went back: %v, want %v", got, want)
+	}
+	if c, _ := r.Classify(110, t0); c != reliability.Duplicate { // the requester went back to 110
+		t.Fatalf("PSN 110 classed %v", c)
+	}
+	if got := psns(); !slices.Equal(got, want[8:]) {
+		t.Fatalf("went back to 110: %v, want %v", got, want[8:])
+	}
+}

@@ -635,7 +635,9 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 			if !h.send(t, write(h, 0), write(h, 1)) {
 				t.Fatal("the WRITEs make no frames")
 			}
-			h.drain(t) // their ACKs
+			if acks, _ := h.exchange(t, nil, 2); len(acks) != 2 {
+				t.Fatalf("%d answers to the two WRITEs, want their ACKs", len(acks))
+			}
 			if h.region[0] != 1 || h.region[1] != 2 {
 				t.Fatalf("the WRITEs did not land: % x", h.region[:2])
 			}
@@ -674,9 +676,10 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 // TestIdleProbeAfterREADRepairs: on a lossy QP with the idle probe and a
 // long local ACK timeout (rdma_cm's), a READ answered and then nothing
 // (its response lost, or the next READ request): the READ's response
-// goes again, unasked, reliability.ReadRepairs times, and then the idle
-// probe NAKs the next PSN, which sends a requester whose READ request
-// was lost back to it (rxe would wait 2.1 s).
+// goes again, unasked, reliability.ReadRepairs times, each with a NAK
+// of the next PSN (a small READ: a requester whose next READ request
+// was lost waits on that; rxe would wait 2.1 s), and then the idle probe
+// NAKs the next PSN.
 func TestIdleProbeAfterREADRepairs(t *testing.T) {
 	h := newHostile(t)
 	h.noRecvs = true
@@ -687,25 +690,27 @@ func TestIdleProbeAfterREADRepairs(t *testing.T) {
 	}
 	h.exchange(t, write(1), 1) // a gap: the QP has seen loss
 	h.send(t, write(0), write(1))
-	h.drain(t)
+	h.exchange(t, nil, 2)
 	copy(h.region[8:], "read me")
 	got, _ := h.exchange(t, &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PSN: hostilePSN + 2, AckReq: true},
 		RETH: wire.RETHFields{VA: h.mr.Addr + 8, RKey: h.mr.RKey, DMALen: 7}}, 1)
 	if len(got) != 1 || got[0].BTH().Opcode() != wire.RCRDMAReadResponseOnly {
 		t.Fatalf("the READ: %d answers, want its response", len(got))
 	}
-	got, _ = h.exchange(t, nil, reliability.ReadRepairs+1)
-	if len(got) != reliability.ReadRepairs+1 {
-		t.Fatalf("%d packets after the READ, want %d repairs and a probe", len(got), reliability.ReadRepairs)
+	want := 2*reliability.ReadRepairs + 1
+	got, _ = h.exchange(t, nil, want)
+	if len(got) != want {
+		t.Fatalf("%d packets after the READ, want %d repairs with a NAK each and a probe", len(got), reliability.ReadRepairs)
 	}
-	for _, p := range got[:reliability.ReadRepairs] {
-		if p.BTH().Opcode() != wire.RCRDMAReadResponseOnly || p.BTH().PSN() != hostilePSN+2 || !bytes.Equal(p.Payload(), []byte("read me")) {
-			t.Fatalf("a repair: %v at PSN %d, want the READ's response again", p.BTH().Opcode(), p.BTH().PSN())
+	for i := range reliability.ReadRepairs {
+		if p := got[2*i]; p.BTH().Opcode() != wire.RCRDMAReadResponseOnly || p.BTH().PSN() != hostilePSN+2 || !bytes.Equal(p.Payload(), []byte("read me")) {
+			t.Fatalf("repair %d: %v at PSN %d, want the READ's response again", i+1, p.BTH().Opcode(), p.BTH().PSN())
 		}
+		checkRepairNAK(t, &got[2*i+1], hostilePSN+3, false)
 	}
-	checkRepairNAK(t, &got[reliability.ReadRepairs], hostilePSN+3, false)
-	if n := h.nic.Counters().SeqNAKIdle.Load(); n != 1 {
-		t.Errorf("seq_nak_idle %d, want 1", n)
+	checkRepairNAK(t, &got[want-1], hostilePSN+3, false)
+	if n := h.nic.Counters().SeqNAKIdle.Load(); n != reliability.ReadRepairs+1 {
+		t.Errorf("seq_nak_idle %d, want %d", n, reliability.ReadRepairs+1)
 	}
 	h.check(t)
 }
@@ -725,7 +730,7 @@ func TestIdleProbeAfterAtomic(t *testing.T) {
 		RETH: wire.RETHFields{VA: h.mr.Addr + 8, RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{1}},
 		&wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: hostilePSN + 1, AckReq: true},
 			RETH: wire.RETHFields{VA: h.mr.Addr, RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{1}})
-	h.drain(t)
+	h.exchange(t, nil, 2) // their ACKs
 	binary.LittleEndian.PutUint64(h.region[64:], 40)
 	fadd := &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCFetchAdd, PSN: hostilePSN + 2, AckReq: true},
 		AtomicETH: wire.AtomicETHFields{VA: h.mr.Addr + 64, RKey: h.mr.RKey, SwapAdd: 2}}
