@@ -487,13 +487,15 @@ func (e *engine) acknowledgeRequest(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p
 // idleExpected reports whether the QP's idle probe is to be armed: an RC
 // QP with hostmem.QPFlagIdleProbe, moved to RTS and not in error, whose
 // application may wait for a message: a receive is posted on its own
-// queue, or the QP has seen loss and its peer has sent it requests
-// before. The second is a one-sided ping-pong (perftest's write_lat, an
-// RPC over WRITEs that polls memory): no receive is posted, and a WRITE
-// whose only packet is lost, with nothing behind it, would wait for the
-// peer's local ACK timeout (2.1 s with rdma_cm's), stalling both sides.
+// queue, or its peer has sent it requests before. The second is a
+// one-sided ping-pong (perftest's write_lat, read_lat and atomic_lat, an
+// RPC over WRITEs that polls memory): no receive is posted, and a
+// request whose only packet is lost, with nothing behind it, would wait
+// for the peer's local ACK timeout (2.1 s with rdma_cm's), stalling both
+// sides. Loss seen first is no condition: a lost request comes again as
+// a new one, so a QP can lose request after request and see nothing.
 func (r *qpRun) idleExpected() bool {
-	return r.idleProbe && r.rcvStarted && !r.errored && (r.rqProducer != r.rqConsumer || r.rcv.Lossy() && r.rcv.MSN() != 0)
+	return r.idleProbe && r.rcvStarted && !r.errored && (r.rqProducer != r.rqConsumer || r.rcv.MSN() != 0)
 }
 
 // expecting arms the idle probe of an RC QP with hostmem.QPFlagIdleProbe

@@ -272,7 +272,7 @@ const (
 	// is asked for with an RNR NAK (verbs.QPAttr.PeerRNRRetry).
 	QPFlagRNRRepair = 1 << 1
 	// QPFlagIdleProbe: a go-back-N responder whose application waits for
-	// a message (a receive posted; or loss seen and requests had before)
+	// a message (a receive posted, or requests had before)
 	// NAKs the expected PSN when the peer stays quiet
 	// (verbs.QPAttr.IdleProbe, reliability.QuietIdle).
 	QPFlagIdleProbe = 1 << 2

@@ -613,15 +613,25 @@ func TestIdleProbe(t *testing.T) {
 
 // TestIdleProbeWritePingPong: a QP with QPAttr.IdleProbe and no receive
 // posted (its application polls memory for the peer's WRITEs, as
-// perftest's write_lat does) probes once it has seen loss: after the
-// peer's WRITEs, with a gap among them, nothing comes; the NIC sends its
-// last ACK again, then probes (that ACK and a NAK of the expected PSN),
-// no sooner than IdleQuiet after it. Without loss it never probes.
+// perftest's write_lat does) probes once its peer has sent requests:
+// after the peer's WRITEs nothing comes, and the NIC NAKs the expected
+// PSN, no sooner than IdleQuiet after them (on a QP that has seen loss,
+// its last ACK goes again first). A peer that has sent nothing is not
+// probed.
 func TestIdleProbeWritePingPong(t *testing.T) {
 	write := func(h *hostile, i int) *wire.FrameFields {
 		return &wire.FrameFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PSN: wire.PSN(hostilePSN + i), AckReq: true},
 			RETH: wire.RETHFields{VA: h.mr.Addr + uint64(i), RKey: h.mr.RKey, DMALen: 1}, Payload: []byte{byte(i + 1)}}
 	}
+	t.Run("no requests", func(t *testing.T) {
+		h := newHostile(t)
+		h.noRecvs = true
+		h.readyOpts(t, 8, 0, true)
+		time.Sleep(3 * reliability.IdleQuiet)
+		if got := h.drain(t); len(got) != 0 || h.nic.Counters().SeqNAKIdle.Load() != 0 {
+			t.Errorf("a QP whose peer sent nothing sent %d packets unasked", len(got))
+		}
+	})
 	for _, lossy := range []bool{true, false} {
 		t.Run(fmt.Sprintf("lossy_%v", lossy), func(t *testing.T) {
 			h := newHostile(t)
@@ -642,26 +652,23 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 				t.Fatalf("the WRITEs did not land: % x", h.region[:2])
 			}
 			start := time.Now()
-			if !lossy {
-				time.Sleep(3 * reliability.IdleQuiet)
-				if got := h.drain(t); len(got) != 0 || h.nic.Counters().SeqNAKIdle.Load() != 0 {
-					t.Errorf("a QP that saw no loss sent %d packets unasked", len(got))
-				}
-				return
+			// With loss seen, the ACK again; then the probe: the ACK once
+			// more and the NAK (acks_before_nak: rxe, retrying, heeds a
+			// NAK only after an ACK).
+			want := 2
+			if lossy {
+				want = 3
 			}
-			// The ACK again, then the probe: the ACK once more and the NAK
-			// (acks_before_nak: rxe, retrying, heeds a NAK only after an
-			// ACK).
-			got, _ := h.exchange(t, nil, 3)
-			if len(got) != 3 {
-				t.Fatalf("%d packets after the WRITEs, want the ACK again and a probe", len(got))
+			got, _ := h.exchange(t, nil, want)
+			if len(got) != want {
+				t.Fatalf("%d packets after the WRITEs, want %d", len(got), want)
 			}
-			for _, p := range got[:2] {
+			for _, p := range got[:want-1] {
 				if s := p.AETH().Syndrome(); !s.IsACK() || p.BTH().PSN() != hostilePSN+1 {
 					t.Errorf("%#x of PSN %d, want the ACK of %d again", uint8(s), p.BTH().PSN(), hostilePSN+1)
 				}
 			}
-			checkRepairNAK(t, &got[2], hostilePSN+2, false)
+			checkRepairNAK(t, &got[want-1], hostilePSN+2, false)
 			if since := time.Since(start); since < reliability.IdleQuiet {
 				t.Errorf("probed after %v, want IdleQuiet (%v) at least", since, reliability.IdleQuiet)
 			}

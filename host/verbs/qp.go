@@ -86,9 +86,9 @@ type QPAttr struct {
 	PeerRNRRetry uint8
 	// IdleProbe (with AttrIdleProbe, at RTR->RTS on RC) has a go-back-N
 	// QP's responder NAK the PSN it expects when its application waits
-	// for a message (a receive is posted, or the QP has seen loss and
-	// the peer has sent requests before: WRITEs polled for in memory,
-	// with no receive) and the peer has sent nothing
+	// for a message (a receive is posted, or the peer has sent requests
+	// before: WRITEs, READs or atomics in a ping-pong, with no receive)
+	// and the peer has sent nothing
 	// for 50 ms, then 100, 200 and 256 ms apart, eight times at most
 	// until a request comes (reliability.IdleQuiet): a message whose only
 	// packet was lost, or the ACK of it, has nothing behind it to show
