@@ -228,7 +228,7 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		// its local ACK timeout for it. A second costs a frame.
 		e.counters.ACKsRepeated.Add(1)
 		e.acknowledge(&q, r)
-		e.expecting(qpn, r, now) // then the idle probe, if a receive waits
+		e.expecting(qpn, r, now) // then the idle probe, if the application may wait (idleExpected)
 	}
 	if d := r.snd.Deadline(); !d.IsZero() && !now.Before(d) {
 		switch r.snd.Tick(now) {
