@@ -37,7 +37,6 @@ type engine struct {
 	port      Port
 	stats     EngineStats
 	path      reliability.PathRTT // the longest round trip its QPs have seen lately (their early timers wait beyond it)
-	lossAt    time.Time           // when one of its QPs last saw loss (lossRecent)
 	doorbells chan Doorbell       // send queues
 	bells     [bellBatch]Doorbell // serveBells' batch
 	warmSink  uintptr             // the sums of the words warm.go reads

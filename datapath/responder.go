@@ -110,14 +110,7 @@ func (e *engine) checkQP(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pack
 // must not make the requester go back at each), and with selective
 // repeat a WRITE_ONLY ahead is placed at once.
 func (e *engine) checkPSN(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wire.PSN, now time.Time) bool {
-	class, nak := r.rcv.Classify(psn, now)
-	switch {
-	case class != reliability.New:
-		e.lossAt = now
-	case !r.rcv.Lossy() && e.lossRecent(now):
-		r.rcv.NoteLoss()
-	}
-	switch class {
+	switch class, nak := r.rcv.Classify(psn, now); class {
 	case reliability.Duplicate:
 		e.duplicate(q, r, p, psn)
 		return false
@@ -172,22 +165,6 @@ func (e *engine) checkPSN(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Pac
 		return false
 	}
 	return true
-}
-
-// lossMemory is how long loss one of an engine's QPs saw counts for the
-// others (lossRecent).
-const lossMemory = 10 * time.Second
-
-// lossRecent reports whether one of the engine's QPs saw loss (a gap or a
-// duplicate among its requests, or a packet its requester sent again)
-// within lossMemory of now. A QP with a request then counts as having
-// seen loss itself (reliability.Receiver.NoteLoss: its quiet peers are
-// probed, its ACKs and READ responses repeated): the QPs of an engine
-// mostly share a path, and a QP's first loss often shows it nothing
-// (its peer's READ request lost on the way comes again, after the
-// peer's local ACK timeout, as a new request, not a duplicate).
-func (e *engine) lossRecent(now time.Time) bool {
-	return !e.lossAt.IsZero() && now.Sub(e.lossAt) < lossMemory
 }
 
 // rnrRepairTimer is the RNR timer code of an RNR NAK that asks for a

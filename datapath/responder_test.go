@@ -9,7 +9,6 @@ import (
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
 	"github.com/softrnic/softrnic/host/ibv"
-	"github.com/softrnic/softrnic/reliability"
 )
 
 // respTest is a responder under test: an RC QP expecting PSN 0 with a
@@ -263,54 +262,5 @@ func TestACKCredits(t *testing.T) {
 	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 2), Payload: []byte("s")})
 	if c, want := credits(), wire.CreditCode(1); c != want {
 		t.Errorf("one receive left: credit code %#x, want %#x", c, want)
-	}
-}
-
-// TestLossSharedByTheEngine: a QP that has seen no loss of its own sends
-// its last ACK again when the peer goes quiet (QuietACK) once loss has
-// been seen on another QP of its engine within lossMemory, and not
-// before: the QPs of an engine mostly share a path, and a QP's first
-// loss often shows it nothing (a request lost on its way comes again,
-// after the peer's local ACK timeout, as a new request).
-func TestLossSharedByTheEngine(t *testing.T) {
-	rt := newRespTest(t)
-	const other, otherPeer = respQP + 1, respPeer + 1
-	rt.rcQP(other, otherPeer, 0, 0, 0)
-	if rt.nic.owner(other) != rt.nic.owner(respQP) {
-		t.Skip("the two QPs are on different engines")
-	}
-	quiet := func() []reply { // what the second QP's peer gets
-		rt.after(reliability.GapQuiet)
-		rt.after(reliability.IdleQuiet)
-		var out []reply
-		for _, r := range rt.replies() {
-			if r.qpn == otherPeer {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-	rt.write(other, 0, rt.rkey, rt.va, []byte("a"))
-	rt.settle()
-	if got := rt.replies(); len(got) != 1 || got[0].nak {
-		t.Fatalf("the WRITE: %v, want its ACK", got)
-	}
-	if got := quiet(); len(got) != 0 {
-		t.Fatalf("without loss the quiet peer got %v", got)
-	}
-	rt.write(respQP, 1, rt.rkey, rt.va, []byte("b")) // PSN 0 lost: a gap on the first QP
-	rt.settle()
-	if got := rt.replies(); len(got) != 1 || !got[0].nak {
-		t.Fatalf("the gap: %v, want its NAK", got)
-	}
-	rt.write(other, 1, rt.rkey, rt.va, []byte("c"))
-	rt.settle()
-	rt.replies()
-	want := []reply{{qpn: otherPeer, op: wire.RCAcknowledge, psn: 1}} // the ACK again, once
-	if got := quiet(); !slices.Equal(got, want) {
-		t.Fatalf("after loss on the engine the quiet peer got %v, want %v", got, want)
-	}
-	if n := rt.counters()["acks_repeated"]; n != 1 {
-		t.Errorf("acks_repeated %d, want 1", n)
 	}
 }

@@ -239,7 +239,6 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 			if r.snd.Resending() {
 				e.counters.Retransmits.Add(1)
 				r.rcv.NoteLoss()
-				e.lossAt = now
 			}
 			e.request(qpn)
 		}

@@ -366,10 +366,6 @@ func (r *Receiver) Expecting(now time.Time) {
 // sender goes quiet (Acknowledged).
 func (r *Receiver) NoteLoss() { r.lossy = true }
 
-// Lossy reports whether, go-back-N, the QP has seen loss (a duplicate, a
-// gap, NoteLoss).
-func (r *Receiver) Lossy() bool { return r.lossy }
-
 // AnsweredRead arms, go-back-N on a QP that has seen loss, the repair of
 // READs whose requester goes quiet (QuietRead): a READ request, new or
 // duplicate, was queued for its responses at now. It replaces an idle
