@@ -1264,12 +1264,13 @@ func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok b
 	una := s.Una()
 	if psn != una {
 		if psn.After(una) {
-			if restart := s.gapAsked && psn.Before(s.rdLast); !s.gapAsked || restart {
+			if s.gapAsked && psn.Before(s.rdLast) { // a new stream, its first response lost
+				s.gapAsked = false
+				s.count().ReadRestarts++
+			}
+			if !s.gapAsked {
 				s.gapAsked = true
 				s.goBack(una)
-				if restart {
-					s.count().ReadRestarts++
-				}
 			}
 			s.rdLast = psn
 		}

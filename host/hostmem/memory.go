@@ -25,12 +25,11 @@ type Memory struct {
 // searches the bases, eight bytes a region (16K QPs' rings and more fit
 // a few hundred KiB, most of it in the CPU's cache), and reads one region.
 type regionTable struct {
-	bases   []uint64 // bases[i] == regions[i].base, ascending
+	bases   []uint64 // regions[i]'s IOVA, ascending
 	regions []region
 }
 
 type region struct {
-	base   uint64
 	buf    []byte
 	mapped bool // allocated with mmap, freed by Close
 }
@@ -96,7 +95,7 @@ func (m *Memory) add(buf []byte, mapped bool) uint64 {
 	// here before the Store publishes it, so appending in place is safe
 	// and 16K QPs' rings cost amortized O(1) each, not a copy apiece.
 	t := m.tab.Load()
-	m.tab.Store(&regionTable{bases: append(t.bases, base), regions: append(t.regions, region{base: base, buf: buf, mapped: mapped})})
+	m.tab.Store(&regionTable{bases: append(t.bases, base), regions: append(t.regions, region{buf: buf, mapped: mapped})})
 	return base
 }
 
@@ -105,8 +104,8 @@ func (m *Memory) Unmap(base uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.tab.Load()
-	for i, r := range old.regions {
-		if r.base == base {
+	for i, b := range old.bases {
+		if b == base {
 			m.tab.Store(&regionTable{
 				bases:   append(append(make([]uint64, 0, len(old.bases)-1), old.bases[:i]...), old.bases[i+1:]...),
 				regions: append(append(make([]region, 0, len(old.regions)-1), old.regions[:i]...), old.regions[i+1:]...),
@@ -131,8 +130,7 @@ func (m *Memory) Slice(addr uint64, n int) ([]byte, error) {
 	if lo == 0 {
 		return nil, ErrFault
 	}
-	r := &t.regions[lo-1]
-	off := addr - r.base
+	r, off := &t.regions[lo-1], addr-t.bases[lo-1]
 	if off > uint64(len(r.buf)) || uint64(n) > uint64(len(r.buf))-off {
 		return nil, ErrFault
 	}

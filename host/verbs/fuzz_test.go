@@ -104,10 +104,11 @@ func (h *hostile) readyOpts(t testing.TB, timeout, peerRNRRetry uint8, idle bool
 	var wc [16]verbs.WC
 	for h.b.CQ.Poll(wc[:]) > 0 { // the flushed work requests
 	}
-	for i := range 4 {
-		if h.noRecvs {
-			break
-		}
+	recvs := 4
+	if h.noRecvs {
+		recvs = 0
+	}
+	for i := range recvs {
 		if _, err := h.b.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: []verbs.SGE{{Addr: h.mr.Addr + uint64(i*960), Length: 960, LKey: h.mr.LKey}}}}); err != nil {
 			t.Fatal(err)
 		}
