@@ -642,6 +642,7 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 					t.Fatalf("the WRITE past the gap: %d answers, want its sequence NAK", len(got))
 				}
 			}
+			start := time.Now() // the probe's wait counts from the last request, before its answer is read
 			if !h.send(t, write(h, 0), write(h, 1)) {
 				t.Fatal("the WRITEs make no frames")
 			}
@@ -651,7 +652,6 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 			if h.region[0] != 1 || h.region[1] != 2 {
 				t.Fatalf("the WRITEs did not land: % x", h.region[:2])
 			}
-			start := time.Now()
 			// With loss seen, the ACK again; then the probe: the ACK once
 			// more and the NAK (acks_before_nak: rxe, retrying, heeds a
 			// NAK only after an ACK).
