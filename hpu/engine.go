@@ -146,24 +146,41 @@ type cluster struct {
 	// Read by both sides at every packet, written only by New.
 	id      int
 	slots   []slot
+	bufs    []byte        // the slots' packet buffers, SlotSize bytes each
 	free    *ring         // free slot numbers
 	queue   *ring         // slots whose task is ready for an HPU
 	wake    chan struct{} // wakes sleeping HPUs
 	scratch Memory
+	// Written and read by the HPUs only.
+	queued []int64 // when a timed slot was queued (nanoseconds from the engine's start)
+	next   []int32 // the next slot waiting for the same message's header (cluster<<16|slot), or -1
 
 	_        line
 	sleepers atomic.Int32 // HPUs asleep, or about to be
 	stats    ClusterStats // begins and ends with a line of its own
 }
 
+// slot is a packet buffer's descriptor: what Submit writes and the HPU
+// that runs the task reads, one cache line (64 bytes), so that a packet
+// moves one line from the submitting processor to the HPU's; the HPU
+// builds the handler's Task in memory of its own.
 type slot struct {
-	buf    []byte
-	task   Task
-	msg    int32
-	n      int
-	queued int64 // when it was queued (nanoseconds from the engine's start), if timed; else 0
-	next   int32 // the next slot waiting for the same message's header (cluster<<16|slot), or -1
+	msg    Message // 32 bytes
+	offset uint32
+	index  int32
+	psn    uint32
+	imm    uint32
+	n      int32 // payload bytes
+	mi     int32 // the message entry
+	opcode uint8
+	flags  uint8 // slotFirst, slotLast, slotTimed
 }
+
+const (
+	slotFirst = 1 << iota
+	slotLast
+	slotTimed
+)
 
 type msgKey struct {
 	ctx *Installed
@@ -234,9 +251,10 @@ func New(cfg Config) *Engine {
 		cl.queue = newRing(cfg.Slots)
 		cl.wake = make(chan struct{}, cfg.HPUs)
 		cl.scratch = NewMemory(cfg.ScratchSize)
-		backing := make([]byte, cfg.Slots*cfg.SlotSize)
+		cl.bufs = make([]byte, cfg.Slots*cfg.SlotSize)
+		cl.queued = make([]int64, cfg.Slots)
+		cl.next = make([]int32, cfg.Slots)
 		for s := range cl.slots {
-			cl.slots[s].buf = backing[s*cfg.SlotSize : (s+1)*cfg.SlotSize : (s+1)*cfg.SlotSize]
 			cl.free.put(int32(s))
 		}
 	}
@@ -366,16 +384,27 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	}
 
 	sl := &cl.slots[s]
-	sl.n = copy(sl.buf, pkt.Payload)
-	pkt.Payload = sl.buf[:sl.n:sl.n]
-	sl.task = Task{Packet: pkt, Message: msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
-	sl.msg, sl.queued, sl.next = mi, 0, -1
-	if e.Stats.Packets.Add(1)%uint64(e.cfg.TimeEvery) == 0 {
-		sl.queued = e.now()
+	flags := uint8(0)
+	if pkt.First {
+		flags |= slotFirst
 	}
+	if pkt.Last {
+		flags |= slotLast
+	}
+	if e.Stats.Packets.Add(1)%uint64(e.cfg.TimeEvery) == 0 {
+		flags |= slotTimed
+		cl.queued[s] = e.now() // the HPU reads it after the queue hands it the slot
+	}
+	*sl = slot{msg: msg, offset: pkt.Offset, index: int32(pkt.Index), psn: pkt.PSN, imm: pkt.Imm,
+		n: int32(copy(cl.buf(s, e.cfg.SlotSize), pkt.Payload)), mi: mi, opcode: pkt.Opcode, flags: flags}
 	in.Stats.Packets.Add(1)
 	e.queue(cl, s)
 	return nil
+}
+
+// buf is slot s's packet buffer.
+func (cl *cluster) buf(s int32, size int) []byte {
+	return cl.bufs[int(s)*size : int(s+1)*size : int(s+1)*size]
 }
 
 // queue makes a slot's task ready for the cluster's HPUs, waking one if
@@ -420,6 +449,7 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 // for work, those of any cluster.
 func (e *Engine) hpu(cl *cluster) {
 	defer e.wg.Done()
+	t := new(Task) // the handlers' view of the task this HPU runs
 	for {
 		run := cl
 		s, ok := cl.queue.pop()
@@ -440,7 +470,7 @@ func (e *Engine) hpu(cl *cluster) {
 			}
 			cl.sleepers.Add(-1)
 		}
-		e.runTask(run, s)
+		e.runTask(run, s, t)
 	}
 }
 
@@ -507,18 +537,23 @@ func (e *Engine) popAny(cl *cluster) (*cluster, int32, bool) {
 }
 
 // runTask runs one packet's handlers, or parks it until its message's
-// header handler has run.
-func (e *Engine) runTask(cl *cluster, s int32) {
+// header handler has run. t is the HPU's own Task, filled here from the
+// slot.
+func (e *Engine) runTask(cl *cluster, s int32, t *Task) {
 	sl := &cl.slots[s]
-	m := &e.msgs[sl.msg]
-	t := &sl.task
-	in := t.ctx
-	timed := sl.queued != 0
+	m := &e.msgs[sl.mi]
+	in := m.key.ctx
+	timed := sl.flags&slotTimed != 0
 	var start int64
 	if timed {
 		start = e.now()
 		cl.stats.Timed.Add(1)
-		cl.stats.QueuedNs.Add(uint64(start - sl.queued))
+		cl.stats.QueuedNs.Add(uint64(start - cl.queued[s]))
+	}
+	*t = Task{
+		Packet: Packet{Payload: cl.buf(s, e.cfg.SlotSize)[:sl.n:sl.n], Offset: sl.offset, Index: int(sl.index),
+			Opcode: sl.opcode, PSN: sl.psn, Imm: sl.imm, First: sl.flags&slotFirst != 0, Last: sl.flags&slotLast != 0},
+		Message: sl.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in,
 	}
 
 	header := false
@@ -531,7 +566,7 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 		default:
 			// A payload packet ahead of its header handler: it waits,
 			// holding its slot, and the header's HPU queues it again.
-			sl.next, m.waitHead = m.waitHead, int32(cl.id)<<16|s
+			cl.next[s], m.waitHead = m.waitHead, int32(cl.id)<<16|s
 			m.mu.Unlock()
 			return
 		}
@@ -584,6 +619,7 @@ func (e *Engine) runTask(cl *cluster, s int32) {
 	if timed {
 		cl.stats.BusyNs.Add(uint64(e.now() - start))
 	}
+	*t = Task{} // nothing of the packet outlives its handlers
 	e.finish(cl, s, m)
 }
 
@@ -597,7 +633,7 @@ func (e *Engine) release(m *msgState) {
 	for wait >= 0 {
 		c := &e.clusters[wait>>16]
 		w := wait & 0xffff
-		wait = c.slots[w].next
+		wait = c.next[w]
 		e.queue(c, w)
 	}
 }
@@ -605,7 +641,6 @@ func (e *Engine) release(m *msgState) {
 // finish gives the slot back and, after the message's last packet, runs
 // its completion handler and reports it done.
 func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
-	cl.slots[s].task = Task{}
 	cl.free.put(s)
 	if m.refs.Add(-1) == 0 {
 		e.complete(cl, m)
