@@ -7,19 +7,45 @@ import (
 )
 
 // TestRingModel drives a ring and a slice (the model) with the same
-// pushes and pops: they agree on every value, on full and on empty.
+// pushes and pops: they agree on every value, on full and on empty, and
+// a push that ends a line of cells says whether 8 values are held.
 func TestRingModel(t *testing.T) {
-	r := newRing(5) // 8 cells
+	for _, tc := range []struct {
+		name       string
+		n, cells   int
+		pushWeight int // of 13 steps
+	}{
+		{"8 cells, mostly full", 5, 8, 7},
+		{"32 cells, filling", 20, 32, 8},
+		{"32 cells, draining", 32, 32, 6},
+		{"4 cells: never deep", 4, 4, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) { ringModel(t, tc.n, tc.cells, tc.pushWeight) })
+	}
+}
+
+func ringModel(t *testing.T, n, cells, pushWeight int) {
+	r := newRing(n)
 	var model []int32
 	next := int32(0)
-	for step := range 10000 {
-		if (step*7919)%13 < 7 {
-			ok := r.push(next)
-			if want := len(model) < 8; ok != want {
+	deeps := 0
+	for step := range 20000 {
+		if (step*7919)%13 < pushWeight {
+			ok, deep := r.push(next)
+			if want := len(model) < cells; ok != want {
 				t.Fatalf("step %d: push %v, model has %d", step, ok, len(model))
 			}
 			if ok {
 				model = append(model, next)
+				// The pushes so far are next+1: this one filled a line's
+				// last cell if next is 7 mod 8.
+				want := next%8 == 7 && cells >= 8 && len(model) >= 8
+				if deep != want {
+					t.Fatalf("step %d: push %d holding %d: deep %v, want %v", step, next, len(model), deep, want)
+				}
+				if deep {
+					deeps++
+				}
 				next++
 			}
 		} else {
@@ -37,6 +63,9 @@ func TestRingModel(t *testing.T) {
 		if r.len() != len(model) {
 			t.Fatalf("step %d: len %d, model %d", step, r.len(), len(model))
 		}
+	}
+	if cells >= 16 && 2*pushWeight > 13 && deeps == 0 { // a filling ring goes deep
+		t.Fatal("no push saw the ring deep")
 	}
 }
 
@@ -71,7 +100,7 @@ func TestRingConcurrent(t *testing.T) {
 	for p := range producers {
 		go func() {
 			for i := range per {
-				for !r.push(int32(p*per + i)) {
+				for ok, _ := r.push(int32(p*per + i)); !ok; ok, _ = r.push(int32(p*per + i)) {
 				}
 			}
 		}()
@@ -106,7 +135,7 @@ func TestRingPutWaitsForSlowConsumer(t *testing.T) {
 			t.Fatal("pop failed")
 		}
 	}
-	if r.push(9) {
+	if ok, _ := r.push(9); ok {
 		t.Fatal("push into a cell not yet handed back succeeded")
 	}
 	done := make(chan struct{})
