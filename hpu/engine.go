@@ -79,6 +79,7 @@ type Stats struct {
 	Faults   atomic.Uint64 // handlers stopped, over every context
 	Overlong atomic.Uint64 // handlers that ran longer than their budget, over every context
 	Aborted  atomic.Uint64 // messages ended by Abort before their last packet
+	Nudges   atomic.Uint64 // sleeping HPUs the watchdog woke: their queue had not moved for a tick (watchTick)
 	_        line
 }
 
@@ -190,27 +191,38 @@ type msgKey struct {
 
 func (k msgKey) shard() int { return int((k.qpn*0x9e3779b1 ^ k.msn) % msgShards) }
 
-// msgState is a message in flight. refs counts its packets accepted and
-// not yet handled, plus one until its last packet has come (the last
-// packet takes that reference over): it reaches 0 once, after every
-// packet has been handled, and whoever brings it there completes the
-// message.
+// msgState is a message in flight. refs counts down the packets the
+// HPUs have handled from 0; when its last packet comes (or Abort ends
+// it), the submitting side adds the number of packets it accepted
+// (submitted), before the last packet is queued: refs reaches 0 once,
+// after every packet has been handled, and whoever brings it there
+// completes the message. So a packet costs the submitting side no write
+// to the line the HPUs update at every packet (only its own, submitted),
+// and the message one.
 type msgState struct {
-	mu         sync.Mutex // guards waitHead, fault, dropped, and the header's outcome
-	id         int32      // its index in the table
-	key        msgKey
-	msg        Message
-	home       int
-	indexed    bool // in the table (a message of more than one packet)
+	// Set with the first packet, before it is queued; read by both sides.
+	id      int32 // its index in the table
+	key     msgKey
+	msg     Message
+	indexed bool // in the table (a message of more than one packet)
+
+	// The submitting side's, at every packet.
+	_         line
+	home      int
+	submitted int32       // packets accepted
+	lastSeen  atomic.Bool // its last packet came, or Abort ended it
+	_         line
+
+	// The HPUs'.
 	refs       atomic.Int32
-	lastSeen   atomic.Bool
 	headerDone atomic.Bool // the header handler finished (or the context has none)
 	skip       atomic.Bool // dropped by the header handler, or stopped by a fault: later packets skip their handlers
+	mu         sync.Mutex  // guards waitHead, fault, dropped, and the header's outcome
 	dropped    bool
 	headerAct  Action // what the header handler returned (set before headerDone): the action of packets without a payload handler
 	fault      error  // the first fault of one of its handlers
 	waitHead   int32  // slots waiting for the header handler (cluster<<16|slot), or -1
-	task       Task   // the completion handler's
+	_          line
 }
 
 // setFault records a handler's fault (the first one counts); later
@@ -258,6 +270,8 @@ func New(cfg Config) *Engine {
 			cl.free.put(int32(s))
 		}
 	}
+	e.wg.Add(1)
+	go e.watch()
 	for c := range e.clusters { // once every cluster is built: a spinning HPU looks at them all
 		for range cfg.HPUs {
 			e.wg.Add(1)
@@ -362,8 +376,8 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 			return ErrFull
 		}
 		m = &e.msgs[mi]
-		m.key, m.msg, m.home = k, msg, home
-		m.refs.Store(1)
+		m.key, m.msg, m.home, m.submitted = k, msg, home, 0
+		m.refs.Store(0)
 		m.lastSeen.Store(false)
 		m.skip.Store(false)
 		m.dropped, m.fault, m.headerAct, m.waitHead = false, nil, Proceed, -1
@@ -374,13 +388,13 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 			sh.mu.Unlock()
 		}
 	}
-	if msg.Length != 0 {
+	if msg.Length != 0 && msg.Length != m.msg.Length {
 		m.msg.Length = msg.Length
 	}
+	m.submitted++
 	if pkt.Last {
-		m.lastSeen.Store(true) // the packet takes over the message's own reference
-	} else {
-		m.refs.Add(1)
+		m.lastSeen.Store(true)
+		m.refs.Add(m.submitted) // before the packet is queued: refs stays above 0 until it is handled
 	}
 
 	sl := &cl.slots[s]
@@ -408,14 +422,21 @@ func (cl *cluster) buf(s int32, size int) []byte {
 }
 
 // queue makes a slot's task ready for the cluster's HPUs, waking one if
-// they sleep. The queue has room: it holds at most the cluster's slots.
+// they sleep and no HPU spins (a spinning HPU looks at every queue), or
+// if the queue has grown deep: the spinners do not keep up. The queue
+// has room: it holds at most the cluster's slots.
 func (e *Engine) queue(cl *cluster, s int32) {
-	cl.queue.put(s)
-	if e.spinners.Load() == 0 && cl.sleepers.Load() > 0 { // a spinning HPU looks at every queue (spin)
-		select {
-		case cl.wake <- struct{}{}:
-		default: // every sleeper has a wake-up coming
-		}
+	deep := cl.queue.put(s)
+	if (deep || e.spinners.Load() == 0) && cl.sleepers.Load() > 0 {
+		wakeOne(cl)
+	}
+}
+
+// wakeOne wakes one of cl's sleeping HPUs.
+func wakeOne(cl *cluster) {
+	select {
+	case cl.wake <- struct{}{}:
+	default: // every sleeper has a wake-up coming
 	}
 }
 
@@ -450,11 +471,16 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 func (e *Engine) hpu(cl *cluster) {
 	defer e.wg.Done()
 	t := new(Task) // the handlers' view of the task this HPU runs
+	spinning := false
 	for {
 		run := cl
-		s, ok := cl.queue.pop()
+		var s int32
+		ok := false
+		if !spinning {
+			s, ok = cl.queue.pop()
+		}
 		if !ok {
-			run, s, ok = e.spin(cl)
+			run, s, ok, spinning = e.spin(cl, spinning)
 		}
 		for !ok { // sleep: announce it, look once more, then wait to be woken
 			run = cl
@@ -482,41 +508,59 @@ const spinRounds = 256
 // sleeping goroutine costs more than a short handler, so under a steady
 // stream a few HPUs (one fewer than the processors, at least one) keep
 // looking, at every cluster's queue, and while one does, queueing a task
-// wakes no HPU (queue): the busy path has no wake-up per packet. It
-// reports false if none came (or the queue closed).
+// wakes no HPU (queue): the busy path has no wake-up per packet. An HPU
+// that found a task stays counted while it runs it and looks again after
+// it (counted: it is one), so the count does not move at every packet.
+// It reports whether it found a task, and whether the HPU is still
+// counted.
 //
-// The rule that keeps a task from waiting with no HPU awake: every HPU
-// counted in spinners, when it leaves the count, either looks at every
-// queue once more (it found nothing) or wakes the sleeping HPUs of the
-// clusters whose queues hold tasks (it found one), so a task queued while
-// queue saw it counted is taken.
-func (e *Engine) spin(cl *cluster) (*cluster, int32, bool) {
-	if e.spinners.Add(1) <= e.maxSpinners {
+// What keeps a task from waiting with no HPU awake: an HPU counted in
+// spinners looks at every queue again after each task, and once more
+// after it leaves the count (it found nothing for a while); a queue that
+// grows deep while the spinners run tasks wakes a sleeper (queue); and
+// one that does not move for a watchdog tick, its HPUs asleep, has them
+// woken (watch): a spinner's handler that runs long holds up only its
+// own task.
+func (e *Engine) spin(cl *cluster, counted bool) (*cluster, int32, bool, bool) {
+	if counted || e.spinners.Add(1) <= e.maxSpinners {
 		for range spinRounds {
 			if c, s, ok := e.popAny(cl); ok {
-				e.spinners.Add(-1)
-				e.wakeQueued() // what was queued while it looked, for HPUs that sleep
-				return c, s, true
+				return c, s, true, true
 			}
 			runtime.Gosched()
 		}
 	}
 	e.spinners.Add(-1)
-	return e.popAny(cl)
+	c, s, ok := e.popAny(cl)
+	return c, s, ok, false
 }
 
-// wakeQueued wakes a sleeping HPU of every cluster whose queue holds a
-// task: a spinner that stops looking because it found a task hands on
-// the tasks queued meanwhile, whose queueing woke no HPU (queue saw it
-// spin); it may be busy with its own cluster's tasks for a long time.
-func (e *Engine) wakeQueued() {
-	for i := range e.clusters {
-		c := &e.clusters[i]
-		if c.queue.len() > 0 && c.sleepers.Load() > 0 {
-			select {
-			case c.wake <- struct{}{}:
-			default: // a wake-up is on its way already
+// watchTick is how long a task may wait in a queue that does not move,
+// its HPUs asleep, before the watchdog wakes them.
+const watchTick = time.Millisecond
+
+// watch is the engine's watchdog: every tick it wakes an HPU of each
+// cluster whose queue holds tasks, has not moved since the last tick and
+// has HPUs asleep (a spinner ran a long handler meanwhile: see spin).
+func (e *Engine) watch() {
+	defer e.wg.Done()
+	tick := time.NewTicker(watchTick)
+	defer tick.Stop()
+	last := make([]uint32, len(e.clusters))
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick.C:
+		}
+		for i := range e.clusters {
+			c := &e.clusters[i]
+			head := c.queue.head.Load()
+			if head == last[i] && c.queue.len() > 0 && c.sleepers.Load() > 0 {
+				e.Stats.Nudges.Add(1)
+				wakeOne(c)
 			}
+			last[i] = head
 		}
 	}
 }
@@ -620,7 +664,7 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task) {
 		cl.stats.BusyNs.Add(uint64(e.now() - start))
 	}
 	*t = Task{} // nothing of the packet outlives its handlers
-	e.finish(cl, s, m)
+	e.finish(cl, s, m, t)
 }
 
 // release queues again the packets that waited for m's header handler;
@@ -639,25 +683,26 @@ func (e *Engine) release(m *msgState) {
 }
 
 // finish gives the slot back and, after the message's last packet, runs
-// its completion handler and reports it done.
-func (e *Engine) finish(cl *cluster, s int32, m *msgState) {
+// its completion handler (in t, the HPU's Task) and reports it done.
+func (e *Engine) finish(cl *cluster, s int32, m *msgState, t *Task) {
 	cl.free.put(s)
 	if m.refs.Add(-1) == 0 {
-		e.complete(cl, m)
+		e.complete(cl, m, t)
 	}
 }
 
-// complete runs a message's completion handler (unless a handler dropped
-// it or faulted), frees its entry and reports it done. Every packet of
-// the message has been handled: no other HPU touches it now.
-func (e *Engine) complete(cl *cluster, m *msgState) {
+// complete runs a message's completion handler in t (unless a handler
+// dropped it or faulted, or t is nil: Abort), frees its entry and
+// reports it done. Every packet of the message has been handled: no
+// other HPU touches it now.
+func (e *Engine) complete(cl *cluster, m *msgState, t *Task) {
 	in := m.key.ctx
-	if m.fault == nil && !m.dropped && in.ctx.Completion != nil {
-		m.task = Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
-		if _, err := e.call(in.ctx.Completion, &m.task, true); err != nil {
+	if m.fault == nil && !m.dropped && in.ctx.Completion != nil && t != nil {
+		*t = Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
+		if _, err := e.call(in.ctx.Completion, t, true); err != nil {
 			m.fault = err
 		}
-		m.task = Task{}
+		*t = Task{}
 	}
 	in.Stats.Messages.Add(1)
 	e.Stats.Messages.Add(1)
@@ -677,7 +722,8 @@ func (e *Engine) complete(cl *cluster, m *msgState) {
 // Abort ends a message whose last packet will not come (its QP failed or
 // was reset, or an unreliable transport lost a packet): it completes with
 // err, as soon as the packets accepted so far have been handled, without
-// its completion handler. The caller submits no more of its packets. It
+// its completion handler. The caller is the message's submitter (Abort
+// counts what it submitted) and submits no more of its packets. It
 // reports whether the message was in flight.
 func (e *Engine) Abort(in *Installed, qpn, msn uint32, err error) bool {
 	k := msgKey{in, qpn, msn}
@@ -694,8 +740,8 @@ func (e *Engine) Abort(in *Installed, qpn, msn uint32, err error) bool {
 	}
 	m.setFault(err)
 	e.Stats.Aborted.Add(1)
-	if m.refs.Add(-1) == 0 {
-		e.complete(&e.clusters[m.home], m)
+	if m.refs.Add(m.submitted) == 0 { // every packet accepted has been handled
+		e.complete(&e.clusters[m.home], m, nil)
 	}
 	return true
 }

@@ -318,3 +318,53 @@ func TestBackpressure(t *testing.T) {
 		t.Error("the buffers never filled: the test did not exercise backpressure")
 	}
 }
+
+// TestLongHandlerHoldsOnlyItsTask: a handler that does not return (here:
+// until the test lets it) holds up its own task only. An HPU that spins
+// for work keeps spinning while it runs what it found, so queueing wakes
+// no other HPU; when that HPU is stuck in a long handler, the tasks
+// queued meanwhile still run (the watchdog wakes the sleeping HPUs of a
+// queue that does not move). Each round first keeps an HPU spinning with
+// a stream of short messages, so that the long handler lands on it.
+func TestLongHandlerHoldsOnlyItsTask(t *testing.T) {
+	checkLeaks(t)
+	e := hpu.New(hpu.Config{Clusters: 2, HPUs: 2, Slots: 64})
+	defer e.Close()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	slow, _ := e.Install(hpu.Context{Payload: func(*hpu.Task) hpu.Action {
+		started <- struct{}{}
+		<-release
+		return hpu.Success
+	}})
+	done := make(chan uint32, 4096)
+	fast, _ := e.Install(hpu.Context{
+		Payload: func(*hpu.Task) hpu.Action { return hpu.Success },
+		Done:    func(m *hpu.Message, err error) { done <- m.MSN },
+	})
+	msn := uint32(0)
+	for round := range 8 {
+		for range 256 { // a steady stream: an HPU spins
+			submitAll(t, e, fast, hpu.Message{QPN: 1, MSN: msn}, [][]byte{{1}})
+			msn++
+		}
+		submitAll(t, e, slow, hpu.Message{QPN: 2, MSN: uint32(round)}, [][]byte{{1}})
+		<-started
+		for k := range 4 { // messages on both clusters while the long handler runs
+			submitAll(t, e, fast, hpu.Message{QPN: uint32(3 + k), MSN: msn}, [][]byte{{1}})
+			msn++
+		}
+		deadline := time.After(2 * time.Second)
+		for got := 0; got < 256+4; {
+			select {
+			case <-done:
+				got++
+			case <-deadline:
+				close(release) // the engine can close
+				t.Fatalf("round %d: %d of %d messages done while a long handler ran (nudges %d)", round, got, 260, e.Stats.Nudges.Load())
+			}
+		}
+		release <- struct{}{}
+	}
+	t.Logf("watchdog nudges: %d", e.Stats.Nudges.Load())
+}

@@ -15,6 +15,8 @@ func TestFalseSharing(t *testing.T) {
 	var e Engine
 	var c cluster
 	var in Installed
+	var r ring
+	var m msgState
 	cases := []struct {
 		name   string
 		lo, hi uintptr // offsets in one struct
@@ -32,10 +34,24 @@ func TestFalseSharing(t *testing.T) {
 		{"Installed: mem / Stats.Packets", unsafe.Offsetof(in.mem), unsafe.Offsetof(in.Stats) + unsafe.Offsetof(in.Stats.Packets), unsafe.Sizeof(in.mem)},
 		{"ContextStats: Packets / Messages", unsafe.Offsetof(in.Stats.Packets), unsafe.Offsetof(in.Stats.Messages), 8},
 		{"ContextStats: Sends / the end", unsafe.Offsetof(in.Stats.Sends), unsafe.Sizeof(in.Stats), 8},
+		{"msgState: first packet's / submitter's", unsafe.Offsetof(m.indexed), unsafe.Offsetof(m.home), 1},
+		{"msgState: submitter's / HPUs'", unsafe.Offsetof(m.lastSeen), unsafe.Offsetof(m.refs), 1},
+		{"msgState: HPUs' / the next entry", unsafe.Offsetof(m.waitHead), unsafe.Sizeof(m), 4},
+		{"ring: mask / tail", unsafe.Offsetof(r.mask), unsafe.Offsetof(r.tail), 4},
+		{"ring: tail / head", unsafe.Offsetof(r.tail), unsafe.Offsetof(r.head), 4},
+		{"ring: head / the end", unsafe.Offsetof(r.head), unsafe.Sizeof(r), 4},
 	}
 	for _, c := range cases {
 		if gap := c.hi - (c.lo + c.loSize); c.hi < c.lo+c.loSize || gap < 64 {
 			t.Errorf("%s: %d bytes apart (at %d and %d), want a cache line (64)", c.name, int(c.hi)-int(c.lo+c.loSize), c.lo, c.hi)
 		}
+	}
+}
+
+// TestSlotIsOneLine: Submit hands a packet to an HPU in one slot, which
+// moves between the processors as one cache line.
+func TestSlotIsOneLine(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 64 {
+		t.Fatalf("a slot is %d bytes, want 64", n)
 	}
 }
