@@ -80,6 +80,8 @@ type Stats struct {
 	Overlong atomic.Uint64 // handlers that ran longer than their budget, over every context
 	Aborted  atomic.Uint64 // messages ended by Abort before their last packet
 	Nudges   atomic.Uint64 // sleeping HPUs the watchdog woke: their queue had not moved for a tick (watchTick)
+	Helped   atomic.Uint64 // tasks a Helper ran (a NIC engine, on its own goroutine)
+	KeptOff  atomic.Uint64 // times a context was kept off the Helpers: a handler faulted, or waited on one
 	_        line
 }
 
@@ -100,9 +102,13 @@ type ContextStats struct {
 
 // Installed is a context installed on an Engine.
 type Installed struct {
-	ctx   Context
-	mem   Memory
-	Stats ContextStats
+	ctx        Context
+	mem        Memory
+	timedShort atomic.Uint32 // tasks the HPUs timed within inlineMax
+	timedLong  atomic.Uint32 // and over it
+	offUntil   atomic.Int64  // no Helper keeps its tasks before then (the engine's clock; 0: none): a handler faulted, or one waited on a Helper
+	strikes    atomic.Int32  // tasks a Helper ran in a row that took longer than inlineBlock
+	Stats      ContextStats
 }
 
 // Memory returns the context's handler memory (the host may read the
@@ -337,6 +343,11 @@ func (e *Engine) home(k msgKey) int {
 // ErrFull and keeps nothing: the NIC then does not acknowledge the
 // packet, and the peer sends it again.
 func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
+	return e.submit(in, msg, pkt, nil)
+}
+
+// submit is Submit; with h, a short context's task is h's (Helper.Submit).
+func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error {
 	if len(pkt.Payload) > e.cfg.SlotSize {
 		return ErrTooLarge
 	}
@@ -412,7 +423,11 @@ func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
 	*sl = slot{msg: msg, offset: pkt.Offset, index: int32(pkt.Index), psn: pkt.PSN, imm: pkt.Imm,
 		n: int32(copy(cl.buf(s, e.cfg.SlotSize), pkt.Payload)), mi: mi, opcode: pkt.Opcode, flags: flags}
 	in.Stats.Packets.Add(1)
-	e.queue(cl, s)
+	if h != nil && e.short(in) {
+		h.keep(cl, s)
+	} else {
+		e.queue(cl, s)
+	}
 	return nil
 }
 
@@ -565,6 +580,151 @@ func (e *Engine) watch() {
 	}
 }
 
+// Helper runs handler tasks on its caller's goroutine, as one more HPU:
+// a NIC engine that submits packets runs the handlers of short contexts
+// itself, in its own turn, instead of handing each packet to an HPU
+// goroutine, which on a host whose cores the engines hold (two NICs
+// polling on two cores) waits long for a processor, and whose hand-off
+// moves the packet between processors. A context is short once the
+// tasks timed (one in Config.TimeEvery; every one a Helper runs longer
+// than inlineMax) ran within inlineMax, inlineWarmup of them at least,
+// and no more than one in inlineSlack longer (a processor taken away
+// meanwhile, a collection); one whose handler faults, or whose tasks a
+// Helper ran longer than inlineBlock inlineStrikes times in a row (a
+// handler that waits), is kept off the Helpers for inlineOff: the
+// caller's other work waits for what its Helper runs. Tasks of other
+// contexts go to the HPUs as Engine.Submit sends them. Its handlers see
+// a Task as an HPU's do; what they call (Done, Net, Default) runs on the
+// caller's goroutine. A Helper belongs to one goroutine.
+type Helper struct {
+	e          *Engine
+	t          Task
+	own        []int32 // its tasks, cluster<<16|slot, a ring of every slot
+	head, tail uint32
+}
+
+// The bounds of a short context (Helper); inlineMax is a variable for
+// the tests.
+var inlineMax = 2 * time.Microsecond
+
+const (
+	inlineWarmup = 32
+	inlineSlack  = 8
+	inlineBlock  = 100 * time.Microsecond
+	inlineOff    = time.Second
+	// inlineStrikes is how many tasks of a context in a row must run
+	// longer than inlineBlock on Helpers to keep it off them: one alone
+	// may be the processor taken away, which a handler that waits does
+	// at every task.
+	inlineStrikes = 2
+)
+
+// NewHelper returns a Helper for one goroutine.
+func (e *Engine) NewHelper() *Helper {
+	n := 1
+	for n < e.cfg.Clusters*e.cfg.Slots {
+		n <<= 1
+	}
+	return &Helper{e: e, own: make([]int32, n)}
+}
+
+// Submit is Engine.Submit, except that a task of a short context is kept
+// for Run, on this goroutine, instead of going to an HPU.
+func (h *Helper) Submit(in *Installed, msg Message, pkt Packet) error {
+	return h.e.submit(in, msg, pkt, h)
+}
+
+// Pending is the number of tasks kept for Run.
+func (h *Helper) Pending() int { return int(h.tail - h.head) }
+
+// keep takes a task for Run.
+func (h *Helper) keep(cl *cluster, s int32) {
+	h.own[h.tail&uint32(len(h.own)-1)] = int32(cl.id)<<16 | s
+	h.tail++
+}
+
+// Run runs the tasks kept, in order, until none is left, it ran max, or
+// it has run for budget; what is left goes to the HPUs when it stops for
+// the budget. Each task is timed (a clock read each): one that ran
+// longer than inlineMax makes its context long. It reports how many it
+// ran (counted in Stats.Helped).
+func (h *Helper) Run(max int, budget time.Duration) int {
+	e := h.e
+	ran := 0
+	start := e.now()
+	last := start
+	for ran < max && h.head != h.tail {
+		if time.Duration(last-start) >= budget {
+			h.Flush()
+			break
+		}
+		v := h.own[h.head&uint32(len(h.own)-1)]
+		h.head++
+		cl, s := &e.clusters[v>>16], v&0xffff
+		in := e.msgs[cl.slots[s].mi].key.ctx
+		e.runTask(cl, s, &h.t)
+		ran++
+		now := e.now()
+		switch d := time.Duration(now - last); {
+		case d > inlineBlock && in.strikes.Add(1) >= inlineStrikes:
+			in.strikes.Store(0)
+			e.keepOff(in)
+			in.timed(d)
+		case d > inlineMax:
+			in.timed(d) // the short ones count where the HPUs time them
+		case in.strikes.Load() != 0:
+			in.strikes.Store(0)
+		}
+		last = now
+	}
+	if ran > 0 {
+		e.Stats.Helped.Add(uint64(ran))
+	}
+	return ran
+}
+
+// Flush gives the tasks kept to the HPUs (the helper's goroutine stops
+// running them: its NIC closes, or its budget ran out).
+func (h *Helper) Flush() {
+	for ; h.head != h.tail; h.head++ {
+		v := h.own[h.head&uint32(len(h.own)-1)]
+		h.e.queue(&h.e.clusters[v>>16], v&0xffff)
+	}
+}
+
+// short reports whether a Helper may run the context's tasks.
+func (e *Engine) short(in *Installed) bool {
+	n := in.timedShort.Load()
+	if n < inlineWarmup || in.timedLong.Load()*inlineSlack >= n {
+		return false
+	}
+	if t := in.offUntil.Load(); t != 0 { // the clock is read only then
+		if e.now() < t {
+			return false
+		}
+		in.offUntil.CompareAndSwap(t, 0)
+	}
+	return true
+}
+
+// keepOff keeps the Helpers off the context's tasks for inlineOff.
+func (e *Engine) keepOff(in *Installed) {
+	in.offUntil.Store(e.now() + int64(inlineOff))
+	e.Stats.KeptOff.Add(1)
+}
+
+// timed notes a task an HPU timed, which ran for d.
+func (in *Installed) timed(d time.Duration) {
+	c := &in.timedShort
+	if d > inlineMax {
+		c = &in.timedLong
+	}
+	if c.Add(1) >= 1<<20 { // the older samples count half
+		in.timedShort.Store(in.timedShort.Load() / 2)
+		in.timedLong.Store(in.timedLong.Load() / 2)
+	}
+}
+
 // popAny takes a task from cl's queue, else from the other clusters'.
 func (e *Engine) popAny(cl *cluster) (*cluster, int32, bool) {
 	if s, ok := cl.queue.pop(); ok {
@@ -661,7 +821,9 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task) {
 	}
 	cl.stats.Tasks.Add(1)
 	if timed {
-		cl.stats.BusyNs.Add(uint64(e.now() - start))
+		d := e.now() - start
+		cl.stats.BusyNs.Add(uint64(d))
+		in.timed(time.Duration(d))
 	}
 	*t = Task{} // nothing of the packet outlives its handlers
 	e.finish(cl, s, m, t)
@@ -758,6 +920,7 @@ func (e *Engine) call(h Handler, t *Task, timed bool) (act Action, fault error) 
 			act, fault = Drop, faultError(v)
 			t.ctx.Stats.Faults.Add(1)
 			e.Stats.Faults.Add(1)
+			e.keepOff(t.ctx) // a context whose handler faults is not short (Helper)
 		}
 		if timed && time.Duration(e.now()-start) > t.ctx.ctx.Budget {
 			t.ctx.Stats.Overlong.Add(1)
