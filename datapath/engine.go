@@ -10,6 +10,7 @@ import (
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
+	"github.com/softrnic/softrnic/hpu"
 	"github.com/softrnic/softrnic/reliability"
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,8 @@ type engine struct {
 	inbox     chan handoff  // frames for its QPs that came in on other queues
 	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands
 	hpuAcks   []uint32      // QPs whose messages' handlers finished in this batch: to acknowledge
+	hpuHelper *hpu.Helper   // runs queued handler tasks on the engine's goroutine (helpHPU)
+	hpuHelp   bool          // it may find tasks: this engine submitted some, or it ran some last turn
 	spare     chan []byte   // free buffers for inbox, fixed in number
 
 	words                 [32]uint64
@@ -209,7 +212,9 @@ func (e *engine) run() {
 		}
 		e.mu.Lock()
 		busy, err := e.turn()
-		pending := e.dma.busy() // read under the lock: NIC.Progress may run the next turn
+		// Read under the lock: NIC.Progress may run the next turn. Handler
+		// tasks this engine queued are its to run (helpHPU).
+		pending := e.dma.busy() || e.hpuHelp
 		wait := e.sleepFor()
 		e.mu.Unlock()
 		if err != nil {
@@ -374,6 +379,9 @@ func (e *engine) turn() (bool, error) {
 	e.rxPort = false
 	e.releaseBatch(frames[:k])
 	e.unparkReady()
+	if e.hpuHelp && e.helpHPU() {
+		busy = true
+	}
 	if len(e.readers) > 0 && e.pumpReads() {
 		busy = true
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
@@ -563,7 +564,10 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 	if h := p.ImmDt(); h != nil {
 		pkt.Imm = h.Imm()
 	}
-	if err := e.nic.hpu.Load().engine.Submit(b.in, s.msg, pkt); err != nil {
+	if e.hpuHelper == nil {
+		e.hpuHelper = e.nic.hpu.Load().engine.NewHelper()
+	}
+	if err := e.hpuHelper.Submit(b.in, s.msg, pkt); err != nil {
 		e.counters.HPURefused.Add(1)
 		if first {
 			s.on = false
@@ -577,6 +581,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 		return true, false
 	}
 	e.counters.HPUPackets.Add(1)
+	e.hpuHelp = e.hpuHelper.Pending() > 0
 	s.index++
 	s.off += uint32(len(payload))
 	s.left -= min(s.left, uint32(len(payload)))
@@ -588,6 +593,29 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 		}
 	}
 	return true, true
+}
+
+// The handler tasks an engine runs in a turn at most (helpHPU): their
+// number, and the time they may take (a handler that runs long holds
+// the engine's other work that long; what is left goes to the HPUs).
+const (
+	hpuHelpMax    = 64
+	hpuHelpBudget = 20 * time.Microsecond
+)
+
+// helpHPU runs the handler tasks the engine kept (hpu.Helper: those of
+// short contexts) on its own goroutine, and then the events they made
+// (the messages done are acknowledged in this turn's transmission). The
+// engine does not wait for an HPU goroutine to get a processor: on a
+// host whose cores the NIC's engines hold, that wait is most of a
+// message's time in its handlers. It reports whether it ran any.
+func (e *engine) helpHPU() bool {
+	ran := e.hpuHelper.Run(hpuHelpMax, hpuHelpBudget)
+	e.hpuHelp = e.hpuHelper.Pending() > 0
+	if ran > 0 && len(e.hpuEv) > 0 {
+		e.hpuEventsDue()
+	}
+	return ran > 0
 }
 
 // refuse answers a packet the handlers cannot take now: an RNR NAK when

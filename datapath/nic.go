@@ -278,6 +278,9 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 			fn("hpu_messages", st.Messages.Load())
 			fn("hpu_handler_faults", st.Faults.Load())
 			fn("hpu_overlong", st.Overlong.Load())
+			fn("hpu_helped", st.Helped.Load())    // tasks the NIC's engines ran themselves (hpu.Helper)
+			fn("hpu_kept_off", st.KeptOff.Load()) // contexts kept off the engines: a handler waited, or faulted
+			fn("hpu_nudges", st.Nudges.Load())    // sleeping HPUs the scheduler's watchdog woke
 		}
 	}
 }
@@ -869,6 +872,9 @@ func (n *NIC) Close() {
 	for _, e := range n.engines { // the port buffers parked in place go back before the port closes
 		e.mu.Lock()
 		e.releaseHeld()
+		if e.hpuHelper != nil {
+			e.hpuHelper.Flush() // the tasks it kept, to the HPUs: the engine closes after them
+		}
 		e.mu.Unlock()
 	}
 	if h := n.hpu.Load(); h != nil {
