@@ -26,7 +26,7 @@ func TestHelper(t *testing.T) {
 		flush    bool
 	}{
 		{"short: all on the caller", inlineWarmup, 0, 10, 10, 64, time.Second, 10, false},
-		{"not yet seen short", inlineWarmup - 1, 0, 10, 0, 64, time.Second, 0, false},
+		{"not yet seen short", inlineWarmup / 2, 0, 10, 0, 64, time.Second, 0, false}, // its own 10 bring it to 26 timed
 		{"max", inlineWarmup, 0, 10, 10, 4, time.Second, 4, true},
 		{"budget: some, the rest to the HPUs", inlineWarmup, time.Millisecond, 20, 20, 64, 3 * time.Millisecond, -1, false},
 		{"flush", inlineWarmup, 0, 5, 5, 0, 0, 0, true},
