@@ -28,6 +28,17 @@
 // counted (on the tasks the engine times: one in Config.TimeEvery). Every
 // pool is sized at New and Install; nothing is allocated per packet.
 //
+// Idle HPUs (one fewer than the processors) spin for work, at every
+// cluster's queue, and keep spinning while they run what they find, so
+// that a steady stream wakes no goroutine per packet; a queue that grows
+// deep wakes a sleeping HPU, and a watchdog wakes the HPUs of a queue
+// that has not moved for a millisecond (a spinner in a long handler).
+// A packet moves from the submitter to its HPU in one 64-byte slot. A
+// Helper lets the submitting goroutine (a NIC engine) run the tasks of
+// short contexts itself, in its own turn: those whose timed tasks run
+// within 2 us; one whose handler waits there, or faults, goes back to
+// the HPUs.
+//
 // On a live NIC a context is attached to a queue pair (package
 // host/verbs): the QP's messages that a Match selects (by kind, by a tag
 // in their first bytes, by immediate) go to the handlers instead of
