@@ -46,8 +46,8 @@ type engine struct {
 	inbox     chan handoff  // frames for its QPs that came in on other queues
 	hpuEv     chan hpuEvent // from HPU goroutines: messages done, commands
 	hpuAcks   []uint32      // QPs whose messages' handlers finished in this batch: to acknowledge
-	hpuHelper *hpu.Helper   // runs queued handler tasks on the engine's goroutine (helpHPU)
-	hpuHelp   bool          // it may find tasks: this engine submitted some, or it ran some last turn
+	hpuHelper *hpu.Helper   // runs short contexts' handler tasks in the engine's turn (helpHPU)
+	hpuHelp   bool          // the helper keeps tasks: the engine does not sleep
 	spare     chan []byte   // free buffers for inbox, fixed in number
 
 	words                 [32]uint64

@@ -595,7 +595,8 @@ func (e *Engine) watch() {
 // caller's other work waits for what its Helper runs. Tasks of other
 // contexts go to the HPUs as Engine.Submit sends them. Its handlers see
 // a Task as an HPU's do; what they call (Done, Net, Default) runs on the
-// caller's goroutine. A Helper belongs to one goroutine.
+// caller's goroutine. A Helper is used by one goroutine at a time, which
+// must Run or Flush what it kept before the engine closes.
 type Helper struct {
 	e          *Engine
 	t          Task
