@@ -144,9 +144,37 @@ type Engine struct {
 const msgShards = 64
 
 type msgShard struct {
-	mu    sync.Mutex
-	index map[msgKey]int32
-	_     [48]byte // a line a shard: the shards' array starts a line after Stats' last
+	mu      sync.Mutex
+	index   map[msgKey]int32
+	lastKey msgKey // the message last looked up or added: the next packet is most often its
+	lastMI  int32
+	_       [28]byte // a line a shard: the shards' array starts a line after Stats' last
+}
+
+// find looks a message up; sh.mu is held.
+func (sh *msgShard) find(k msgKey) (int32, bool) {
+	if k == sh.lastKey && k.ctx != nil {
+		return sh.lastMI, true
+	}
+	mi, ok := sh.index[k]
+	if ok {
+		sh.lastKey, sh.lastMI = k, mi
+	}
+	return mi, ok
+}
+
+// add indexes a message; sh.mu is held.
+func (sh *msgShard) add(k msgKey, mi int32) {
+	sh.index[k] = mi
+	sh.lastKey, sh.lastMI = k, mi
+}
+
+// remove drops a message from the index; sh.mu is held.
+func (sh *msgShard) remove(k msgKey) {
+	delete(sh.index, k)
+	if sh.lastKey == k {
+		sh.lastKey = msgKey{}
+	}
 }
 
 type cluster struct {
@@ -362,7 +390,7 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error
 	found := false
 	if !pkt.First { // a first packet starts its message: nothing to look up
 		sh.mu.Lock()
-		mi, found = sh.index[k]
+		mi, found = sh.find(k)
 		sh.mu.Unlock()
 	}
 	var m *msgState
@@ -395,7 +423,7 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error
 		m.headerDone.Store(in.ctx.Header == nil)
 		if m.indexed = !pkt.Last; m.indexed { // later packets, or Abort, will look for it
 			sh.mu.Lock()
-			sh.index[k] = mi
+			sh.add(k, mi)
 			sh.mu.Unlock()
 		}
 	}
@@ -875,7 +903,7 @@ func (e *Engine) complete(cl *cluster, m *msgState, t *Task) {
 	if m.indexed {
 		sh := &e.shards[m.key.shard()]
 		sh.mu.Lock()
-		delete(sh.index, m.key)
+		sh.remove(m.key)
 		sh.mu.Unlock()
 	}
 	m.key, m.fault = msgKey{}, nil
@@ -892,7 +920,7 @@ func (e *Engine) Abort(in *Installed, qpn, msn uint32, err error) bool {
 	k := msgKey{in, qpn, msn}
 	sh := &e.shards[k.shard()]
 	sh.mu.Lock()
-	mi, found := sh.index[k]
+	mi, found := sh.find(k)
 	sh.mu.Unlock()
 	if !found {
 		return false

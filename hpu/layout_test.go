@@ -48,6 +48,14 @@ func TestFalseSharing(t *testing.T) {
 	}
 }
 
+// TestShardIsOneLine: the message index's shards, locked by the
+// submitters and the HPUs, each fill one cache line.
+func TestShardIsOneLine(t *testing.T) {
+	if n := unsafe.Sizeof(msgShard{}); n != 64 {
+		t.Fatalf("a shard is %d bytes, want 64", n)
+	}
+}
+
 // TestSlotIsOneLine: Submit hands a packet to an HPU in one slot, which
 // moves between the processors as one cache line.
 func TestSlotIsOneLine(t *testing.T) {
