@@ -334,6 +334,11 @@ func (e *engine) drainReady() {
 		e.sqReady = e.sqReady[:len(e.sqReady)-1]
 		e.begin()
 		e.request(qpn)
+		if r := &e.qps[qpn]; r.timerWaiting {
+			r.timerWaiting = false
+			e.unwheel(qpn, r)
+			e.expire(qpn, r, e.clock()) // its context is in the cache now (see expire)
+		}
 	}
 	for len(e.ready) > 0 {
 		qpn := e.ready[len(e.ready)-1]

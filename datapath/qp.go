@@ -60,6 +60,7 @@ type qpSend struct {
 	// its turn comes, and each cache line it touches is a miss.
 	sndStarted             bool     // the sender's PSN taken from the context (at RTS)
 	sqWaiting              bool     // the requester waits for a context (park.go)
+	timerWaiting           bool     // a due timer waits for the QP's context, with the requester (expire)
 	onLater                bool     // on the engine's list of QPs to come back to next pass
 	dmaFault               bool     // a read of its WQEs or payload failed: the requester fails the QP
 	roomWait               bool     // on the engine's list of QPs waiting for room for the answers

@@ -194,8 +194,13 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 	var q hostmem.QPCEntry
 	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok {
 		if !hit && ok {
-			// A miss: the timer runs when the QP's context comes (the
-			// requester, restarted then, finds it due on the next tick).
+			// A miss: the timer runs when the QP's context comes, with
+			// the requester that waits for it too (drainReady), while
+			// the context is in its cache line: a timer that looked
+			// again at the next tick would find it evicted again when
+			// more QPs' timers run than the cache has lines, and fetch
+			// it at every tick. The next tick stays as a fallback.
+			r.timerWaiting = true
 			e.wheelAt(qpn, r, e.timerWheel.now+1)
 		}
 		return

@@ -209,3 +209,53 @@ func writeSent(h *harness, others ...uint32) (rkey uint32, va uint64) {
 	}
 	return rkey, va
 }
+
+// A QP's timer that comes due while the QP's context is out of the cache
+// runs when the context comes back, in the same turn, not a tick (65 us)
+// later: with more QPs' timers due than the cache has lines, a timer that
+// looked again at the next tick would find its context evicted again and
+// fetch it at every tick.
+func TestTimerOnColdContextRunsWhenItComes(t *testing.T) {
+	h := newHarness(t)
+	h.cq(0, 16)
+	q := h.rcQP(17, 100, 0, 0, 0)
+	q.Timeout, q.RetryCnt = 10, 7 // about 4.2 ms
+	var b [128]byte
+	q.Encode(b[:])
+	h.hostWrite(hostmem.QPC, 17, b[:])
+	h.post(17, &q, 0, inlineWrite(1, "lost", 0x1000, 7))
+	h.turns()
+	h.after(pcieLatency)
+	h.after(pcieLatency)
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("sent %d packets, want the WRITE", got)
+	}
+	timeout := time.Duration(4096<<10) * time.Nanosecond
+	h.after(timeout / 2)
+	if got := len(h.sent()); got != 0 {
+		t.Fatalf("%d packets sent again before the timeout", got)
+	}
+	qpc := h.nic.Cache(hostmem.QPC)
+	qpc.Invalidate(17)
+	misses := qpc.Stats().Misses
+	missedAt := -1
+	for step := range 2 * int(timeout/pcieLatency) {
+		h.after(pcieLatency)
+		if missedAt < 0 && qpc.Stats().Misses > misses {
+			missedAt = step // the timer came due and found the context gone
+		}
+		if sent := h.sent(); len(sent) > 0 {
+			if missedAt < 0 {
+				t.Fatalf("sent %v with no context miss", sent[0].Opcode)
+			}
+			if d := time.Duration(step-missedAt) * pcieLatency; d > 2*pcieLatency {
+				t.Errorf("the timer ran %v after its context missed, want as it came (%v)", d, pcieLatency)
+			}
+			if n := qpc.Stats().Misses - misses; n != 1 {
+				t.Errorf("%d QPC misses for one timer, want 1", n)
+			}
+			return
+		}
+	}
+	t.Fatal("nothing sent again after twice the timeout")
+}
