@@ -614,8 +614,8 @@ func (e *Engine) watch() {
 // goroutine, which on a host whose cores the engines hold (two NICs
 // polling on two cores) waits long for a processor, and whose hand-off
 // moves the packet between processors. A context is short once the
-// tasks timed (one in Config.TimeEvery; every one a Helper runs longer
-// than inlineMax) ran within inlineMax, inlineWarmup of them at least,
+// tasks timed (one in Config.TimeEvery, on an HPU or a Helper) ran
+// within inlineMax, inlineWarmup of them at least,
 // and no more than one in inlineSlack longer (a processor taken away
 // meanwhile, a collection); one whose handler faults, or whose tasks a
 // Helper ran longer than inlineBlock inlineStrikes times in a row (a
@@ -674,9 +674,9 @@ func (h *Helper) keep(cl *cluster, s int32) {
 
 // Run runs the tasks kept, in order, until none is left, it ran max, or
 // it has run for budget; what is left goes to the HPUs when it stops for
-// the budget. Each task is timed (a clock read each): one that ran
-// longer than inlineMax makes its context long. It reports how many it
-// ran (counted in Stats.Helped).
+// the budget. Each task is timed (a clock read each): inlineStrikes in a
+// row of a context over inlineBlock keep it off the Helpers. It reports
+// how many it ran (counted in Stats.Helped).
 func (h *Helper) Run(max int, budget time.Duration) int {
 	e := h.e
 	ran := 0
@@ -694,13 +694,14 @@ func (h *Helper) Run(max int, budget time.Duration) int {
 		e.runTask(cl, s, &h.t)
 		ran++
 		now := e.now()
+		// A task that waits is a strike (the timed ones count in the
+		// context's share of long tasks, in runTask, as on an HPU).
 		switch d := time.Duration(now - last); {
-		case d > inlineBlock && in.strikes.Add(1) >= inlineStrikes:
-			in.strikes.Store(0)
-			e.keepOff(in)
-			in.timed(d)
-		case d > inlineMax:
-			in.timed(d) // the short ones count where the HPUs time them
+		case d > inlineBlock:
+			if in.strikes.Add(1) >= inlineStrikes {
+				in.strikes.Store(0)
+				e.keepOff(in)
+			}
 		case in.strikes.Load() != 0:
 			in.strikes.Store(0)
 		}
