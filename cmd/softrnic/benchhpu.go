@@ -128,8 +128,9 @@ func vethHPU(w io.Writer, msgs int, obs *observeFlags) error {
 		return err
 	}
 	c := b.dev.NIC().Counters()
-	fmt.Fprintf(w, "receiver: hpu_packets %d, hpu_refused %d (not acknowledged: sent again), sender: retransmitted_pkts %d\n",
-		c.HPUPackets.Load(), c.HPURefused.Load(), a.dev.NIC().Counters().RetransmittedPkts.Load())
+	hs := &b.dev.NIC().HPU().Stats
+	fmt.Fprintf(w, "receiver: hpu_packets %d, hpu_helped %d (run by the engine itself), hpu_kept_off %d, hpu_refused %d (not acknowledged: sent again), sender: retransmitted_pkts %d\n",
+		c.HPUPackets.Load(), hs.Helped.Load(), hs.KeptOff.Load(), c.HPURefused.Load(), a.dev.NIC().Counters().RetransmittedPkts.Load())
 	return nil
 }
 
