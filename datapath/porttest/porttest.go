@@ -136,7 +136,7 @@ type Port struct {
 	pool   *datapath.Pool // every buffer, RX and TX
 	rxq    []uint32       // handles of received frames, oldest first
 	rxlen  []int          // their lengths
-	rxAt   []int64        // when each may be received (UnixNano), with Delay or Rate
+	rxAt   []int64        // when each may be received (mono), with Delay or Rate
 	held   int            // handle held back for reordering, or -1
 	heldN  int
 	closed bool
@@ -196,7 +196,7 @@ func (p *Port) Recv(frames []datapath.Frame) (int, error) {
 	n, kept := 0, 0
 	now := int64(0)
 	if p.cfg.Delay > 0 || p.cfg.Rate > 0 || p.cfg.ExtraDelay != nil {
-		now = time.Now().UnixNano()
+		now = mono(time.Now())
 	}
 	for i := range p.rxq {
 		if n == len(frames) || now != 0 && p.rxAt[i] > now {
@@ -269,6 +269,14 @@ func (p *Port) Send(frames []datapath.Frame) (int, error) {
 
 // transmit applies the link's faults to one frame. Only the sending
 // goroutine touches the random source; only the peer's lock is taken.
+// mono is t on the monotonic clock, in nanoseconds from the package's
+// start (never 0: 0 is a frame with no time to wait). A wall clock's
+// time (UnixNano) moves when the system's clock is set or slewed: a
+// frame came 0.4 ms before its Delay had passed.
+func mono(t time.Time) int64 { return int64(t.Sub(monoBase)) + 1 }
+
+var monoBase = time.Now()
+
 func (p *Port) transmit(f []byte) {
 	r := p.rng
 	var at int64
@@ -296,7 +304,7 @@ func (p *Port) transmit(f []byte) {
 		if p.cfg.ExtraDelay != nil {
 			extra = p.cfg.ExtraDelay(f)
 		}
-		at = leave.Add(p.cfg.Delay + extra).UnixNano()
+		at = mono(leave.Add(p.cfg.Delay + extra))
 	}
 	if r.Float64() < p.cfg.Loss || p.cfg.Drop != nil && p.cfg.Drop(f) {
 		p.Link.Lost.Add(1)
@@ -431,7 +439,7 @@ func (p *Port) look(timeout time.Duration) (ready, closed bool, wait time.Durati
 		for _, at := range p.rxAt {
 			first = min(first, at)
 		}
-		if w := time.Duration(first - time.Now().UnixNano()); w > 0 {
+		if w := time.Duration(first - mono(time.Now())); w > 0 {
 			ready, timeout = false, min(timeout, w) // on the wire: sleep until the first lands
 		}
 	}
