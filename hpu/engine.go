@@ -615,12 +615,12 @@ func (e *Engine) watch() {
 // polling on two cores) waits long for a processor, and whose hand-off
 // moves the packet between processors. A context is short once the
 // tasks timed (one in Config.TimeEvery, on an HPU or a Helper) ran
-// within inlineMax, inlineWarmup of them at least,
-// and no more than one in inlineSlack longer (a processor taken away
-// meanwhile, a collection); one whose handler faults, or whose tasks a
-// Helper ran longer than inlineBlock inlineStrikes times in a row (a
-// handler that waits), is kept off the Helpers for inlineOff: the
-// caller's other work waits for what its Helper runs. Tasks of other
+// within inlineMax, inlineWarmup of them at least, and no more than one
+// in inlineSlack longer (a processor taken away meanwhile, a
+// collection); one whose handler faults, or whose tasks a Helper ran
+// longer than inlineBlock inlineStrikes times in a row (a handler that
+// waits), is kept off the Helpers for inlineOff: the caller's other work
+// waits for what its Helper runs. Tasks of other
 // contexts go to the HPUs as Engine.Submit sends them. Its handlers see
 // a Task as an HPU's do; what they call (Done, Net, Default) runs on the
 // caller's goroutine. A Helper is used by one goroutine at a time, which
@@ -743,7 +743,7 @@ func (e *Engine) keepOff(in *Installed) {
 	e.Stats.KeptOff.Add(1)
 }
 
-// timed notes a task an HPU timed, which ran for d.
+// timed notes a timed task (on an HPU or a Helper) that ran for d.
 func (in *Installed) timed(d time.Duration) {
 	c := &in.timedShort
 	if d > inlineMax {
