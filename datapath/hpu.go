@@ -202,7 +202,8 @@ func (n *NIC) hpuStage() *hpuState {
 // to its peer) and its default processing (Default: a WRITE's data lands
 // where its RETH says, as without a handler; a SEND's in the context's
 // host region at its offset in the message). Context.Done is called for
-// every message, on an HPU goroutine, before the NIC acknowledges it.
+// every message, on an HPU goroutine or, for a short context, on the
+// engine that received it (helpHPU), before the NIC acknowledges it.
 func (n *NIC) AttachHPU(qpn uint32, c hpu.Context, m Match) (*hpu.Installed, error) {
 	if qpn < FirstQPN || qpn >= uint32(len(n.qps)) {
 		return nil, fmt.Errorf("datapath: QP %d does not exist", qpn)

@@ -97,9 +97,11 @@ type Context struct {
 	// Default places a packet's data on Proceed; nil drops it.
 	Default Default
 	// Done is called once per message, after its completion handler (or
-	// its fault), on an HPU: err is nil, or the fault that stopped a
-	// handler; msg is valid during the call. The NIC acknowledges the
-	// message only after it.
+	// its fault), on an HPU or a Helper (a NIC engine): err is nil, or the
+	// fault that stopped a handler; msg is valid during the call. The NIC
+	// acknowledges the message only after it. Like the handlers, it must
+	// not wait for the NIC (a verbs call that changes a QP waits for the
+	// engine's turn, which may be the one running it).
 	Done func(msg *Message, err error)
 	// Budget is how long a handler may run before it is counted as
 	// running too long (default 100 us), checked on the tasks the engine

@@ -26,6 +26,10 @@ const (
 // sends (on a QP that a connection manager connects, in
 // cm.QPConfig.Prepare: it runs before the peer may send); the handler
 // stage starts at the first attach, with the sizes of DeviceConfig.HPU.
+// Handlers and c.Done run on the NIC's HPU goroutines, and those of a
+// context whose handlers run short on the engine that received the
+// packet (counter hpu_helped): they must not wait for the NIC, as a
+// verbs call that changes a QP does.
 func (qp *QP) AttachHandlers(c hpu.Context, m Match) (*hpu.Installed, error) {
 	if qp.Type == QPTUD {
 		return nil, fmt.Errorf("%w: handlers run on RC and UC QPs", ErrInvalid)
