@@ -14,7 +14,8 @@
 # read-bw and send-bw (64 KiB) between two softrnic NICs, write-bw with
 # four QPs on the one-queue pair, and write-bw with one QP and with four on
 # a second veth pair with two queues (two engines) a side, and write-lat
-# and write-bw with both sides pinned to one core (taskset); then softrnic bench scale (QP scaling with each cache) and the
+# and write-bw with both sides pinned to one core (taskset); then softrnic bench scale (QP scaling with each cache),
+# softrnic bench hpu's scheduler and veth rows (the handler goals) and the
 # allocations per work request (go test -bench RCWrite). The latency
 # tests run with -poll app (the tool's polling drives its NIC, as
 # perftest busy-polls) and report the CPU time per iteration, both
@@ -176,6 +177,12 @@ done
 echo "== softrnic bench scale" >&2
 "$BIN" bench scale -d 500ms >"$OUT/scale.log" 2>&1
 scale() { awk -v c="$1" -v q="$2" '$1==c && $2==q {print $4}' "$OUT/scale.log"; }
+# The handler goals: the scheduler alone with an empty handler, and 64 B
+# WRITEs through an empty payload handler on a veth pair beside none.
+echo "== softrnic bench hpu (scheduler, veth)" >&2
+"$BIN" bench hpu -apps=false -samples 2000 -n 100000 >"$OUT/hpu.log" 2>&1
+hpu_mpps() { awk -v c="$1" -v h="$2" '$1==c && $2=="x" && $3==h {print $5}' "$OUT/hpu.log"; }
+hpu_pps() { awk -v w="$1" 'index($0, w) {print $(NF-1); exit}' "$OUT/hpu.log"; }
 # Allocations per work request over the whole path.
 echo "== allocations (go test -bench RCWrite)" >&2
 allocs=nan
@@ -228,6 +235,14 @@ r=$(ratio "$(scale GCCache 16384)" "$(scale GCCache 1)")
 row "16K QPs / 1 QP, GCCache (Gbit/s)" "$(scale GCCache 16384)" "$(scale GCCache 1)" "$r" ">=0.8" "$(holds "$r" ">=" 0.8)" ""
 r=$(ratio "$(scale GCCache 16384)" "$(scale baseline 16384)")
 row "16K QPs, GCCache / baseline" "$(scale GCCache 16384)" "$(scale baseline 16384)" "$r" ">=1.5" "$(holds "$r" ">=" 1.5)" ""
+for shape in "4 8" "2 1"; do
+	set -- $shape
+	m=$(hpu_mpps "$1" "$2")
+	row "HPU scheduler $1x$2, empty handler (Mpps)" "${m:-nan}" "-" "-" ">=5" "$(holds "${m:-nan}" ">=" 5)" ""
+done
+h=$(hpu_pps "empty payload handler") n=$(hpu_pps "no context (placed in memory)")
+r=$(ratio "${h:-0}" "${n:-0}")
+row "veth 64 B WRITEs, empty handler / none" "${h:-nan}" "${n:-nan}" "$r" ">=0.9" "$(holds "$r" ">=" 0.9)" ""
 row "write-lat 2 B, both on one core (us)" "$(median pin_lat_p50)" "$(median write-lat_p50)" "$(ratio "$(median pin_lat_p50)" "$(median write-lat_p50)")" "-" "-" ""
 row "write-bw 64 KiB, both on one core" "$(median pin_bw_gbps)" "$bw" "$(ratio "$(median pin_bw_gbps)" "$bw")" "-" "-" ""
 row "allocations per WRITE (whole path)" "$allocs" "0" "-" "0" "$(awk -v a="$allocs" 'BEGIN {print (a=="nan") ? "-" : ((a+0 < 0.05) ? "yes" : "no")}')" ""
