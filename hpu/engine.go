@@ -104,7 +104,7 @@ type ContextStats struct {
 type Installed struct {
 	ctx        Context
 	mem        Memory
-	timedShort atomic.Uint32 // tasks the HPUs timed within inlineMax
+	timedShort atomic.Uint32 // tasks timed (on HPUs and Helpers) within inlineMax
 	timedLong  atomic.Uint32 // and over it
 	offUntil   atomic.Int64  // no Helper keeps its tasks before then (the engine's clock; 0: none): a handler faulted, or one waited on a Helper
 	strikes    atomic.Int32  // tasks a Helper ran in a row that took longer than inlineBlock
@@ -186,9 +186,9 @@ type cluster struct {
 	queue   *ring         // slots whose task is ready for an HPU
 	wake    chan struct{} // wakes sleeping HPUs
 	scratch Memory
-	// Written and read by the HPUs only.
-	queued []int64 // when a timed slot was queued (nanoseconds from the engine's start)
-	next   []int32 // the next slot waiting for the same message's header (cluster<<16|slot), or -1
+	// Apart from the slots: one in Config.TimeEvery, and the HPUs' own.
+	queued []int64 // when a timed slot was queued (nanoseconds from the engine's start; the submitter's)
+	next   []int32 // the next slot waiting for the same message's header (cluster<<16|slot), or -1 (the HPUs')
 
 	_        line
 	sleepers atomic.Int32 // HPUs asleep, or about to be
