@@ -114,10 +114,11 @@ func runBenchCache(args []string, stdout io.Writer) error {
 
 func runBenchHOL(args []string, stdout io.Writer) error {
 	fs := newFlagSet("bench hol", "bench hol [flags]",
-		"Two live NICs over the in-memory port behind a 2 us PCIe model; one WRITE on\nevery QP per round, half the QPs cold (their QP contexts evicted on both NICs\nbefore each round). Prints the hot QPs' completion latency all hot, half cold,\nand half cold with the blocking baseline QPC cache.\n")
+		"Two live NICs over the in-memory port behind a 2 us PCIe model; one WRITE on\nevery QP per round, half the QPs cold (their QP contexts evicted on both NICs\nbefore each round). Prints the hot QPs' completion latency all hot, half cold,\nand half cold with the blocking baseline QPC cache; the runs go several times,\ninterleaved, and each row is the median of its repeats.\n")
 	qps := fs.Int("q", 32, "QPs, half of them cold")
-	rounds := fs.Int("n", 1000, "rounds")
+	rounds := fs.Int("n", 5000, "rounds")
 	pcie := fs.Duration("pcie", 2*time.Microsecond, "DMA latency")
+	repeats := fs.Int("repeats", 5, "times the four runs go, interleaved, each with its share of the rounds (p50 and p99: the medians of the repeats')")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -130,9 +131,12 @@ func runBenchHOL(args []string, stdout io.Writer) error {
 	if *rounds < 1 {
 		return badValue("-n %d: want at least 1 round", *rounds)
 	}
+	if *repeats < 1 || *repeats > *rounds {
+		return badValue("-repeats %d: want 1 to the rounds (%d)", *repeats, *rounds)
+	}
 	p, stdout := benchProgress("bench hol", stdout)
 	defer p.stop()
-	return cachebench.ReportHOL(stdout, cachebench.HOLConfig{QPs: *qps, Rounds: *rounds, PCIe: *pcie, Progress: p.stepFunc()})
+	return cachebench.ReportHOL(stdout, cachebench.HOLConfig{QPs: *qps, Rounds: *rounds, PCIe: *pcie, Repeats: *repeats, Progress: p.stepFunc()})
 }
 
 func runBenchScale(args []string, stdout io.Writer) error {

@@ -26,9 +26,15 @@ import (
 // and not the scheduler's.
 type HOLConfig struct {
 	QPs    int           // QPs, half of them cold (default 32)
-	Rounds int           // rounds of one WRITE on every QP (default 1000)
+	Rounds int           // rounds of one WRITE on every QP (default 5000)
 	Size   int           // bytes per WRITE (default 64)
 	PCIe   time.Duration // host-memory latency of the DMA model (default 2 us)
+	// Repeats is how many times the four runs go, interleaved, each with
+	// its share of the rounds (default 5): a row's p50 and p99 are the
+	// medians of its repeats', so that one stretch of a noisy machine
+	// (another VM's load, a vCPU moved) lands in every row alike, not in
+	// one row alone.
+	Repeats int
 
 	// Progress, if not nil, is called before each run.
 	Progress func(done, total int, step string)
@@ -39,7 +45,7 @@ func (c *HOLConfig) defaults() {
 		c.QPs = 32
 	}
 	if c.Rounds <= 0 {
-		c.Rounds = 1000
+		c.Rounds = 5000
 	}
 	if c.Size <= 0 {
 		c.Size = 64
@@ -47,6 +53,10 @@ func (c *HOLConfig) defaults() {
 	if c.PCIe <= 0 {
 		c.PCIe = 2 * time.Microsecond
 	}
+	if c.Repeats <= 0 {
+		c.Repeats = 5
+	}
+	c.Repeats = min(c.Repeats, c.Rounds)
 }
 
 // HOLRow is one run: the hot QPs' completion latencies.
@@ -61,7 +71,10 @@ type HOLRow struct {
 // NICHOL runs the four runs: all hot with GCCache, half cold with
 // GCCache, half cold with the blocking baseline QPC cache (one host fetch
 // at a time), and half cold with the in-order baseline (its fetches
-// overlap, 64 at most, but every answer waits its turn).
+// overlap, 64 at most, but every answer waits its turn). They go
+// cfg.Repeats times, interleaved, each time with their share of the
+// rounds; a row's p50 and p99 are the medians of its repeats', its
+// samples, misses and waits their sums.
 func NICHOL(cfg HOLConfig) ([]HOLRow, error) {
 	cfg.defaults()
 	runs := []struct {
@@ -69,19 +82,42 @@ func NICHOL(cfg HOLConfig) ([]HOLRow, error) {
 		cold     bool
 		baseline int // openScaleEnd's
 	}{{"all hot", false, 0}, {"half cold", true, 0}, {"half cold, blocking baseline", true, 1}, {"half cold, in-order baseline", true, 64}}
-	var rows []HOLRow
-	for i, r := range runs {
-		if cfg.Progress != nil {
-			cfg.Progress(i, len(runs), r.name)
+	rows := make([]HOLRow, len(runs))
+	p50s := make([][]time.Duration, len(runs))
+	p99s := make([][]time.Duration, len(runs))
+	for k := range cfg.Repeats {
+		part := cfg
+		part.Rounds = cfg.Rounds / cfg.Repeats
+		if k < cfg.Rounds%cfg.Repeats {
+			part.Rounds++
 		}
-		row, err := holRun(cfg, r.cold, r.baseline)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
+		for i, r := range runs {
+			if cfg.Progress != nil {
+				cfg.Progress(k*len(runs)+i, cfg.Repeats*len(runs), fmt.Sprintf("%s (%d of %d)", r.name, k+1, cfg.Repeats))
+			}
+			row, err := holRun(part, r.cold, r.baseline)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.name, err)
+			}
+			rows[i].Run = r.name
+			rows[i].Samples += row.Samples
+			rows[i].Misses += row.Misses
+			rows[i].Waits += row.Waits
+			p50s[i] = append(p50s[i], row.P50)
+			p99s[i] = append(p99s[i], row.P99)
 		}
-		row.Run = r.name
-		rows = append(rows, row)
+	}
+	for i := range rows {
+		rows[i].P50, rows[i].P99 = median(p50s[i]), median(p99s[i])
 	}
 	return rows, nil
+}
+
+// median is the middle of ds (the upper one of an even count); it sorts
+// ds.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 func holRun(cfg HOLConfig, cold bool, baseline int) (HOLRow, error) {
@@ -184,8 +220,8 @@ func ReportHOL(w io.Writer, cfg HOLConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "head-of-line blocking on two live NICs (in-memory port): %d QPs, one %d-byte WRITE each per round, %d rounds; even QPs cold (QP contexts evicted on both NICs before each round), odd QPs hot; DMA latency %v\n",
-		cfg.QPs, cfg.Size, cfg.Rounds, cfg.PCIe)
+	fmt.Fprintf(w, "head-of-line blocking on two live NICs (in-memory port): %d QPs, one %d-byte WRITE each per round, %d rounds; even QPs cold (QP contexts evicted on both NICs before each round), odd QPs hot; DMA latency %v; the runs interleaved %d times, p50 and p99 the medians of the %d\n",
+		cfg.QPs, cfg.Size, cfg.Rounds, cfg.PCIe, cfg.Repeats, cfg.Repeats)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\thot WRITEs\tp50 us\tp99 us\tQPC misses\tengine waits\t")
 	for _, r := range rows {
