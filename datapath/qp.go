@@ -41,6 +41,11 @@ type srqRun struct {
 // by the engine that owns the QP.
 type qpRun struct {
 	errored bool // the QP is in the error state: it takes no requests and sends nothing new
+	// rcvStarted: the receiver's PSN is taken from the context (at RTR
+	// or later, startReceiver). Until then its Receiver holds no
+	// deadline, and the timers read only this line: with thousands of
+	// QPs that only send, their receive state stays cold.
+	rcvStarted bool
 	// parkHead and parkN place qpParked's packets in its ring; every
 	// packet that comes in looks at parkN, so they sit here, in the
 	// first cache line with the requester's scalars, and the ring
@@ -102,7 +107,6 @@ func (r *qpRun) sizeInflight(sqSize uint32) {
 type qpRecv struct {
 	// The responder's scalars first, then the Receiver and the handlers'
 	// state, whose per-packet fields lead them (qpSend says why).
-	rcvStarted             bool     // the receiver's PSN taken from the context (at RTR)
 	idleProbe              bool     // an RC QP with QPFlagIdleProbe moved to RTS (OpenQP): its receiver probes while idle (expecting)
 	ucDrop                 bool     // UC: dropping the rest of a broken message
 	recvActive             bool     // a receive WQE is taken (recv)

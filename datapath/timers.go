@@ -80,7 +80,10 @@ func (e *engine) pumpLater() {
 // deadline is the QP's next timer: its sender's, or its receiver's for a
 // quiet go-back-N gap, whichever comes first (zero: none).
 func (r *qpRun) deadline() time.Time {
-	d, q := r.snd.Deadline(), r.rcv.QuietDeadline()
+	d, q := r.snd.Deadline(), time.Time{}
+	if r.rcvStarted {
+		q = r.rcv.QuietDeadline()
+	}
 	if d.IsZero() || !q.IsZero() && q.Before(d) {
 		return q
 	}
@@ -205,10 +208,14 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		}
 		return
 	}
-	if r.readN > 0 {
-		r.rcv.ReadsSent(now) // still answering READs: the requester's quiet has not begun
+	k := reliability.QuietNone // a receiver not started has no timer
+	if r.rcvStarted {
+		if r.readN > 0 {
+			r.rcv.ReadsSent(now) // still answering READs: the requester's quiet has not begun
+		}
+		k = r.rcv.Quiet(now)
 	}
-	switch k := r.rcv.Quiet(now); k {
+	switch k {
 	case reliability.QuietGap, reliability.QuietTail, reliability.QuietIdle:
 		if r.rcv.RepairsReads() {
 			e.repeatReads(&q, r, qpn) // the READs first: a retrying rxe ignores the NAK until one comes in order
