@@ -101,34 +101,38 @@ type QPAttr struct {
 
 // QP is a queue pair.
 type QP struct {
-	pd   *PD
-	Num  uint32
-	Type QPType
-
-	mu            sync.Mutex
-	ctx           hostmem.QPCEntry
-	state         QPState
-	sq, rq        []byte // rings in host memory
-	sqSize        uint32
-	rqSize        uint32
-	sqProducer    uint32
-	rqProducer    uint32
-	maxSendSGE    int
-	maxRecvSGE    int
-	maxInline     int
-	replayEntries int
-	srq           *SRQ
-	bounce        *MR           // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
-	sqDone        atomic.Uint32 // send WQEs the NIC has finished with (from completions)
-	sqPosted      atomic.Uint32 // sqProducer, for a poll that asks whether the send queue is empty
-	rqDone        atomic.Uint32
-	sendCQ        *CQ
-	recvCQ        *CQ
+	// What PostSend and a CQ's poll read comes first, in the QP's first
+	// two cache lines: with thousands of QPs, a QP's state is cold when
+	// its turn comes, and each line it touches is a memory round trip.
+	pd         *PD
+	Num        uint32
+	Type       QPType
+	state      QPState
+	destroyed  bool // under mu
+	mu         sync.Mutex
+	sqSize     uint32
+	sqProducer uint32
+	maxSendSGE int
+	maxInline  int
+	sq         []byte        // ring in host memory
+	sqDone     atomic.Uint32 // send WQEs the NIC has finished with (from completions)
+	sqPosted   atomic.Uint32 // sqProducer, for a poll that asks whether the send queue is empty
 	// Completions written before the last reset, in the send and the
 	// receive CQ, belong to work requests a reset discarded: Poll drops
 	// them, as a libibverbs provider cleans the CQs of a reset QP.
 	sendStale, recvStale atomic.Uint64
-	destroyed            bool // under mu
+
+	ctx           hostmem.QPCEntry
+	rq            []byte // ring in host memory
+	rqSize        uint32
+	rqProducer    uint32
+	maxRecvSGE    int
+	replayEntries int
+	srq           *SRQ
+	bounce        *MR // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
+	rqDone        atomic.Uint32
+	sendCQ        *CQ
+	recvCQ        *CQ
 }
 
 // stale reports whether the completion at position pos of a CQ was
