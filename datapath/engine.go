@@ -567,9 +567,10 @@ func (e *engine) serveBells(d Doorbell) {
 	for len(bells) < cap(bells) && len(e.doorbells) > 0 {
 		bells = append(bells, <-e.doorbells) // the engine is the channel's only reader
 	}
-	if len(bells) > 1 {
-		e.warmBells(bells)
-	}
+	// Even one doorbell's QP is warmed: its lines are then fetched
+	// together instead of one after the other as the requester reaches
+	// them.
+	e.warmBells(bells)
 	for _, d := range bells {
 		e.stats.Doorbells.Add(1)
 		if d.QPN < uint32(len(e.qps)) {

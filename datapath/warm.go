@@ -15,12 +15,17 @@ import (
 )
 
 // warmSend reads the cache lines of a QP's send state that its requester
-// reads first: the QP's scalars, its Sender's per-packet fields and the
-// counters the engine compares.
+// reads first: the QP's scalars, its Sender's per-packet fields, the
+// counters the engine compares, and the in-flight slot its next work
+// request takes (written whole, a few lines, when it is fetched).
 func (r *qpRun) warmSend() uintptr {
-	return warm.Lines(unsafe.Pointer(r), unsafe.Offsetof(r.snd)) +
+	s := warm.Lines(unsafe.Pointer(r), unsafe.Offsetof(r.snd)) +
 		r.snd.Warm() +
 		warm.Lines(unsafe.Pointer(&r.seen), unsafe.Sizeof(r.seen))
+	if n := len(r.inflight); n > 0 && r.ifN < n {
+		s += warm.Lines(unsafe.Pointer(&r.inflight[(r.ifHead+r.ifN)%n]), unsafe.Sizeof(r.inflight[0]))
+	}
+	return s
 }
 
 // warmBells warms the send state of the QPs of a batch of doorbells.
