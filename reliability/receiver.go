@@ -113,18 +113,17 @@ type ReceiverStats struct {
 // gap, the MSN, and the READs and atomics it executed, so that a
 // duplicate gets the same answer and never a second execution.
 type Receiver struct {
-	// What every request reads, in one cache line (with many QPs the
-	// state is cold when a QP's turn comes); the records and the
+	// What every request reads and writes, in two cache lines (with
+	// many QPs the state is cold when a QP's turn comes, and Warm reads
+	// these lines together); the counters, the records and the
 	// selective-repeat bitmap follow.
-	exp       wire.PSN
-	msn       uint32
-	nakSent   bool
-	nakRepeat bool // the last NAK Classify asked for repeated its gap's
-	sr        bool // selective repeat
-	lastNAK   time.Time
-	nakAgain  time.Duration // the wait before the gap's next NAK
-
-	stats      ReceiverStats
+	exp        wire.PSN
+	msn        uint32
+	nakSent    bool
+	nakRepeat  bool // the last NAK Classify asked for repeated its gap's
+	sr         bool // selective repeat
+	lastNAK    time.Time
+	nakAgain   time.Duration // the wait before the gap's next NAK
 	quietAt    time.Time     // go-back-N: when the sender counts as quiet (Quiet; zero: no deadline)
 	quietWait  time.Duration // the quiet wait after the next quiet NAK
 	quietNAKs  uint8         // quiet NAKs since the sender's last request
@@ -136,6 +135,7 @@ type Receiver struct {
 	goBack     wire.PSN      // the PSN the requester last went back to (the first duplicate of its latest retry)
 	lastDup    wire.PSN      // the latest duplicate's PSN
 	ackNext    wire.PSN      // the expected PSN after the last SEND or WRITE executed (AckPSN)
+	stats      ReceiverStats
 	reads      [MaxRdAtomic]ReadRecord
 	readNext   int
 	atomics    [MaxRdAtomic]AtomicRecord
@@ -634,7 +634,7 @@ func (r *Receiver) FindAtomic(psn wire.PSN) (AtomicRecord, bool) {
 	return AtomicRecord{}, false
 }
 
-// Warm reads the cache line every request reads (see package warm),
+// Warm reads the cache lines every request reads (see package warm),
 // returning the sum of the words read.
 func (r *Receiver) Warm() uintptr {
 	return warm.Lines(unsafe.Pointer(r), unsafe.Offsetof(r.stats))
