@@ -292,7 +292,7 @@ func (s *Sender) takeLoss(now time.Time) {
 	if s.lossSeen {
 		s.lossSeen = false
 		if s.rate.onLoss(now, s.rtt.srtt) {
-			s.count().LossCuts++
+			s.stats.LossCuts++
 		}
 	}
 }
@@ -456,13 +456,13 @@ func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 func (s *Sender) OnCNP(now time.Time) {
 	if s.byRate {
 		if s.rate.onCNP(now) {
-			s.count().CNPCuts++
+			s.stats.CNPCuts++
 		}
 		return
 	}
 	s.marked = true
 	if s.cc.onCNP(now, s.rtt.srtt) {
-		s.count().CNPCuts++
+		s.stats.CNPCuts++
 	}
 }
 
@@ -570,10 +570,10 @@ func (s *Sender) sample(d time.Duration, now time.Time) {
 	}
 	exit, cut := s.cc.onDelay(&s.rtt, now)
 	if exit {
-		s.count().SlowStartExits++
+		s.stats.SlowStartExits++
 	}
 	if cut {
-		s.count().DelayCuts++
+		s.stats.DelayCuts++
 	}
 }
 
@@ -593,7 +593,7 @@ func (s *Sender) cut(psn wire.PSN, placeable bool) {
 		return
 	}
 	if s.cc.onLoss(psn, s.next) {
-		s.count().Cuts++
+		s.stats.Cuts++
 	}
 }
 
@@ -631,16 +631,19 @@ func (s *Sender) Failed() (bool, ibv.WCStatus) { return s.failed, s.status }
 // Waiting reports whether an RNR NAK holds the sender until its timer.
 func (s *Sender) Waiting() bool { return s.rnrWait }
 
-// count returns the counters for an event to be added, and moves
-// StatsGen.
+// count returns the counters for an event of TransportStats to be
+// added, and moves StatsGen. The others (the congestion window's cuts,
+// go-backs, probes) are added in place: read only when asked (Stats),
+// they need not send the engine to the QP's counters, cold with many
+// QPs, after every delay cut.
 func (s *Sender) count() *SenderStats {
 	s.statsGen++
 	return &s.stats
 }
 
-// StatsGen moves whenever a counter of Stats does, but RateIncreases: a
-// caller that polls the counters per packet compares it with the one
-// it saw last and reads them only when it moved.
+// StatsGen moves whenever a counter of TransportStats does: a caller
+// that polls them per packet compares it with the one it saw last and
+// reads them only when it moved.
 func (s *Sender) StatsGen() uint32 { return s.statsGen }
 
 // TransportStats returns the counters a NIC adds to its own: a caller
@@ -1009,7 +1012,7 @@ func (s *Sender) goBackFor(psn wire.PSN, readHole bool) {
 			s.selFrom = psn
 			s.probing = false
 			s.resendOne = false
-			s.count().GoBacks++
+			s.stats.GoBacks++
 			s.cut(psn, e.Placeable || readHole)
 			return
 		}
@@ -1266,7 +1269,7 @@ func (s *Sender) ReadSlot(psn wire.PSN, now time.Time) (e *Entry, k uint32, ok b
 		if psn.After(una) {
 			if s.gapAsked && psn.Before(s.rdLast) { // a new stream, its first response lost
 				s.gapAsked = false
-				s.count().ReadRestarts++
+				s.stats.ReadRestarts++
 			}
 			if !s.gapAsked {
 				s.gapAsked = true
@@ -1328,7 +1331,7 @@ func (s *Sender) readSlotSelective(psn wire.PSN, now time.Time) (e *Entry, k uin
 		// missing too (the request or its responses), and is asked for
 		// again now, not at the timer.
 		if s.askHolesBelow(psn) { // not psn itself: it is being placed
-			s.count().HolesAskedAgain++
+			s.stats.HolesAskedAgain++
 		}
 		s.rdAskAt = now
 		s.armEarly(now)
@@ -1717,7 +1720,7 @@ func (s *Sender) probe() {
 	s.resend, s.resendPSN, s.selFrom = 0, s.Una(), s.Una()
 	s.resendOne, s.readUntil = true, e.last().Add(1)
 	s.probing, s.probePSN = true, e.last()
-	s.count().Probes++
+	s.stats.Probes++
 }
 
 // fail puts the sender in error: every entry is dropped (the caller
@@ -1757,8 +1760,13 @@ func (s *Sender) Reset() {
 	*s = Sender{alloc: alloc, ring: alloc.entries, resend: -1}
 }
 
-// Warm reads the cache lines every packet sent and every ACK reads (see
-// package warm), returning the sum of the words read.
+// Warm reads the cache lines every packet sent and every ACK reads, and
+// the replay entry the next packet takes (see package warm), returning
+// the sum of the words read.
 func (s *Sender) Warm() uintptr {
-	return warm.Lines(unsafe.Pointer(s), unsafe.Offsetof(s.resendPSN))
+	w := warm.Lines(unsafe.Pointer(s), unsafe.Offsetof(s.resendPSN))
+	if s.n < len(s.ring) { // the replay entry the next packet takes
+		w += warm.Lines(unsafe.Pointer(s.entry(s.n)), unsafe.Sizeof(Entry{}))
+	}
+	return w
 }
