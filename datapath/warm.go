@@ -40,11 +40,14 @@ func (e *engine) warmBells(bells []Doorbell) {
 }
 
 // warmRecv reads the cache lines of a QP's receive state that its
-// responder reads first, and the slot a packet parked next would take.
+// responder reads first (its handlers' fields that every packet reads
+// among them, handlers or not), and the slot a packet parked next would
+// take.
 func (r *qpRun) warmRecv() uintptr {
 	return warm.Lines(unsafe.Pointer(r), 8) +
 		warm.Lines(unsafe.Pointer(&r.qpRecv), unsafe.Offsetof(r.rcv)-unsafe.Offsetof(r.qpRecv)) +
 		r.rcv.Warm() +
+		warm.Lines(unsafe.Pointer(&r.hpu), unsafe.Offsetof(r.hpu.msg)) +
 		warm.Lines(unsafe.Pointer(&r.parked[(r.parkHead+r.parkN)%parkDepth]), unsafe.Sizeof(r.parked[0]))
 }
 
