@@ -15,13 +15,12 @@ import (
 )
 
 // warmSend reads the cache lines of a QP's send state that its requester
-// reads first: the QP's scalars, its Sender's per-packet fields, the
-// counters the engine compares, and the in-flight slot its next work
-// request takes (written whole, a few lines, when it is fetched).
+// reads first: the QP's scalars, its Sender's per-packet fields and the
+// in-flight slot its next work request takes (written whole, a few
+// lines, when it is fetched). The counters the engine last added (seen)
+// are read only when the Sender's transport counters moved: not warmed.
 func (r *qpRun) warmSend() uintptr {
-	s := warm.Lines(unsafe.Pointer(r), unsafe.Offsetof(r.snd)) +
-		r.snd.Warm() +
-		warm.Lines(unsafe.Pointer(&r.seen), unsafe.Sizeof(r.seen))
+	s := warm.Lines(unsafe.Pointer(r), unsafe.Offsetof(r.snd)) + r.snd.Warm()
 	if n := len(r.inflight); n > 0 && r.ifN < n {
 		s += warm.Lines(unsafe.Pointer(&r.inflight[(r.ifHead+r.ifN)%n]), unsafe.Sizeof(r.inflight[0]))
 	}
