@@ -76,6 +76,27 @@ func DefaultDCQCN() DCQCNParams {
 		RateTimer: 55 * time.Microsecond, ByteCounter: 10 << 20, F: 5, AI: 40e6, HAI: 400e6, MinDecrease: 0.5, LossCut: true}
 }
 
+// PaperLinkRate is the link rate the paper's parameters were chosen for
+// (40 Gbit/s): DefaultDCQCN's increase steps and byte counter are
+// fractions of it.
+const PaperLinkRate = 40e9
+
+// ScaledTo returns p on a link of rate bits per second (LineRate),
+// with the increase steps (AI, HAI) and the byte counter scaled from
+// the paper's 40 Gbit/s by rate/PaperLinkRate: the same fraction of
+// the link per rate-increase event, and the same time between two
+// byte-counter events at line rate. The paper's absolute 40 Mbit/s
+// step is 0.1 % of its link but 2 % of a 2 Gbit/s one, whose senders
+// then overshoot the queue between two CNPs. The timers and alpha's
+// gain are the paper's.
+func (p DCQCNParams) ScaledTo(rate float64) DCQCNParams {
+	f := rate / PaperLinkRate
+	p.LineRate = rate
+	p.AI, p.HAI = p.AI*f, p.HAI*f
+	p.ByteCounter = max(uint64(float64(p.ByteCounter)*f), 1)
+	return p
+}
+
 // ConnectXDCQCN is a ConnectX-4 or later NIC's firmware defaults
 // (mlxreg's ROCE_CC parameters): dce_tcp_g 1019/1024 (G = 5/1024),
 // dce_tcp_rtt 1 us, initial_alpha_value 1023, rpg_time_reset 300 us,

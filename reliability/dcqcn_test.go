@@ -379,3 +379,32 @@ func TestSenderDCQCNWaitFollowsRate(t *testing.T) {
 		}
 	}
 }
+
+// TestDCQCNScaledTo: the paper's steps and byte counter scale with the
+// link (the same fraction of it), its timers and gain stay, and on the
+// paper's own 40 Gbit/s nothing changes but the line rate.
+func TestDCQCNScaledTo(t *testing.T) {
+	paper := DefaultDCQCN()
+	for _, tc := range []struct {
+		name        string
+		rate        float64
+		ai, hai     float64
+		byteCounter uint64
+	}{
+		{"the paper's link", 40e9, 40e6, 400e6, 10 << 20},
+		{"2 Gbit/s", 2e9, 2e6, 20e6, 10 << 20 / 20},
+		{"100 Gbit/s", 100e9, 100e6, 1000e6, 10 << 20 * 5 / 2},
+		{"a byte counter of at least a byte", 1, 1e-3, 1e-2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := paper.ScaledTo(tc.rate)
+			if s.LineRate != tc.rate || !near(s.AI, tc.ai) || !near(s.HAI, tc.hai) || s.ByteCounter != tc.byteCounter {
+				t.Errorf("line %.0f AI %.0f HAI %.0f B %d, want %.0f %.0f %.0f %d", s.LineRate, s.AI, s.HAI, s.ByteCounter, tc.rate, tc.ai, tc.hai, tc.byteCounter)
+			}
+			s.LineRate, s.AI, s.HAI, s.ByteCounter = paper.LineRate, paper.AI, paper.HAI, paper.ByteCounter
+			if s != paper {
+				t.Errorf("the timers or the gain changed: %+v, want %+v", s, paper)
+			}
+		})
+	}
+}
