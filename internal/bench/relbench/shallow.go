@@ -250,10 +250,12 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 		cfg.WriteQPs, cfg.Messages, cfg.Reads, cfg.LinkGbits, cfg.RTT, cfg.QueueBytes>>10, mark>>10)
 	fmt.Fprintln(w, "Gbit/s counts the payload of both directions; of link is the WRITEs' direction alone against the link rate;")
 	fmt.Fprintln(w, "Jain is Jain's fairness index of the WRITE QPs' goodputs. DCQCN runs only with ECN (it reacts to CNPs), with the")
-	fmt.Fprintf(w, "paper's parameters, then with its 55 us timers (alpha, rate increase) at half the added RTT, %v\n", cfg.RTT/2)
-	scaled := reliability.DefaultDCQCN()
-	scaled.LineRate = cfg.LinkGbits * 1e9
-	scaled.AlphaPeriod, scaled.RateTimer = cfg.RTT/2, cfg.RTT/2
+	fmt.Fprintf(w, "paper's parameters, then with its increase steps and byte counter scaled from its 40 Gbit/s link to this one (ScaledTo),\n")
+	fmt.Fprintf(w, "then with its 55 us timers (alpha, rate increase) at half the added RTT, %v\n", cfg.RTT/2)
+	steps := reliability.DefaultDCQCN().ScaledTo(cfg.LinkGbits * 1e9)
+	slow := reliability.DefaultDCQCN()
+	slow.LineRate = cfg.LinkGbits * 1e9
+	slow.AlphaPeriod, slow.RateTimer = cfg.RTT/2, cfg.RTT/2
 	type row struct {
 		name string
 		c    ShallowConfig
@@ -266,11 +268,14 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 			rows = append(rows, row{c.Sender(), c})
 		}
 	}
-	for _, d := range []*reliability.DCQCNParams{nil, &scaled} {
+	for _, d := range []*reliability.DCQCNParams{nil, &steps, &slow} {
 		c := cfg
 		c.CC, c.Selective, c.MarkBytes, c.DCQCN = DCQCNCC, true, mark, d
 		name := c.Sender()
-		if d != nil {
+		switch d {
+		case &steps:
+			name += ", steps scaled"
+		case &slow:
 			name += fmt.Sprintf(", timers %v", d.RateTimer)
 		}
 		rows = append(rows, row{name, c})
