@@ -169,22 +169,30 @@ func ReportIncast(w io.Writer, cfg IncastConfig) ([]IncastResult, error) {
 	cfg.defaults()
 	fmt.Fprintf(w, "incast: N sender QPs (selective repeat) WRITE %d MiB in all, %d KiB each, %d posted per QP, into one receiver\n",
 		cfg.Bytes>>20, cfg.Message>>10, cfg.Depth)
-	fmt.Fprintf(w, "through one queue of %d KiB marking ECN above %d KiB, link %.1f Gbit/s, added RTT %v; DCQCN with the paper's parameters\n",
+	fmt.Fprintf(w, "through one queue of %d KiB marking ECN above %d KiB, link %.1f Gbit/s, added RTT %v; DCQCN with the paper's parameters,\n",
 		cfg.QueueBytes>>10, cfg.MarkBytes>>10, cfg.LinkGbits, cfg.RTT)
+	fmt.Fprintln(w, "then (DCQCN scaled) with its increase steps and byte counter scaled from its 40 Gbit/s link to this one")
 	fmt.Fprintln(w, "min share: the least a QP had moved when the first finished, over the mean then; queue delays: the frames' waits in the queue")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "senders\tCC\ttime\tof link\tJain\tmin share\tqueue p50\tqueue p99\tpackets sent\tretransmitted\tqueue drops\tCNPs\ttimeouts\t")
 	var out []IncastResult
-	total := 2 * len(cfg.Senders)
+	steps := reliability.DefaultDCQCN().ScaledTo(cfg.LinkGbits * 1e9)
+	ccs := []struct {
+		name string
+		cc   CC
+		p    *reliability.DCQCNParams
+	}{{"window", DefaultCC, nil}, {"DCQCN", DCQCNCC, nil}, {"DCQCN scaled", DCQCNCC, &steps}}
+	total := len(ccs) * len(cfg.Senders)
 	for _, n := range cfg.Senders {
-		for _, cc := range []CC{DefaultCC, DCQCNCC} {
+		for _, c := range ccs {
 			if cfg.Progress != nil {
-				cfg.Progress(len(out), total, fmt.Sprintf("%d senders, %v", n, map[CC]string{DefaultCC: "window", DCQCNCC: "DCQCN"}[cc]))
+				cfg.Progress(len(out), total, fmt.Sprintf("%d senders, %v", n, c.name))
 			}
-			r, err := Incast(cfg, n, cc, nil)
+			r, err := Incast(cfg, n, c.cc, c.p)
 			if err != nil {
-				return out, fmt.Errorf("%d senders: %w", n, err)
+				return out, fmt.Errorf("%d senders, %s: %w", n, c.name, err)
 			}
+			r.CC = c.name
 			out = append(out, r)
 			fmt.Fprintf(tw, "%d\t%s\t%v\t%.2f\t%.2f\t%.2f\t%v\t%v\t%d\t%d\t%d\t%d\t%d\t\n", n, r.CC, r.Elapsed.Round(time.Millisecond), r.OfLink, r.Jain, r.MinShare,
 				r.QueueP50.Round(time.Microsecond), r.QueueP99.Round(time.Microsecond), r.Sent, r.Retransmitted, r.QueueDropped, r.CNPs, r.Timeouts)
@@ -193,7 +201,7 @@ func ReportIncast(w io.Writer, cfg IncastConfig) ([]IncastResult, error) {
 	tw.Flush()
 	fmt.Fprintln(w, "\ngoal, each row: of link >= 0.85 and no QP starved (min share >= 0.10)")
 	for _, r := range out {
-		fmt.Fprintf(w, "  %2d senders, %-6s of link %.2f, min share %.2f, queue p99 %v: %s\n", r.Senders, r.CC, r.OfLink, r.MinShare,
+		fmt.Fprintf(w, "  %2d senders, %-12s of link %.2f, min share %.2f, queue p99 %v: %s\n", r.Senders, r.CC, r.OfLink, r.MinShare,
 			r.QueueP99.Round(time.Microsecond), holds(r.OfLink >= 0.85 && r.MinShare >= 0.10))
 	}
 	return out, nil
