@@ -70,6 +70,11 @@ func (m Memory) CAS32(off int, old, new uint32) bool {
 	return atomic.CompareAndSwapUint32(m.u32(off), old, new)
 }
 
+// CAS64 swaps the 64-bit word at off from old to new if it holds old.
+func (m Memory) CAS64(off int, old, new uint64) bool {
+	return atomic.CompareAndSwapUint64(m.u64(off), old, new)
+}
+
 // AddFloat32 adds v to the float32 at off.
 func (m Memory) AddFloat32(off int, v float32) {
 	p := m.u32(off)
