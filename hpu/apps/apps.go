@@ -22,10 +22,16 @@ var le = binary.LittleEndian
 // ErrShape: a message whose length or offsets do not fit the application.
 var ErrShape = errors.New("apps: message does not fit the application's layout")
 
-// Aggregate sums vectors that Senders peers WRITE to one receiver: the
-// payload handlers add each element into the sum kept in handler memory
-// at the element's index, and the completion handler of the last
-// sender's message DMAs the sum into host memory once and notifies.
+// Aggregate sums vectors that Senders peers WRITE to one receiver. Each
+// message (one sender's vector) takes a partial sum of its own in handler
+// memory, the first time one of its packets comes: its payload handlers
+// add their elements into it with plain adds, since the packets of one
+// message cover disjoint elements (an atomic add per element, a locked
+// instruction each, cost the NIC several times what the host's loop
+// does). The completion handler of the round's last message adds the
+// partials together, DMAs the sum into host memory once and notifies.
+// (Folding the partials in pairs as the messages end put a long
+// completion handler beside the packets still coming, and took longer.)
 type Aggregate struct {
 	Elements int
 	Senders  int
@@ -34,16 +40,55 @@ type Aggregate struct {
 }
 
 // NewAggregate installs the aggregation on e: the sum lands at offset 0 of
-// host (Elements x 4 bytes), then notify runs.
+// host (Elements x 4 bytes), then notify runs. At most senders messages
+// take part; a message beyond them fails (ErrShape).
 func NewAggregate(e hpu.Installer, host hpu.Region, elements, senders int, float bool, notify func()) (*Aggregate, error) {
+	return newAggregate(e, host, elements, senders, float, notify, false)
+}
+
+// NewAggregateRounds is NewAggregate for the rounds of one aggregation, as
+// a synchronous allreduce's steps: once a round's sum has gone to host
+// memory and notify has run, the partial sums, the messages' places and
+// the count start again from zero (the completion handler of the round's
+// last message clears them: no other handler of the context runs then),
+// and the context stays installed for the next round. A sender's vector
+// of the next round must not come before this round's notification.
+func NewAggregateRounds(e hpu.Installer, host hpu.Region, elements, senders int, float bool, notify func()) (*Aggregate, error) {
+	return newAggregate(e, host, elements, senders, float, notify, true)
+}
+
+// newAggregate's handler memory: the senders' partial sums (count bytes
+// each; the first becomes the sum), the messages counted (4 bytes), then,
+// 8-byte aligned, one key per partial: the message that took it (its QPN
+// and MSN, plus one; 0: free).
+func newAggregate(e hpu.Installer, host hpu.Region, elements, senders int, float bool, notify func(), rounds bool) (*Aggregate, error) {
 	if elements <= 0 || senders <= 0 || host.Len() < uint64(elements*4) {
 		return nil, ErrShape
 	}
 	a := &Aggregate{Elements: elements, Senders: senders, Float: float}
-	count := elements * 4 // the messages counted, after the sums
+	count := elements * 4
+	counted := senders * count
+	keys := (counted + 4 + 7) &^ 7
+	// place returns the offset of msg's partial sum, taking a free one
+	// the first time the message is seen.
+	place := func(t *hpu.Task) int {
+		key := uint64(t.Message.QPN)<<32 | uint64(t.Message.MSN) + 1
+		for i := range senders {
+			off := keys + 8*i
+			switch k := t.Mem.Load64(off); {
+			case k == key:
+				return i * count
+			case k == 0:
+				if t.Mem.CAS64(off, 0, key) || t.Mem.Load64(off) == key {
+					return i * count
+				}
+			}
+		}
+		panic(ErrShape) // more messages than senders: the message is stopped, in error
+	}
 	in, err := e.Install(hpu.Context{
 		Name:       "aggregate",
-		MemorySize: count + 4,
+		MemorySize: keys + 8*senders,
 		Host:       host,
 		Payload: func(t *hpu.Task) hpu.Action {
 			p := t.Packet.Payload
@@ -51,18 +96,24 @@ func NewAggregate(e hpu.Installer, host hpu.Region, elements, senders int, float
 			if off%4 != 0 || len(p)%4 != 0 || off+len(p) > count {
 				panic(ErrShape) // the message is stopped, in error
 			}
-			for i := 0; i < len(p); i += 4 {
-				if float {
-					t.Mem.AddFloat32(off+i, math.Float32frombits(le.Uint32(p[i:])))
-				} else {
-					t.Mem.AddInt32(off+i, int32(le.Uint32(p[i:])))
-				}
-			}
+			addInto(t.Mem.Bytes(place(t)+off, len(p)), p, float)
 			return hpu.Success
 		},
 		Completion: func(t *hpu.Task) hpu.Action {
-			if int(t.Mem.AddInt32(count, 1)) == senders {
-				t.DMAToHost(0, t.Mem.Bytes(0, count))
+			place(t) // a message without payload still takes its place
+			if int(t.Mem.AddInt32(counted, 1)) == senders {
+				sum := t.Mem.Bytes(0, count)
+				for i := 1; i < senders; i++ {
+					addInto(sum, t.Mem.Bytes(i*count, count), float)
+				}
+				t.DMAToHost(0, sum)
+				if rounds {
+					clear(t.Mem.Bytes(0, counted))
+					t.Mem.Store32(counted, 0)
+					for i := range senders {
+						t.Mem.Store64(keys+8*i, 0)
+					}
+				}
 				if notify != nil {
 					notify()
 				}
@@ -72,6 +123,19 @@ func NewAggregate(e hpu.Installer, host hpu.Region, elements, senders int, float
 	})
 	a.In = in
 	return a, err
+}
+
+// addInto adds the little-endian int32 (or float32) elements of p into
+// dst's, element by element.
+func addInto(dst, p []byte, float bool) {
+	dst = dst[:len(p)]
+	for i := 0; i+4 <= len(p); i += 4 {
+		if float {
+			le.PutUint32(dst[i:], math.Float32bits(math.Float32frombits(le.Uint32(dst[i:]))+math.Float32frombits(le.Uint32(p[i:]))))
+		} else {
+			le.PutUint32(dst[i:], le.Uint32(dst[i:])+le.Uint32(p[i:]))
+		}
+	}
 }
 
 // ReduceOp is a reduction's operator.

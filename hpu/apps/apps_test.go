@@ -120,6 +120,108 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
+// TestAggregateRounds: one installed aggregation, three rounds of four
+// senders' vectors; each round's host sum is that round's alone (the sum
+// starts again from zero after each notification), one notification a
+// round.
+func TestAggregateRounds(t *testing.T) {
+	const elems, senders, rounds = 3000, 4, 3
+	e := hpu.New(hpu.Config{Clusters: 2, HPUs: 2})
+	defer e.Close()
+	host := &region{b: make([]byte, elems*4)}
+	notified := make(chan struct{}, 2)
+	a, err := apps.NewAggregateRounds(e, host, elems, senders, false, func() { notified <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range rounds {
+		sum := make([]int32, elems)
+		for s := range senders {
+			v := make([]byte, elems*4)
+			for i := range elems {
+				x := rand.Int32() - math.MaxInt32/2
+				sum[i] += x
+				le.PutUint32(v[i*4:], uint32(x))
+			}
+			send(t, e, a.In, hpu.Message{QPN: 17 + uint32(s), MSN: uint32(r), Flow: uint32(s)}, v, 4096)
+		}
+		wait(t, notified)
+		want := make([]byte, elems*4)
+		for i, x := range sum {
+			le.PutUint32(want[i*4:], uint32(x))
+		}
+		if got := host.bytes(); !bytes.Equal(got, want) {
+			t.Fatalf("round %d: the sum in host memory is not the round's own", r)
+		}
+		if len(notified) != 0 {
+			t.Fatalf("round %d: the host was notified more than once", r)
+		}
+	}
+}
+
+// TestAggregateMessagesOfOneQP: the four vectors come as four messages
+// of one QP, their packets interleaved, so that several HPUs may run two
+// messages' packets for the same elements at once: each message has its
+// own partial sum, and the sum is right. A fifth message, beyond the
+// senders, fails and changes nothing.
+func TestAggregateMessagesOfOneQP(t *testing.T) {
+	const elems, senders, mtu = 4096, 4, 1024
+	e := hpu.New(hpu.Config{Clusters: 2, HPUs: 2})
+	defer e.Close()
+	host := &region{b: make([]byte, elems*4)}
+	notified := make(chan struct{}, 2)
+	a, err := apps.NewAggregate(e, host, elems, senders, false, func() { notified <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := make([]int32, elems)
+	vecs := make([][]byte, senders)
+	for m := range vecs {
+		vecs[m] = make([]byte, elems*4)
+		for i := range elems {
+			x := rand.Int32() - math.MaxInt32/2
+			sum[i] += x
+			le.PutUint32(vecs[m][i*4:], uint32(x))
+		}
+	}
+	packets := elems * 4 / mtu
+	for k := range packets { // packet k of every message, then packet k+1
+		for m := range senders {
+			off := k * mtu
+			pkt := hpu.Packet{Payload: vecs[m][off : off+mtu], Offset: uint32(off), Index: k, First: k == 0, Last: k == packets-1}
+			for {
+				err := e.Submit(a.In, hpu.Message{QPN: 17, MSN: uint32(m), Length: elems * 4}, pkt)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, hpu.ErrFull) {
+					t.Fatal(err)
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}
+	wait(t, notified)
+	want := make([]byte, elems*4)
+	for i, x := range sum {
+		le.PutUint32(want[i*4:], uint32(x))
+	}
+	if got := host.bytes(); !bytes.Equal(got, want) {
+		t.Fatal("the sum in host memory differs from the host's own")
+	}
+	send(t, e, a.In, hpu.Message{QPN: 17, MSN: senders}, vecs[0], mtu)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.In.Stats.Faults.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a message beyond the senders did not fail")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if got := host.bytes(); !bytes.Equal(got, want) || len(notified) != 0 {
+		t.Error("a message beyond the senders changed the sum or notified")
+	}
+}
+
 // TestReduce: messages reduced to a scalar on the NIC; only the 8-byte
 // result reaches host memory.
 func TestReduce(t *testing.T) {
