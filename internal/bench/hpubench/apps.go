@@ -370,23 +370,23 @@ func appAggregate(ctx context.Context, cfg AppsConfig) ([]AppRow, error) {
 			extra.Add(1)
 		}
 	}
+	// One aggregation for every round, as a synchronous allreduce keeps
+	// its collective installed: its sum starts again from zero after each
+	// round's notification, before which no sender posts the next round.
+	agg, err := apps.NewAggregateRounds(l.b.qps[0].Handlers(verbs.Match{}), sumMR.Region(), elems, appSenders, false, notify)
+	if err != nil {
+		return nil, err
+	}
+	for _, qp := range l.b.qps[1:] {
+		if err := qp.ShareHandlers(agg.In, verbs.Match{}); err != nil {
+			return nil, err
+		}
+	}
 	w0 := l.written()
 	var checking time.Duration
 	reaped := 0
 	start := time.Now()
 	for r := range rounds {
-		for _, qp := range l.b.qps {
-			qp.DetachHandlers()
-		}
-		agg, err := apps.NewAggregate(l.b.qps[0].Handlers(verbs.Match{}), sumMR.Region(), elems, appSenders, false, notify)
-		if err != nil {
-			return nil, err
-		}
-		for _, qp := range l.b.qps[1:] {
-			if err := qp.ShareHandlers(agg.In, verbs.Match{}); err != nil {
-				return nil, err
-			}
-		}
 		if err := post(r); err != nil {
 			return nil, err
 		}
