@@ -611,6 +611,19 @@ func TestIdleProbe(t *testing.T) {
 	})
 }
 
+// slowMachine skips t when the machine held the test past a protocol
+// timer it counts on (since the test's reference point): the NIC then did
+// what it should when that timer fired (a NAK again, another probe), an
+// answer the test's counts do not expect, and the timing the test checks
+// does not hold. Called only when a count is off: on time, a wrong count
+// still fails.
+func slowMachine(t *testing.T, since time.Time, timer time.Duration, what string) {
+	t.Helper()
+	if d := time.Since(since); d >= timer {
+		t.Skipf("the machine held the test %v, past %s (%v): the NIC's answer at that timer is right, and the timing this test checks does not hold", d.Round(time.Millisecond), what, timer)
+	}
+}
+
 // TestIdleProbeWritePingPong: a QP with QPAttr.IdleProbe and no receive
 // posted (its application polls memory for the peer's WRITEs, as
 // perftest's write_lat does) probes once its peer has sent requests:
@@ -637,8 +650,13 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 			h := newHostile(t)
 			h.noRecvs = true
 			h.readyOpts(t, 8, 0, true)
+			gap := time.Now()
 			if lossy { // the first WRITE was lost: the second shows the gap
-				if got, _ := h.exchange(t, write(h, 1), 1); len(got) != 1 || !got[0].AETH().Syndrome().IsNAK() {
+				got, _ := h.exchange(t, write(h, 1), 1)
+				if len(got) > 1 {
+					slowMachine(t, gap, reliability.GapQuiet, "the gap's quiet wait")
+				}
+				if len(got) != 1 || !got[0].AETH().Syndrome().IsNAK() {
 					t.Fatalf("the WRITE past the gap: %d answers, want its sequence NAK", len(got))
 				}
 			}
@@ -647,6 +665,9 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 				t.Fatal("the WRITEs make no frames")
 			}
 			if acks, _ := h.exchange(t, nil, 2); len(acks) != 2 {
+				if lossy && len(acks) > 2 {
+					slowMachine(t, gap, reliability.GapQuiet, "the gap's quiet wait")
+				}
 				t.Fatalf("%d answers to the two WRITEs, want their ACKs", len(acks))
 			}
 			if h.region[0] != 1 || h.region[1] != 2 {
@@ -660,6 +681,9 @@ func TestIdleProbeWritePingPong(t *testing.T) {
 				want = 3
 			}
 			got, _ := h.exchange(t, nil, want)
+			if len(got) > want {
+				slowMachine(t, start, 2*reliability.IdleQuiet, "a second idle probe's wait")
+			}
 			if len(got) != want {
 				t.Fatalf("%d packets after the WRITEs, want %d", len(got), want)
 			}
