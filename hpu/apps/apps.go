@@ -1,5 +1,6 @@
 // Package apps holds sPIN applications built on package hpu, after PsPIN's
-// benchmarks: aggregation of vectors from many senders (NewAggregate),
+// benchmarks: aggregation of vectors from many senders (NewAggregate;
+// NewAggregateRounds keeps it installed for round after round),
 // reduction of a message to a scalar (NewReduce), filtering of messages
 // (NewFilter), a key-value cache whose GET hits are answered on the NIC
 // (NewKV), a histogram of streams of values (NewHistogram), and the
