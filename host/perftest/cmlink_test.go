@@ -262,3 +262,51 @@ func TestCloseWhenPeerLeft(t *testing.T) {
 		t.Errorf("a peer gone at a setup step: %v", err)
 	}
 }
+
+// watchDP is a data path for session.watch alone.
+type watchDP struct{ dataPath }
+
+func (watchDP) peerAhead(<-chan struct{}) {}
+func (watchDP) checkTransport() error     { return nil }
+
+// closingLink reports the peer closing the connection when told to.
+type closingLink struct {
+	goneLink
+	closed chan error
+}
+
+func (l *closingLink) watch() (<-chan error, <-chan struct{}, func()) { return l.closed, nil, func() {} }
+
+// TestWatchPeerClosedAfterTheRun: write_lat has no closing exchange, so a
+// peer that saw its last completion first closes the connection while
+// this side is still waking to see the last WRITE. A run that still
+// completes stands; one that the close cut short fails, saying so.
+func TestWatchPeerClosedAfterTheRun(t *testing.T) {
+	gone := errors.New("perftest: during the run: the peer closed the connection (EOF)")
+	for _, tc := range []struct {
+		name     string
+		complete bool // the run finds what it waited for after the close
+	}{
+		{"the run completes", true},
+		{"the run is cut short", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &closingLink{closed: make(chan error, 1)}
+			s := &session{conn: &Conn{l: l}, dp: watchDP{}}
+			err := s.watch(context.Background(), func(ctx context.Context) error {
+				l.closed <- gone
+				<-ctx.Done() // the watch cancels the run's waits
+				if tc.complete {
+					return nil // a last look found the peer's last WRITE
+				}
+				return ctx.Err()
+			})
+			switch {
+			case tc.complete && err != nil:
+				t.Errorf("a run that completed failed: %v", err)
+			case !tc.complete && !errors.Is(err, gone):
+				t.Errorf("a run cut short: %v, want the peer's close", err)
+			}
+		})
+	}
+}
