@@ -275,7 +275,9 @@ type closingLink struct {
 	closed chan error
 }
 
-func (l *closingLink) watch() (<-chan error, <-chan struct{}, func()) { return l.closed, nil, func() {} }
+func (l *closingLink) watch() (<-chan error, <-chan struct{}, func()) {
+	return l.closed, nil, func() {}
+}
 
 // TestWatchPeerClosedAfterTheRun: write_lat has no closing exchange, so a
 // peer that saw its last completion first closes the connection while
