@@ -683,27 +683,39 @@ func TestTimedOutREQ(t *testing.T) {
 // TestRNRRepairOverCM: the CM tells each side's QP the RNR retry count
 // it sent the peer (7), so a go-back-N gap whose packet is lost again
 // when sent again, while requests beyond it keep coming, is asked for
-// with an RNR NAK (the answer rxe heeds during a retry); the WRITEs
-// complete and land.
+// with an RNR NAK once the sender has gone quiet (the answer rxe heeds
+// during a retry); the WRITEs complete and land.
 func TestRNRRepairOverCM(t *testing.T) {
 	var mu sync.Mutex
 	var gap uint32
-	var seen bool
+	var seen, rnr bool
 	drops := 0
-	// The first request to the server is lost, and so are its next two
-	// copies (the go-back after the NAK, the timer's).
+	// The first request to the server is lost, and so is every copy of it
+	// (the go-back after the NAK, the timers') until the server has sent
+	// an RNR NAK: how soon the sender goes quiet long enough for that
+	// (reliability.GapQuiet) depends on the machine, so the drops last
+	// until it has. Without the RNR repair the copies would be dropped
+	// until the sender's retries ran out.
 	drop := func(f []byte) bool {
 		var p wire.Packet
-		if wire.ParseNoICRC(f, &p) != nil || p.BTH().DestQP() == GSIQPN || wire.MAC(f[0:6]) != macB ||
-			p.Opcode.Info().Flags&wire.OpPayload == 0 {
+		if wire.ParseNoICRC(f, &p) != nil || p.BTH().DestQP() == GSIQPN {
 			return false
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if wire.MAC(f[0:6]) != macB { // the server's answers
+			if p.Opcode.Info().Flags&wire.OpAck != 0 && p.AETH().Syndrome().IsRNRNAK() {
+				rnr = true
+			}
+			return false
+		}
+		if p.Opcode.Info().Flags&wire.OpPayload == 0 {
+			return false
+		}
 		if !seen {
 			gap, seen = uint32(p.BTH().PSN()), true
 		}
-		if uint32(p.BTH().PSN()) == gap && drops < 3 {
+		if uint32(p.BTH().PSN()) == gap && !rnr {
 			drops++
 			return true
 		}
@@ -732,11 +744,11 @@ func TestRNRRepairOverCM(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if drops != 3 {
-		t.Fatalf("%d copies of the gap's packet dropped, want 3", drops)
+	if drops < 2 {
+		t.Fatalf("%d copies of the gap's packet dropped, want the first and the go-back's at least", drops)
 	}
-	if r := b.dev.NIC().Counters().RNRRepairs.Load(); r == 0 {
-		t.Error("rnr_nak_repairs 0: the repeated NAK of a lasting gap was not an RNR NAK")
+	if r := b.dev.NIC().Counters().RNRRepairs.Load(); r == 0 || !rnr {
+		t.Errorf("rnr_nak_repairs %d, an RNR NAK sent %v: the repeated NAK of a lasting gap was not an RNR NAK", r, rnr)
 	}
 }
 
