@@ -31,8 +31,6 @@ var ErrShape = errors.New("apps: message does not fit the application's layout")
 // instruction each, cost the NIC several times what the host's loop
 // does). The completion handler of the round's last message adds the
 // partials together, DMAs the sum into host memory once and notifies.
-// (Folding the partials in pairs as the messages end put a long
-// completion handler beside the packets still coming, and took longer.)
 type Aggregate struct {
 	Elements int
 	Senders  int

@@ -120,6 +120,27 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
+// randomVector returns len(sum) random int32 elements, little-endian,
+// and adds them into sum.
+func randomVector(sum []int32) []byte {
+	v := make([]byte, 4*len(sum))
+	for i := range sum {
+		x := rand.Int32() - math.MaxInt32/2
+		sum[i] += x
+		le.PutUint32(v[i*4:], uint32(x))
+	}
+	return v
+}
+
+// int32Bytes is v little-endian, as the host memory holds it.
+func int32Bytes(v []int32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		le.PutUint32(b[i*4:], uint32(x))
+	}
+	return b
+}
+
 // TestAggregateRounds: one installed aggregation, three rounds of four
 // senders' vectors; each round's host sum is that round's alone (the sum
 // starts again from zero after each notification), one notification a
@@ -137,20 +158,10 @@ func TestAggregateRounds(t *testing.T) {
 	for r := range rounds {
 		sum := make([]int32, elems)
 		for s := range senders {
-			v := make([]byte, elems*4)
-			for i := range elems {
-				x := rand.Int32() - math.MaxInt32/2
-				sum[i] += x
-				le.PutUint32(v[i*4:], uint32(x))
-			}
-			send(t, e, a.In, hpu.Message{QPN: 17 + uint32(s), MSN: uint32(r), Flow: uint32(s)}, v, 4096)
+			send(t, e, a.In, hpu.Message{QPN: 17 + uint32(s), MSN: uint32(r), Flow: uint32(s)}, randomVector(sum), 4096)
 		}
 		wait(t, notified)
-		want := make([]byte, elems*4)
-		for i, x := range sum {
-			le.PutUint32(want[i*4:], uint32(x))
-		}
-		if got := host.bytes(); !bytes.Equal(got, want) {
+		if got := host.bytes(); !bytes.Equal(got, int32Bytes(sum)) {
 			t.Fatalf("round %d: the sum in host memory is not the round's own", r)
 		}
 		if len(notified) != 0 {
@@ -177,12 +188,7 @@ func TestAggregateMessagesOfOneQP(t *testing.T) {
 	sum := make([]int32, elems)
 	vecs := make([][]byte, senders)
 	for m := range vecs {
-		vecs[m] = make([]byte, elems*4)
-		for i := range elems {
-			x := rand.Int32() - math.MaxInt32/2
-			sum[i] += x
-			le.PutUint32(vecs[m][i*4:], uint32(x))
-		}
+		vecs[m] = randomVector(sum)
 	}
 	packets := elems * 4 / mtu
 	for k := range packets { // packet k of every message, then packet k+1
@@ -202,10 +208,7 @@ func TestAggregateMessagesOfOneQP(t *testing.T) {
 		}
 	}
 	wait(t, notified)
-	want := make([]byte, elems*4)
-	for i, x := range sum {
-		le.PutUint32(want[i*4:], uint32(x))
-	}
+	want := int32Bytes(sum)
 	if got := host.bytes(); !bytes.Equal(got, want) {
 		t.Fatal("the sum in host memory differs from the host's own")
 	}
