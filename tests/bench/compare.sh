@@ -195,7 +195,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "
 # holds R OP GOAL: "yes" if R OP GOAL.
 holds() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN {ok = (op=="<=") ? (r<=g) : (r>=g); print (r=="nan") ? "-" : (ok ? "yes" : "no")}'; }
 
-row() { printf '%-40s %10s %12s %8s %8s %6s %14s\n' "$@"; }
+row() { printf '%-46s %10s %12s %8s %8s %6s %14s\n' "$@"; }
 echo
 echo "softrnic beside the kernel, one veth pair (MTU $MTU), medians of $ROUNDS interleaved rounds"
 echo "references: sockperf UDP ping-pong busy-polling (half a round trip) p50 $(median busy_p50) us, p99 $(median busy_p99) us, $(median busy_cpu) us CPU a round trip;"
