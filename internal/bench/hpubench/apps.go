@@ -432,8 +432,11 @@ func appAggregate(ctx context.Context, cfg AppsConfig) ([]AppRow, error) {
 			return nil, fmt.Errorf("host round %d: %w", r, err)
 		}
 		v0, v1, v2, v3 := l.b.buf[:size], l.b.buf[size:2*size], l.b.buf[2*size:3*size], l.b.buf[3*size:4*size]
-		for i := 0; i < size; i += 4 {
-			le.PutUint32(host[i:], le.Uint32(v0[i:])+le.Uint32(v1[i:])+le.Uint32(v2[i:])+le.Uint32(v3[i:]))
+		// The handlers' element loop (apps.AddInt32), so that the two
+		// ways differ in where the work runs, not in how it is coded.
+		copy(host, v0)
+		for _, v := range [][]byte{v1, v2, v3} {
+			apps.AddInt32(host, v)
 		}
 		t := time.Now()
 		if !bytes.Equal(host, ref[r%2]) {
@@ -527,11 +530,7 @@ func appReduce(ctx context.Context, cfg AppsConfig) ([]AppRow, error) {
 		if err := l.waitPlaced(ctx, base+uint64(done)); err != nil {
 			return err
 		}
-		v := l.b.buf[k%appSlots*size:][:size]
-		var s int64
-		for i := 0; i < len(v); i += 4 {
-			s += int64(int32(le.Uint32(v[i:])))
-		}
+		s := apps.Reduce(l.b.buf[k%appSlots*size:][:size], apps.Sum) // the handlers' loop
 		if want := sums[k%appSources]; s != want {
 			return fmt.Errorf("message %d: the host summed %d, want %d", k, s, want)
 		}
