@@ -26,11 +26,11 @@ var ErrShape = errors.New("apps: message does not fit the application's layout")
 // Aggregate sums vectors that Senders peers WRITE to one receiver. Each
 // message (one sender's vector) takes a partial sum of its own in handler
 // memory, the first time one of its packets comes: its payload handlers
-// add their elements into it with plain adds, since the packets of one
-// message cover disjoint elements (an atomic add per element, a locked
-// instruction each, cost the NIC several times what the host's loop
-// does). The completion handler of the round's last message adds the
-// partials together, DMAs the sum into host memory once and notifies.
+// copy their elements into it, since the packets of one message cover
+// disjoint elements (an atomic add per element, a locked instruction
+// each, cost the NIC several times what the host's loop does). The
+// completion handler of the round's last message adds the partials
+// together, DMAs the sum into host memory once and notifies.
 type Aggregate struct {
 	Elements int
 	Senders  int
@@ -95,7 +95,12 @@ func newAggregate(e hpu.Installer, host hpu.Region, elements, senders int, float
 			if off%4 != 0 || len(p)%4 != 0 || off+len(p) > count {
 				panic(ErrShape) // the message is stopped, in error
 			}
-			addInto(t.Mem.Bytes(place(t)+off, len(p)), p, float)
+			// The partial is the message's own and its packets cover
+			// disjoint elements: each element's sum so far is the
+			// packet's, a copy (an add into the zeroed partial did the
+			// same work twice over; a packet handed over again writes the
+			// same again).
+			copy(t.Mem.Bytes(place(t)+off, len(p)), p)
 			return hpu.Success
 		},
 		Completion: func(t *hpu.Task) hpu.Action {
