@@ -307,6 +307,7 @@ func srn_create_qp(h C.int, init *C.struct_srn_qp_init) C.int {
 		return errno(err)
 	}
 	init.qp_num = C.uint32_t(q.Num)
+	init.max_inline = C.uint32_t(q.MaxInline()) // what the QP takes, as ibv_create_qp reports
 	return C.int(qps.put(&qp{dev: p.dev, qp: q,
 		swr: make([]verbs.SendWR, postBatch), ssge: make([][C.SRN_MAX_SEND_SGE]verbs.SGE, postBatch),
 		rwr: make([]verbs.RecvWR, postBatch), rsge: make([][C.SRN_MAX_RECV_SGE]verbs.SGE, postBatch)}))

@@ -242,12 +242,34 @@ func checkCaps(attr QPInitAttr) error {
 	return nil
 }
 
+// inlineFor is the inline data a new QP takes: what it asked for, and on
+// an RC or UC QP at least its send SGEs' worth (16 bytes an SGE, up to
+// what the WQE itself holds), as rxe gives (its send WQE's room for the
+// SGEs, which inline data takes instead): a program that asks for none
+// and sends a short message inline (rdma_xclient) works there. A UD QP
+// takes what it asked: its inline data needs a bounce slot per entry.
+func inlineFor(attr QPInitAttr) int {
+	if attr.Type == QPTUD {
+		return attr.Cap.MaxInlineData
+	}
+	return max(attr.Cap.MaxInlineData, min(inlinePerSGE*max(attr.Cap.MaxSendSGE, 1), hostmem.MaxInline))
+}
+
+// inlinePerSGE is the inline data an SGE's room holds (rxe's struct
+// ib_sge).
+const inlinePerSGE = 16
+
+// MaxInline is the inline data the QP takes per send (IBV_SEND_INLINE):
+// at least what it asked for (inlineFor), as ibv_create_qp reports it in
+// the capabilities.
+func (qp *QP) MaxInline() int { return qp.maxInline }
+
 func (pd *PD) createQP(attr QPInitAttr, num uint32) (*QP, error) {
 	d := pd.dev
 	attr.SendCQ.users.Add(1)
 	attr.RecvCQ.users.Add(1)
 	qp := &QP{pd: pd, Num: num, Type: attr.Type, sqSize: ringSize(max(attr.Cap.MaxSendWR, 1)), rqSize: ringSize(max(attr.Cap.MaxRecvWR, 1)),
-		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: attr.Cap.MaxInlineData,
+		maxSendSGE: max(attr.Cap.MaxSendSGE, 1), maxRecvSGE: max(attr.Cap.MaxRecvSGE, 1), maxInline: inlineFor(attr),
 		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, replayEntries: attr.ReplayEntries}
 	sqBase := d.mem.Alloc(int(qp.sqSize) * hostmem.SendWQESize)
 	rqBase := d.mem.Alloc(int(qp.rqSize) * hostmem.RecvWQESize)

@@ -385,6 +385,54 @@ func TestInline(t *testing.T) {
 	}
 }
 
+// TestInlineFloor: a QP that asks for no inline data still takes its
+// send SGEs' worth (16 bytes each, at most what the WQE holds) on RC and
+// UC, as rxe gives, and reports it: a short message sent inline without
+// asking (rdma_xclient's) arrives; one byte more is refused. A UD QP
+// takes exactly what it asked for.
+func TestInlineFloor(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
+	a := verbstest.NewEnd(t, pa, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
+	b := verbstest.NewEnd(t, pb, wire.MAC{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("10.47.0.2"), 1<<16)
+	for _, c := range []struct {
+		typ       verbs.QPType
+		sge, asks int
+		want      int
+	}{
+		{verbs.QPTRC, 1, 0, 16}, {verbs.QPTUC, 2, 0, 32}, {verbs.QPTRC, 4, 0, 64},
+		{verbs.QPTRC, 1, 40, 40}, {verbs.QPTRC, 1, 200, 200}, {verbs.QPTUD, 1, 0, 0}, {verbs.QPTUD, 1, 32, 32},
+	} {
+		q, err := a.PD.CreateQP(verbs.QPInitAttr{Type: c.typ, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: c.sge, MaxRecvSGE: 1, MaxInlineData: c.asks}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := q.MaxInline(); got != c.want {
+			t.Errorf("%v, %d SGEs, asking %d: takes %d bytes inline, want %d", c.typ, c.sge, c.asks, got, c.want)
+		}
+		if err := q.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qa, _ := a.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: a.CQ, RecvCQ: a.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qb, _ := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTRC, SendCQ: b.CQ, RecvCQ: b.CQ, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err := verbs.ConnectRC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3, 14); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.Buf, "sixteen bytes!!!")
+	qb.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: verbstest.SGL(b, 0, 64)}})
+	if _, err := qa.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline, SGL: verbstest.SGL(a, 0, 16)}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.Buf, "overwritten.....")
+	waitWC(t, a.CQ)
+	if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess || wc.ByteLen != 16 || string(b.Buf[:16]) != "sixteen bytes!!!" {
+		t.Fatalf("%+v: %q", wc, b.Buf[:16])
+	}
+	if _, err := qa.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGL: verbstest.SGL(a, 0, 17)}}); !errors.Is(err, verbs.ErrInvalid) {
+		t.Errorf("17 bytes inline on a QP that takes 16: %v", err)
+	}
+}
+
 // TestResetDropsOldCompletions: completions of work a reset discarded,
 // not yet polled, are dropped from the CQ, as libibverbs providers clean
 // the CQs of a QP moved to RESET; they neither reach the application nor
