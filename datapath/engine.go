@@ -55,6 +55,7 @@ type engine struct {
 	cqes                  [cqeQueue]pendingCQE // CQEs waiting for their CQ's context (qp.go)
 	cqeHead, cqeN         int
 	cqeHeld               []uint16             // per CQ: its CQEs in cqes
+	cqeHeldQP             []uint16             // per QP (by number, modulo): its CQEs in cqes
 	cqeDue                bool                 // a CQ context CQEs wait for has come
 	hpuHeld               [hpuHeldMax]hpuEvent // events from the HPUs waiting for their contexts (hpu.go)
 	hpuHeldHead, hpuHeldN int
@@ -108,7 +109,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	e := &engine{nic: n, cfg: &n.cfg, counters: &n.counters, qps: n.qps, id: id, port: p,
 		doorbells: make(chan Doorbell, 4096), recvBells: make(chan Doorbell, 4096), cmds: make(chan func(), 16), hpuEv: make(chan hpuEvent, 4096),
 		payload: make([]byte, 4096), tx: make([]Frame, 64), done: make(chan struct{}), frames: make([]Frame, 32),
-		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs), hpuHeldQP: make([]uint16, len(n.qps)),
+		parkPool: NewPool(parkBuffers, 9216), cqeHeld: make([]uint16, n.cfg.MaxCQs), cqeHeldQP: make([]uint16, max(len(n.qps), 1)), hpuHeldQP: make([]uint16, len(n.qps)),
 		ready: make([]uint32, 0, len(n.qps)), sqReady: make([]uint32, 0, len(n.qps)), roomWaiters: make([]uint32, 0, len(n.qps)), hpuAcks: make([]uint32, 0, len(n.qps))}
 	pids := n.cfg.Cache.PIDs
 	if pids == 0 {

@@ -221,7 +221,11 @@ func (r *qpRun) startSender(q *hostmem.QPCEntry, cfg *NICConfig, path *reliabili
 // it, once per CQE. A context that misses holds the CQE, not the engine:
 // the CQE waits, with every later CQE of that CQ from this engine, in
 // order, in a queue of fixed capacity (cqeQueue) until the context comes,
-// while the engine goes on.
+// while the engine goes on. A QP's later CQEs on its other CQ wait behind
+// it too: its completions reach the host in the order the engine made
+// them (an ACK's send completion before the receive completion of the
+// message the peer sent after it), as a program that waits on one
+// channel for both of a QP's CQs expects (perftest's -e).
 
 // cqeQueue is how many CQEs an engine holds for CQ contexts that missed.
 // Beyond that a CQE waits for its context (counted, ctx_waits).
@@ -239,7 +243,7 @@ func (e *engine) complete(cqn uint32, c *hostmem.CQE) {
 	if cqn >= uint32(len(e.nic.cqLocks)) {
 		return
 	}
-	if e.cqeHeld[cqn] > 0 || !e.writeCQE(cqn, c, e.cqeN < cqeQueue) {
+	if e.cqeHeld[cqn] > 0 || e.cqeHeldQP[c.QPN%uint32(len(e.cqeHeldQP))] > 0 || !e.writeCQE(cqn, c, e.cqeN < cqeQueue) {
 		e.holdCQE(cqn, c)
 	}
 }
@@ -252,7 +256,7 @@ func (e *engine) holdCQE(cqn uint32, c *hostmem.CQE) {
 		if e.flushCQEs(false); e.cqeN == cqeQueue {
 			e.flushCQEs(true)
 		}
-		if e.cqeHeld[cqn] == 0 {
+		if e.cqeHeld[cqn] == 0 && e.cqeHeldQP[c.QPN%uint32(len(e.cqeHeldQP))] == 0 {
 			e.writeCQE(cqn, c, false)
 			return
 		}
@@ -260,6 +264,7 @@ func (e *engine) holdCQE(cqn uint32, c *hostmem.CQE) {
 	e.cqes[(e.cqeHead+e.cqeN)%cqeQueue] = pendingCQE{cqn: cqn, cqe: *c}
 	e.cqeN++
 	e.cqeHeld[cqn]++
+	e.cqeHeldQP[c.QPN%uint32(len(e.cqeHeldQP))]++
 	e.counters.CQEsHeld.Add(1)
 }
 
@@ -273,6 +278,7 @@ func (e *engine) flushCQEs(wait bool) {
 			return
 		}
 		e.cqeHeld[pc.cqn]--
+		e.cqeHeldQP[pc.cqe.QPN%uint32(len(e.cqeHeldQP))]--
 		e.cqeHead = (e.cqeHead + 1) % cqeQueue
 		e.cqeN--
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -262,5 +263,62 @@ func TestACKCredits(t *testing.T) {
 	rt.request(wire.FrameFields{BTH: bth(wire.RCSendOnly, 2), Payload: []byte("s")})
 	if c, want := credits(), wire.CreditCode(1); c != want {
 		t.Errorf("one receive left: credit code %#x, want %#x", c, want)
+	}
+}
+
+// A CQE whose CQ's context misses holds the later CQEs of its QP on the
+// QP's other CQ behind it, so that the host hears of the QP's
+// completions in the order the engine made them (a program waiting on
+// one channel for both CQs polls the CQ whose event came first); another
+// QP's CQE on a third CQ goes at once.
+func TestCQEOrderPerQP(t *testing.T) {
+	var mu sync.Mutex
+	var notices []uint32 // the CQs the host is told of, in order
+	h := newHarnessOn(t, &testPort{}, func(c *NICConfig) {
+		c.Notify = func(cqn uint32) { mu.Lock(); notices = append(notices, cqn); mu.Unlock() }
+	})
+	rings := []uint64{h.cq(0, 16), h.cq(1, 16), h.cq(2, 16)}
+	e := h.nic.engines[0]
+	complete := func(cqn, qpn uint32, wrid uint64) {
+		h.nic.Command(func() { e.complete(cqn, &hostmem.CQE{QPN: qpn, WRID: wrid}) })
+	}
+	wrids := func(cqn int) []uint64 {
+		var out []uint64
+		for _, c := range h.cqes(rings[cqn], 16) {
+			out = append(out, c.WRID)
+		}
+		return out
+	}
+	for cqn := range uint32(3) { // every CQ's context cached
+		complete(cqn, 5, 100+uint64(cqn))
+	}
+	for range 4 {
+		h.after(pcieLatency)
+	}
+	mu.Lock()
+	notices = nil
+	mu.Unlock()
+	h.nic.Cache(hostmem.CQC).Invalidate(0)
+	held := h.nic.counters.CQEsHeld.Load()
+	complete(0, 5, 1) // a send completion: its CQ's context misses
+	complete(1, 5, 2) // the same QP's receive completion after it
+	complete(2, 6, 3) // another QP's
+	h.turns()
+	if got := h.nic.counters.CQEsHeld.Load() - held; got != 2 {
+		t.Errorf("cqes_held went up by %d, want 2: QP 5's send completion and its receive completion behind it", got)
+	}
+	for range 4 {
+		h.after(pcieLatency)
+	}
+	mu.Lock()
+	got := slices.Clone(notices)
+	mu.Unlock()
+	if want := []uint32{2, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("the host was told of CQs %v, want %v: QP 6's at once, QP 5's in the order made", got, want)
+	}
+	for cqn, want := range [][]uint64{{100, 1}, {101, 2}, {102, 3}} {
+		if got := wrids(cqn); !slices.Equal(got, want) {
+			t.Errorf("CQ %d holds %v, want %v", cqn, got, want)
+		}
 	}
 }
