@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func perftestCase(test string, extra ...string) binaryCase {
 		return append([]string{test, "-d", "softrnic_veth0", "-x", "1", "-n", "200", "-p", fmt.Sprint(port)}, extra...)
 	}
 	want := regexp.MustCompile(`(?m)^\s+\d+\s+200\s+\d`)
-	return binaryCase{name: strings.Join(append([]string{test}, extra...), " "), server: args, client: args, tcp: len(extra) == 0, want: want}
+	return binaryCase{name: strings.Join(append([]string{test}, extra...), " "), server: args, client: args, tcp: !slices.Contains(extra, "-R"), want: want}
 }
 
 func pingpongCase(kind string, extra ...string) binaryCase {
@@ -44,6 +45,14 @@ func binaryCases() []binaryCase {
 			cs = append(cs, perftestCase(t, r...))
 		}
 	}
+	// Other transports and options a program may use: atomics' latency,
+	// UD and UC, a shared receive queue, several QPs, both directions at
+	// once, completion events.
+	q4 := perftestCase("ib_write_bw", "-q", "4")
+	q4.want = regexp.MustCompile(`(?m)^\s+\d+\s+800\s+\d`) // 200 iterations on each QP
+	cs = append(cs, perftestCase("ib_atomic_lat"), perftestCase("ib_send_bw", "-c", "UD"), perftestCase("ib_write_bw", "-c", "UC"),
+		perftestCase("ib_send_lat", "--use-srq"), q4, perftestCase("ib_send_bw", "-b"),
+		perftestCase("ib_send_lat", "-e")) // one channel for both CQs: a QP's completions must reach it in order
 	for _, k := range []string{"rc", "uc", "srq"} {
 		cs = append(cs, pingpongCase(k, "-c"))
 	}
@@ -72,14 +81,20 @@ func binaryCases() []binaryCase {
 			server: func(p int) []string { return []string{"rdma_server", "-p", port(p)} },
 			client: func(p int) []string { return []string{"rdma_client", "-p", port(p), "-s"} },
 			want:   regexp.MustCompile(`rdma_client: end 0`)},
+		binaryCase{name: "rdma_xserver-rdma_xclient -c r", // an inline SEND on a QP that asked for no inline data
+			server: func(p int) []string { return []string{"rdma_xserver", "-c", "r", "-p", port(p)} },
+			client: func(p int) []string { return []string{"rdma_xclient", "-c", "r", "-p", port(p), "-s"} },
+			want:   regexp.MustCompile(`rdma_xclient: end 0`)},
 	)
 	return cs
 }
 
 // TestDebianBinaries runs Debian's own perftest (ib_write_bw, ib_read_bw,
 // ib_send_bw, ib_atomic_bw, ib_write_lat, ib_send_lat, ib_read_lat, with
-// and without -R), rdma-core's ibv_rc/uc/srq/ud_pingpong and librdmacm's
-// rping, ucmatose, udaddy and rdma_server/rdma_client, unmodified, on
+// and without -R; ib_atomic_lat; UD, UC, an SRQ, four QPs, both
+// directions, events), rdma-core's ibv_rc/uc/srq/ud_pingpong and
+// librdmacm's rping, ucmatose, udaddy, rdma_server/rdma_client and
+// rdma_xserver/rdma_xclient, unmodified, on
 // softrnic's libraries at both ends of a veth pair: on the xsk port as
 // root, and on the udp port as an unprivileged user (uid 65534). Each run
 // passes when both sides exit 0 and the client reports what the program
