@@ -78,6 +78,7 @@ type engine struct {
 	heldRx                [heldRxMax]Frame                  // port frames parked in place (park.go)
 	heldFree              []uint16                          // free entries of heldRx
 	rxPort                bool                              // receive is taking the port's batch: park may keep its buffers
+	inHandoff             bool                              // receive is taking a frame another engine handed over
 	parkPID               [hostmem.NumContextTypes][]uint32 // cache ticket -> QP number + 1 of the QP parked on it
 	ready                 []uint32                          // parked QPs whose context has come
 	sqReady               []uint32                          // QPs whose requester's context has come

@@ -214,6 +214,7 @@ type Counters struct {
 	AppLingers                 atomic.Uint64 // polls that drove the NIC on for the next frame after the completion that left a QP idle (NIC.Linger)
 	AppLingerHits              atomic.Uint64 // of them, those that saw a frame within the poll budget
 	AppYields                  atomic.Uint64 // idle polls on a single CPU that slept on the port instead of spinning (NIC.Progress)
+	McastRecvs                 atomic.Uint64 // copies of multicast datagrams given to the QPs attached to their group (mcast.go)
 
 	// The resolve stage's (resolve.go): context lookups through the
 	// caches, by type; lookups that waited for a miss to be filled (no
@@ -252,7 +253,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
-		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields},
+		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"mcast_recvs", &c.McastRecvs},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -361,6 +362,7 @@ type NIC struct {
 	// the application's idle polls in a row there (NIC.Progress).
 	oneCPU    bool
 	idlePolls atomic.Int32
+	mcast     mcastGroups // the multicast groups UD QPs are attached to (mcast.go)
 }
 
 // NewNIC builds the NIC's tables, caches and engines. Call Run to start it.

@@ -58,7 +58,7 @@ func (e *engine) respond(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait 
 	psn := p.BTH().PSN()
 	switch q.Type {
 	case ibv.QPTUD:
-		return e.respondUD(q, r, p)
+		return e.respondUD(qpn, q, r, p)
 	case ibv.QPTUC:
 		return e.respondUC(q, r, p, psn)
 	}
@@ -1184,7 +1184,7 @@ func (e *engine) respondUC(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet, psn wi
 // respondUD delivers a datagram: the Q_Key must match the QP's; the
 // receive buffer gets the 40-byte GRH first (for IPv4, the IPv4 header in
 // its last 20 bytes, as rxe writes it), then the payload.
-func (e *engine) respondUD(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
+func (e *engine) respondUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) (wait bool) {
 	d := p.DETH()
 	if d.QKey() != q.QKey {
 		e.counters.RcvdMalformed.Add(1) // Q_Key violation: dropped
@@ -1194,7 +1194,7 @@ func (e *engine) respondUD(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) (wait 
 		e.counters.SendRNRErr.Add(1) // no receive posted: UD drops
 		return false
 	}
-	if e.recvMiss(r, 0, uint32(40+p.PayloadLen), qpnOf(p)) {
+	if e.recvMiss(r, 0, uint32(40+p.PayloadLen), qpn) {
 		return true // the WQE's memory is not cached: the datagram waits for it, parked
 	}
 	r.recvActive = false
@@ -1205,7 +1205,7 @@ func (e *engine) respondUD(q *hostmem.QPCEntry, r *qpRun, p *wire.Packet) (wait 
 		copy(grh[20:], p.Frame[p.IPOff:p.IPOff+wire.IPv4MinLen])
 	}
 	sges := r.recv.SGE[:min(int(r.recv.NumSGE), hostmem.MaxRecvSGE)]
-	c := hostmem.CQE{WRID: r.recv.WRID, Opcode: ibv.WCRecv, Flags: ibv.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpnOf(p), SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
+	c := hostmem.CQE{WRID: r.recv.WRID, Opcode: ibv.WCRecv, Flags: ibv.WCWithGRH, ByteLen: uint32(40 + p.PayloadLen), QPN: qpn, SrcQP: d.SrcQP(), WQEIndex: r.recvIndex}
 	if !e.scatter(q.PD, sges, 0, grh[:]) || !e.scatter(q.PD, sges, 40, p.Payload()) {
 		c.Status = ibv.WCLocLenErr
 	}

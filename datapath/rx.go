@@ -33,6 +33,11 @@ func (e *engine) receive(fr *Frame) {
 		return
 	}
 	qpn := p.BTH().DestQP()
+	if qpn == MulticastQPN {
+		e.counters.RcvdPkts.Add(1)
+		e.receiveMulticast(fr, &p)
+		return
+	}
 	if qpn >= uint32(len(e.qps)) {
 		e.counters.RcvdPkts.Add(1)
 		e.counters.RcvdUnknownQP.Add(1)
@@ -177,7 +182,9 @@ func (e *engine) handoffsDue() bool {
 			e.stats.HandoffQueued.Add(-1)
 			e.stats.HandoffIn.Add(1)
 			fr := Frame{Data: h.buf, NoICRC: h.noICRC}
+			e.inHandoff = true // a multicast frame goes to this engine's QPs only
 			e.receive(&fr)
+			e.inHandoff = false
 			e.spare <- h.buf[:cap(h.buf)]
 		default:
 			return served > 0

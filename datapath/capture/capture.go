@@ -8,6 +8,7 @@ package capture
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +173,23 @@ func (p *Port) RecvCapacity() int {
 		return c.RecvCapacity()
 	}
 	return 0
+}
+
+// JoinMulticast joins the group on the wrapped port, if it is a
+// datapath.MulticastJoiner.
+func (p *Port) JoinMulticast(group netip.Addr) error {
+	if j, ok := p.Port.(datapath.MulticastJoiner); ok {
+		return j.JoinMulticast(group)
+	}
+	return nil
+}
+
+// LeaveMulticast leaves the group on the wrapped port.
+func (p *Port) LeaveMulticast(group netip.Addr) error {
+	if j, ok := p.Port.(datapath.MulticastJoiner); ok {
+		return j.LeaveMulticast(group)
+	}
+	return nil
 }
 
 // Kick kicks the wrapped port, if it is a datapath.Kicker.

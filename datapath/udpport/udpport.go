@@ -77,7 +77,10 @@ type Port struct {
 	closed  bool
 }
 
-var _ datapath.Port = (*Port)(nil)
+var (
+	_ datapath.Port            = (*Port)(nil)
+	_ datapath.MulticastJoiner = (*Port)(nil)
+)
 
 // srcSockets is how many source ports a port sends from.
 const srcSockets = 8
@@ -216,6 +219,16 @@ func (p *Port) closeSockets() error {
 	}
 	return unix.Close(p.fd)
 }
+
+// JoinMulticast implements datapath.MulticastJoiner: the udp port takes
+// no multicast (its socket is bound to the NIC's own address, which a
+// datagram to a group does not reach); the xsk port does.
+func (p *Port) JoinMulticast(group netip.Addr) error {
+	return fmt.Errorf("udpport: multicast (%s) needs the xsk port", group)
+}
+
+// LeaveMulticast implements datapath.MulticastJoiner.
+func (p *Port) LeaveMulticast(netip.Addr) error { return nil }
 
 // Flush implements datapath.Port: Send writes at once, nothing waits.
 func (p *Port) Flush() {}

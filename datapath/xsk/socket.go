@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -105,11 +106,18 @@ type Socket struct {
 
 	pollfd [2]unix.PollFd // the socket and the wake eventfd
 	wakefd int
-	stats  datapath.PortStats
-	closed bool
+	// mcastfd is a UDP socket that holds the interface's memberships of
+	// the multicast groups the NIC takes (JoinMulticast), made with the
+	// port in its network namespace; -1 if it could not be.
+	mcastfd int
+	stats   datapath.PortStats
+	closed  bool
 }
 
-var _ datapath.Port = (*Socket)(nil)
+var (
+	_ datapath.Port            = (*Socket)(nil)
+	_ datapath.MulticastJoiner = (*Socket)(nil)
+)
 
 // NewSocket creates a socket with its UMEM and rings and binds it to a queue
 // of the interface with index ifindex, in the calling thread's network
@@ -124,7 +132,7 @@ func NewSocket(ifindex, queue int, cfg Config) (_ *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("xsk: socket: %w", err)
 	}
-	s := &Socket{fd: fd, ifindex: ifindex, queue: queue, cfg: cfg, gatherBuf: -1, wakefd: -1}
+	s := &Socket{fd: fd, ifindex: ifindex, queue: queue, cfg: cfg, gatherBuf: -1, wakefd: -1, mcastfd: -1}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -202,7 +210,36 @@ func NewSocket(ifindex, queue int, cfg Config) (_ *Socket, err error) {
 	}
 	s.pollfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	s.pollfd[1] = unix.PollFd{Fd: int32(s.wakefd), Events: unix.POLLIN}
+	if m, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err == nil {
+		s.mcastfd = m
+	}
 	return s, nil
+}
+
+// JoinMulticast implements datapath.MulticastJoiner: the interface joins
+// the IPv4 group (IP_ADD_MEMBERSHIP on the port's UDP socket, held until
+// LeaveMulticast or Close), so that a NIC's multicast filter lets the
+// group's frames in (a veth takes every frame without one), and the
+// host's IGMP tells the switches. The kernel holds igmp_max_memberships
+// (20 by default) groups a socket.
+func (s *Socket) JoinMulticast(group netip.Addr) error {
+	if s.mcastfd < 0 {
+		return errors.New("xsk: multicast: no socket for the memberships")
+	}
+	m := &unix.IPMreqn{Multiaddr: group.Unmap().As4(), Ifindex: int32(s.ifindex)}
+	if err := unix.SetsockoptIPMreqn(s.mcastfd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, m); err != nil && !errors.Is(err, unix.EADDRINUSE) {
+		return fmt.Errorf("xsk: join %s on interface %d: %w", group, s.ifindex, err)
+	}
+	return nil
+}
+
+// LeaveMulticast implements datapath.MulticastJoiner.
+func (s *Socket) LeaveMulticast(group netip.Addr) error {
+	if s.mcastfd < 0 {
+		return nil
+	}
+	m := &unix.IPMreqn{Multiaddr: group.Unmap().As4(), Ifindex: int32(s.ifindex)}
+	return unix.SetsockoptIPMreqn(s.mcastfd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP, m)
 }
 
 // bind binds the socket. A queue whose previous socket belonged to a process
@@ -591,6 +628,10 @@ func (s *Socket) release() error {
 	if s.wakefd >= 0 {
 		unix.Close(s.wakefd)
 		s.wakefd = -1
+	}
+	if s.mcastfd >= 0 {
+		unix.Close(s.mcastfd)
+		s.mcastfd = -1
 	}
 	for _, r := range []*ring{&s.fill.ring, &s.comp.ring, &s.rx.ring, &s.tx.ring} {
 		r.unmap()

@@ -1,8 +1,10 @@
 package verbs
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -129,7 +131,8 @@ type QP struct {
 	maxRecvSGE    int
 	replayEntries int
 	srq           *SRQ
-	bounce        *MR // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
+	bounce        *MR          // inline data that is not in the WQE: a slot of maxInline bytes per send queue entry
+	mcast         []netip.Addr // the multicast groups it is attached to (under mu)
 	rqDone        atomic.Uint32
 	sendCQ        *CQ
 	recvCQ        *CQ
@@ -259,6 +262,60 @@ func inlineFor(attr QPInitAttr) int {
 // ib_sge).
 const inlinePerSGE = 16
 
+// AttachMulticast attaches a UD QP to the multicast group at address
+// group (an IPv4 multicast address, or its IPv4-mapped GID), as
+// ibv_attach_mcast does: the QP takes a copy of each datagram sent to the
+// group with the multicast QPN (0xFFFFFF) and its Q_Key. The NIC joins
+// the group on its port (a port that cannot take multicast, the udp
+// port, refuses it). A datagram to the group is sent as any other: an AH
+// whose GID is the group's address and whose MAC is the group's
+// (MulticastMAC), to DestQPN 0xFFFFFF.
+func (qp *QP) AttachMulticast(group netip.Addr) error {
+	group = group.Unmap()
+	if qp.Type != QPTUD {
+		return fmt.Errorf("%w: only a UD QP takes multicast", ErrInvalid)
+	}
+	if !group.Is4() || !group.IsMulticast() {
+		return fmt.Errorf("%w: %s is not an IPv4 multicast address", ErrInvalid, group)
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("%w: QP %d is destroyed", ErrInvalid, qp.Num)
+	}
+	if slices.Contains(qp.mcast, group) {
+		return nil
+	}
+	if err := qp.pd.dev.nic.AttachMulticast(group, qp.Num); err != nil {
+		if errors.Is(err, datapath.ErrMulticastFull) {
+			return fmt.Errorf("%w: %v", ErrNoResources, err)
+		}
+		return err
+	}
+	qp.mcast = append(qp.mcast, group)
+	return nil
+}
+
+// DetachMulticast detaches the QP from the group (ibv_detach_mcast).
+func (qp *QP) DetachMulticast(group netip.Addr) error {
+	group = group.Unmap()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	i := slices.Index(qp.mcast, group)
+	if i < 0 {
+		return fmt.Errorf("%w: QP %d is not attached to %s", ErrInvalid, qp.Num, group)
+	}
+	qp.mcast = slices.Delete(qp.mcast, i, i+1)
+	return qp.pd.dev.nic.DetachMulticast(group, qp.Num)
+}
+
+// MulticastMAC is the Ethernet address a datagram to an IPv4 multicast
+// group goes to (RFC 1112: 01:00:5e and the group's low 23 bits).
+func MulticastMAC(group netip.Addr) [6]byte {
+	a := group.Unmap().As4()
+	return [6]byte{0x01, 0x00, 0x5e, a[1] & 0x7f, a[2], a[3]}
+}
+
 // MaxInline is the inline data the QP takes per send (IBV_SEND_INLINE):
 // at least what it asked for (inlineFor), as ibv_create_qp reports it in
 // the capabilities.
@@ -327,6 +384,10 @@ func (qp *QP) Destroy() error {
 	if qp.destroyed {
 		return fmt.Errorf("%w: QP %d is destroyed", ErrInvalid, qp.Num)
 	}
+	for _, g := range qp.mcast { // its groups give it no more datagrams
+		d.nic.DetachMulticast(g, qp.Num)
+	}
+	qp.mcast = nil
 	sq, rq := qp.ctx.SQBase, qp.ctx.RQBase
 	qp.ctx = hostmem.QPCEntry{}
 	if err := qp.write(); err != nil { // the NIC takes nothing more for it
