@@ -224,7 +224,7 @@ func (p *Port) closeSockets() error {
 // no multicast (its socket is bound to the NIC's own address, which a
 // datagram to a group does not reach); the xsk port does.
 func (p *Port) JoinMulticast(group netip.Addr) error {
-	return fmt.Errorf("udpport: multicast (%s) needs the xsk port", group)
+	return fmt.Errorf("udpport: multicast (%s) needs the xsk port: %w", group, unix.EOPNOTSUPP)
 }
 
 // LeaveMulticast implements datapath.MulticastJoiner.

@@ -2,6 +2,7 @@ package udpport_test
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -456,5 +457,21 @@ func TestGROBuffers(t *testing.T) {
 	}
 	if b.Outstanding() != 0 {
 		t.Errorf("%d buffers lent out", b.Outstanding())
+	}
+}
+
+// TestNoMulticast: the udp port refuses a multicast group with
+// EOPNOTSUPP (its socket, bound to the NIC's address, never sees a
+// group's datagrams), so that attaching a QP fails instead of taking
+// nothing.
+func TestNoMulticast(t *testing.T) {
+	p, err := udpport.Open(udpport.Config{Local: netip.MustParseAddr("127.0.0.7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var j datapath.MulticastJoiner = p
+	if err := j.JoinMulticast(netip.MustParseAddr("239.1.1.1")); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("JoinMulticast: %v, want EOPNOTSUPP", err)
 	}
 }

@@ -44,6 +44,7 @@ const (
 	evRejected       = 8
 	evEstablished    = 9
 	evDisconnected   = 10
+	evMulticastJoin  = 12
 
 	psTCP = 0x0106
 	psUDP = 0x0111
@@ -387,7 +388,10 @@ func srn_cm_resolve_addr(h C.int, src, dst *C.uint8_t, port C.uint16_t, timeoutM
 		}
 		ctx, cancel := context.WithTimeout(id.ctx, tmo)
 		defer cancel()
-		if _, err := dev.nd.Resolve(ctx, d); err != nil {
+		if d.IsMulticast() {
+			// A group to join (rdma_join_multicast): no neighbour to
+			// ask; the datagrams go to the group's MAC.
+		} else if _, err := dev.nd.Resolve(ctx, d); err != nil {
 			fail(fmt.Errorf("%w: %s unreachable from %s: %v", unix.EHOSTUNREACH, d, dev.nd.Name, err))
 			return
 		}
@@ -400,6 +404,40 @@ func srn_cm_resolve_addr(h C.int, src, dst *C.uint8_t, port C.uint16_t, timeoutM
 	}()
 	return 0
 }
+
+// srn_cm_join posts id's RDMA_CM_EVENT_MULTICAST_JOIN for the IPv4
+// group (IPv4-mapped; rdma_join_multicast): its datagrams go to the
+// multicast QPN with librdmacm's UDP Q_Key, and the C side attaches the
+// id's QP. The id must have its device (bound, or its address resolved).
+//
+//export srn_cm_join
+func srn_cm_join(h C.int, group *C.uint8_t) C.int {
+	id := cmIDs.get(h)
+	if id == nil {
+		return -C.int(unix.EINVAL)
+	}
+	g := addrOf(group)
+	if !g.Is4() || !g.IsMulticast() {
+		setLastError(fmt.Sprintf("%s is not an IPv4 multicast address", g))
+		return -C.int(unix.EINVAL)
+	}
+	id.mu.Lock()
+	dev := id.dev
+	id.mu.Unlock()
+	if dev == nil {
+		setLastError("rdma_join_multicast: the id has no device (bind or resolve an address first)")
+		return -C.int(unix.EINVAL)
+	}
+	ev := id.event(evMulticastJoin, 0)
+	putAddr(&ev.dst, g)
+	ev.ud_qp_num, ev.ud_qkey = 0xFFFFFF, rdmaUDPQKey
+	id.post(ev)
+	return 0
+}
+
+// rdmaUDPQKey is the Q_Key librdmacm gives UD ids of the UDP port space
+// (RDMA_UDP_QKEY), a multicast group's too.
+const rdmaUDPQKey = 0x01234567
 
 // srn_cm_resolve_route: on RoCE the route is the address's: at once.
 //

@@ -404,6 +404,9 @@ func copyCString(buf *C.char, n C.int, s string) int {
 // resolve finds the Ethernet address of a GID's host (or its next hop).
 func (d *device) resolve(gid [16]byte) (wire.MAC, error) {
 	ip := netip.AddrFrom16(gid).Unmap()
+	if ip.Is4() && ip.IsMulticast() {
+		return wire.MAC(verbs.MulticastMAC(ip)), nil // a group's: no neighbour to ask
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	hop, err := d.nd.Resolve(ctx, ip)

@@ -441,6 +441,28 @@ func srn_create_ah(h C.int, dgid *C.uint8_t, tclass C.uint8_t, dmac *C.uint8_t) 
 	return C.int(ahs.put(&ah{ah: verbs.AH{DestMAC: mac, DestGID: netip.AddrFrom16(gid).Unmap(), TrafficClass: uint8(tclass)}}))
 }
 
+// srn_attach_mcast attaches UD QP h to the multicast group of GID gid
+// (ibv_attach_mcast: an IPv4-mapped group address); detach, with
+// detach set (ibv_detach_mcast).
+//
+//export srn_attach_mcast
+func srn_attach_mcast(h C.int, gid *C.uint8_t, detach C.int) C.int {
+	q := qps.get(h)
+	if q == nil {
+		return -C.int(unix.EINVAL)
+	}
+	var g [16]byte
+	copy(g[:], unsafe.Slice((*byte)(unsafe.Pointer(gid)), 16))
+	group := netip.AddrFrom16(g).Unmap()
+	var err error
+	if detach != 0 {
+		err = q.qp.DetachMulticast(group)
+	} else {
+		err = q.qp.AttachMulticast(group)
+	}
+	return errno(err) // the udp port's refusal is EOPNOTSUPP
+}
+
 //export srn_destroy_ah
 func srn_destroy_ah(h C.int) C.int {
 	if ahs.get(h) == nil {

@@ -21,6 +21,7 @@ type binaryCase struct {
 	server, client func(port int) []string // arguments, the program first
 	tcp            bool                    // the server listens on a TCP port (perftest's and pingpong's exchange)
 	want           *regexp.Regexp          // in the client's output
+	xskOnly        bool                    // the udp port cannot run it (multicast)
 }
 
 func perftestCase(test string, extra ...string) binaryCase {
@@ -81,6 +82,11 @@ func binaryCases() []binaryCase {
 			server: func(p int) []string { return []string{"rdma_server", "-p", port(p)} },
 			client: func(p int) []string { return []string{"rdma_client", "-p", port(p), "-s"} },
 			want:   regexp.MustCompile(`rdma_client: end 0`)},
+		binaryCase{name: "mckey", // UD multicast: the server's QP takes the group's datagrams (the udp port has none)
+			server:  func(int) []string { return []string{"mckey", "-m", "239.1.2.3", "-b", "10.47.0.1", "-C", "20"} },
+			client:  func(int) []string { return []string{"mckey", "-m", "239.1.2.3", "-b", "10.47.0.2", "-C", "20", "-s"} },
+			want:    regexp.MustCompile(`data transfers complete`),
+			xskOnly: true},
 		binaryCase{name: "rdma_xserver-rdma_xclient -c r", // an inline SEND on a QP that asked for no inline data
 			server: func(p int) []string { return []string{"rdma_xserver", "-c", "r", "-p", port(p)} },
 			client: func(p int) []string { return []string{"rdma_xclient", "-c", "r", "-p", port(p), "-s"} },
@@ -111,6 +117,9 @@ func TestDebianBinaries(t *testing.T) {
 		for _, c := range binaryCases() {
 			port++
 			t.Run(io+"/"+strings.ReplaceAll(c.name, " ", ""), func(t *testing.T) {
+				if c.xskOnly && io != "xsk" {
+					t.Skipf("%s needs the xsk port", c.name)
+				}
 				drop := ""
 				if io == "udp" {
 					drop = setpriv

@@ -6,8 +6,9 @@
  * synchronous, each call waiting for its event, as librdmacm's are.
  *
  * What softrnic's CM does not do fails as librdmacm fails it: multicast
- * (EOPNOTSUPP), IB port spaces other than TCP and UDP (EPROTONOSUPPORT),
- * ECE, and rsockets (ENOSYS: softrnic has no rsocket layer).
+ * on the udp port (EOPNOTSUPP: the xsk port takes it), IB port spaces
+ * other than TCP and UDP (EPROTONOSUPPORT), ECE, and rsockets (ENOSYS:
+ * softrnic has no rsocket layer).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -34,6 +35,16 @@ struct srn_cm_channel {
 	int h;
 };
 
+/* A multicast group an id joined: its GID (IPv4-mapped) and the
+ * context its join was given, for the MULTICAST_JOIN event. */
+struct srn_mc {
+	int used;
+	uint8_t gid[16];
+	void *context;
+};
+
+#define SRN_MC_PER_ID 8
+
 struct srn_cm_id {
 	struct rdma_cm_id id;
 	int h;
@@ -47,6 +58,7 @@ struct srn_cm_id {
 	struct ibv_ah *ud_ah;	 /* a UD connection's address handle (in its ESTABLISHED event) */
 	struct ibv_sa_path_rec path;
 	uint8_t tos; /* RDMA_OPTION_ID_TOS */
+	struct srn_mc mc[SRN_MC_PER_ID]; /* the groups it joined (rdma_join_multicast) */
 };
 
 struct srn_event {
@@ -232,6 +244,40 @@ static void fill_conn_param(struct rdma_conn_param *p, const struct srn_event *s
 	p->qp_num = e->qp_num;
 }
 
+/* join_event completes a MULTICAST_JOIN: the group's address vector and
+ * QPN and Q_Key in param.ud, the join's context as its private data (as
+ * librdmacm gives it), and the id's QP attached to the group, as
+ * librdmacm attaches it; a QP that cannot be turns the event into a
+ * MULTICAST_ERROR. */
+static void join_event(struct srn_cm_id *n, struct rdma_cm_event *ev, const struct srn_cm_event *e)
+{
+	struct srn_mc *m = NULL;
+	for (int i = 0; i < SRN_MC_PER_ID; i++)
+		if (n->mc[i].used && memcmp(n->mc[i].gid, e->dst, 16) == 0)
+			m = &n->mc[i];
+	struct ibv_ah_attr *ah = &ev->param.ud.ah_attr;
+	ah->is_global = 1;
+	ah->port_num = 1;
+	ah->grh.hop_limit = 64;
+	ah->grh.sgid_index = 1;
+	memcpy(ah->grh.dgid.raw, e->dst, 16);
+	ev->param.ud.qp_num = e->ud_qp_num;
+	ev->param.ud.qkey = e->ud_qkey;
+	ev->param.ud.private_data = m ? m->context : NULL;
+	if (!m) { /* left before its event came */
+		ev->event = RDMA_CM_EVENT_MULTICAST_ERROR;
+		ev->status = -EADDRNOTAVAIL;
+		return;
+	}
+	if (n->id.qp) {
+		int rc = ibv_attach_mcast(n->id.qp, &ah->grh.dgid, 0);
+		if (rc) {
+			ev->event = RDMA_CM_EVENT_MULTICAST_ERROR;
+			ev->status = -rc;
+		}
+	}
+}
+
 /* take_event turns the Go side's next event into an rdma_cm_event: a
  * CONNECT_REQUEST gets its new id here, an ADDR_RESOLVED its device. */
 static int take_event(struct srn_cm_channel *c, struct rdma_cm_event **event)
@@ -274,7 +320,9 @@ static int take_event(struct srn_cm_channel *c, struct rdma_cm_event **event)
 		if (e.event == RDMA_CM_EVENT_ROUTE_RESOLVED || e.event == RDMA_CM_EVENT_ESTABLISHED)
 			set_route(n, &e);
 	}
-	if (ev->id->ps == RDMA_PS_UDP) {
+	if (e.event == RDMA_CM_EVENT_MULTICAST_JOIN) {
+		join_event(cid(ev->id), ev, &e);
+	} else if (ev->id->ps == RDMA_PS_UDP) {
 		ev->param.ud.private_data = e.private_len ? se->private_data : NULL;
 		ev->param.ud.private_data_len = e.private_len > 255 ? 255 : e.private_len;
 		if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
@@ -1038,30 +1086,93 @@ EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 	rdma_destroy_id(id);
 }
 
-/* --- what softrnic's CM does not do ---------------------------------------- */
+/* --- multicast ------------------------------------------------------------- */
 
+/* mc_gid gives an IPv4 multicast address's GID (IPv4-mapped), or fails. */
+static int mc_gid(const struct sockaddr *addr, uint8_t gid[16])
+{
+	if (!addr)
+		return EINVAL;
+	if (addr->sa_family != AF_INET)
+		return EAFNOSUPPORT; /* softrnic's RoCEv2 runs over IPv4 */
+	uint32_t a = ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr);
+	if (!IN_MULTICAST(a))
+		return EINVAL;
+	memset(gid, 0, 16);
+	gid[10] = gid[11] = 0xff;
+	memcpy(gid + 12, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+	return 0;
+}
+
+/* rdma_join_multicast joins an IPv4 group on the id's device (bound, or
+ * its address resolved): RDMA_CM_EVENT_MULTICAST_JOIN follows, with the
+ * group's address vector, QPN and Q_Key, and the id's QP (a UD QP of the
+ * UDP port space) attached to it; softrnic's xsk port takes multicast,
+ * its udp port does not (the event is then MULTICAST_ERROR,
+ * EOPNOTSUPP). */
 EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
 {
-	(void)id;
-	(void)addr;
-	(void)context;
-	return fail(EOPNOTSUPP);
+	if (!id)
+		return fail(EINVAL);
+	struct srn_cm_id *n = cid(id);
+	uint8_t gid[16];
+	int rc = mc_gid(addr, gid);
+	if (rc)
+		return fail(rc);
+	struct srn_mc *m = NULL;
+	for (int i = 0; i < SRN_MC_PER_ID; i++) {
+		if (n->mc[i].used && memcmp(n->mc[i].gid, gid, 16) == 0)
+			return fail(EADDRINUSE);
+		if (!n->mc[i].used && !m)
+			m = &n->mc[i];
+	}
+	if (!m)
+		return fail(ENOMEM);
+	m->used = 1;
+	memcpy(m->gid, gid, 16);
+	m->context = context;
+	rc = srn_cm_join(n->h, gid);
+	if (rc < 0) {
+		m->used = 0;
+		return fail(-rc);
+	}
+	if (n->sync)
+		return wait_event(n, RDMA_CM_EVENT_MULTICAST_JOIN);
+	return 0;
 }
 
 EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr, void *context)
 {
-	(void)id;
-	(void)attr;
-	(void)context;
-	return fail(EOPNOTSUPP);
+	if (!attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS))
+		return fail(EINVAL);
+	if ((attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) && attr->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER)
+		return fail(EOPNOTSUPP); /* send-only members: not in softrnic */
+	return rdma_join_multicast(id, attr->addr, context);
 }
 
+/* rdma_leave_multicast leaves a group the id joined: its QP takes the
+ * group's datagrams no more. */
 EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 {
-	(void)id;
-	(void)addr;
-	return fail(EOPNOTSUPP);
+	if (!id)
+		return fail(EINVAL);
+	struct srn_cm_id *n = cid(id);
+	uint8_t gid[16];
+	int rc = mc_gid(addr, gid);
+	if (rc)
+		return fail(rc);
+	for (int i = 0; i < SRN_MC_PER_ID; i++) {
+		if (n->mc[i].used && memcmp(n->mc[i].gid, gid, 16) == 0) {
+			n->mc[i].used = 0;
+			if (id->qp)
+				ibv_detach_mcast(id->qp, (const union ibv_gid *)gid, 0);
+			return 0;
+		}
+	}
+	return fail(EADDRNOTAVAIL);
 }
+
+/* --- what softrnic's CM does not do ---------------------------------------- */
 
 EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {

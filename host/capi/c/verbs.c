@@ -1544,22 +1544,27 @@ EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc
 	return ibv_create_ah(pd, &attr);
 }
 
-/* --- multicast, memory windows, XRC, and what softrnic has not ---------- */
+/* --- multicast; memory windows, XRC, and what softrnic has not ------------ */
 
+/* A UD QP joins a multicast group (an IPv4-mapped GID; the LID is
+ * RoCE's, unused): it takes a copy of every datagram sent to the group,
+ * on the xsk port (the udp port answers EOPNOTSUPP). */
 EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp;
-	(void)gid;
 	(void)lid;
-	return EOPNOTSUPP;
+	if (!qp || !gid)
+		return EINVAL;
+	int rc = srn_attach_mcast(srn_qp_of(qp)->h, gid->raw, 0);
+	return rc < 0 ? -rc : 0;
 }
 
 EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp;
-	(void)gid;
 	(void)lid;
-	return EOPNOTSUPP;
+	if (!qp || !gid)
+		return EINVAL;
+	int rc = srn_attach_mcast(srn_qp_of(qp)->h, gid->raw, 1);
+	return rc < 0 ? -rc : 0;
 }
 
 EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
