@@ -387,6 +387,9 @@ func fillAttr(d *device, a *C.struct_srn_dev_attr) {
 	a.max_sge, a.max_recv_sge, a.max_inline = C.SRN_MAX_SEND_SGE, C.SRN_MAX_RECV_SGE, verbs.MaxInlineData
 	a.max_rd_atomic, a.max_pd, a.max_ah = 16, 1<<16, 1<<16
 	a.max_mr_size = 1 << 40
+	if d.kind != "udp" { // the udp port takes no multicast
+		a.max_mcast_grp, a.max_mcast_qp_attach = datapath.MaxMulticastGroups, datapath.MaxMulticastQPs
+	}
 }
 
 // copyCString copies s into the C buffer buf of n bytes, NUL-terminated

@@ -34,6 +34,7 @@ struct srn_dev_attr {
 	uint32_t max_qp, max_qp_wr, max_sge, max_recv_sge, max_inline;
 	uint32_t max_cq, max_cqe, max_mr, max_pd, max_srq, max_srq_wr;
 	uint32_t max_rd_atomic, max_ah;
+	uint32_t max_mcast_grp, max_mcast_qp_attach; /* 0 where the port takes no multicast */
 	uint64_t max_mr_size;
 };
 

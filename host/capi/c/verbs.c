@@ -230,6 +230,9 @@ static void fill_device_attr(struct srn_context *c, struct ibv_device_attr *a)
 	a->max_srq = s->max_srq;
 	a->max_srq_wr = s->max_srq_wr;
 	a->max_srq_sge = s->max_recv_sge;
+	a->max_mcast_grp = s->max_mcast_grp;
+	a->max_mcast_qp_attach = s->max_mcast_qp_attach;
+	a->max_total_mcast_qp_attach = s->max_mcast_grp * s->max_mcast_qp_attach;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
