@@ -92,6 +92,8 @@ type engine struct {
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
+	sent                  [64]pendingCQE // unreliable sends' completions, written once their frames have left (completeSent)
+	sentN                 int
 	idleSince             int64 // when the engine's idle polling began (nanotime; 0: it has work)
 	appBusy               int64 // PollApp: when the engine's own goroutine last had work, in nanotime
 	procs                 int   // GOMAXPROCS when the engine's goroutine started

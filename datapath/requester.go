@@ -452,7 +452,45 @@ func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status ib
 		op = ibv.WCFetchAdd
 	}
 	c := hostmem.CQE{WRID: in.wqe.WRID, Status: status, Opcode: op, ByteLen: in.length, QPN: qpn, WQEIndex: in.index}
+	if q.Type != ibv.QPTRC && status == ibv.WCSuccess {
+		e.completeSent(q.SendCQ, &c)
+		return
+	}
 	e.complete(q.SendCQ, &c)
+}
+
+// completeSent writes the completion of an unreliable send (UD, UC) once
+// its frames have left: they may still wait in the engine's transmit
+// batch (or for their payload's DMA), and a program that saw the
+// completion may leave at once, taking the NIC and the frames with it
+// (mckey's sender did, its datagrams never sent). The completions wait,
+// in order, for the end of the next flushTX that leaves nothing behind.
+func (e *engine) completeSent(cqn uint32, c *hostmem.CQE) {
+	if e.txN == 0 && e.dma.stagedN == 0 && e.dma.staging == nil {
+		e.complete(cqn, c)
+		return
+	}
+	if e.sentN == len(e.sent) {
+		e.flushTX()
+	}
+	if e.sentN == len(e.sent) { // frames wait for their payloads: they go soon
+		e.complete(cqn, c)
+		return
+	}
+	e.sent[e.sentN] = pendingCQE{cqn: cqn, cqe: *c}
+	e.sentN++
+}
+
+// completeSents writes the completions completeSent held, once nothing
+// waits to be sent.
+func (e *engine) completeSents() {
+	if e.sentN == 0 || e.txN > 0 || e.dma.stagedN > 0 || e.dma.staging != nil {
+		return
+	}
+	for i := range e.sent[:e.sentN] {
+		e.complete(e.sent[i].cqn, &e.sent[i].cqe)
+	}
+	e.sentN = 0
 }
 
 // sendUD sends a UD work request as one datagram to the address vector it

@@ -163,4 +163,5 @@ func (e *engine) flushTX() {
 	}
 	e.counters.SentPkts.Add(uint64(min(sent, e.txN)))
 	e.txN = 0
+	e.completeSents()
 }
