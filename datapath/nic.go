@@ -777,6 +777,26 @@ func (n *NIC) ResetQP(qpn uint32) {
 	}
 }
 
+// SendsLeft reports whether QP qpn has sends still to go of the work
+// requests posted up to producer (its send queue's producer index): not
+// yet taken from the queue, in flight, or frames not yet handed to the
+// port. For a UD or UC QP none left means every posted send has left
+// (verbs.QP.Destroy waits for that: a program that posts its last
+// datagrams and exits at once, as mckey's sender does, must not lose
+// them to a NIC that had not yet taken its doorbell).
+func (n *NIC) SendsLeft(qpn, producer uint32) bool {
+	if qpn >= uint32(len(n.qps)) {
+		return false
+	}
+	e := n.owner(qpn)
+	left := true
+	e.command(func() {
+		r := &e.qps[qpn]
+		left = r.sqConsumer != producer || r.ifN > 0 || e.txN > 0 || e.dma.stagedN > 0 || e.dma.staging != nil
+	})
+	return left
+}
+
 // ResetSRQ forgets an SRQ's queue positions: the host destroyed it, and
 // its number may serve a new one.
 func (n *NIC) ResetSRQ(num uint32) {

@@ -142,3 +142,41 @@ func TestMulticast(t *testing.T) {
 		}
 	}
 }
+
+// TestDestroySendsPostedDatagrams: a UD QP destroyed right after its
+// program posted datagrams (unsignaled, as mckey's sender posts its last
+// ones before it leaves) sends them first: every one arrives.
+func TestDestroySendsPostedDatagrams(t *testing.T) {
+	a, b := newPair(t)
+	const qkey, n = 0x11111111, 16
+	ud := func(e *end) *verbs.QP {
+		qp, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUD, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: n, MaxRecvWR: n, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verbs.ReadyUD(qp, qkey); err != nil {
+			t.Fatal(err)
+		}
+		return qp
+	}
+	qa, qb := ud(a), ud(b)
+	for i := range n {
+		if _, err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGL: verbstest.SGL(b, 256*i, 256)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ah := &verbs.AH{DestMAC: b.MAC, DestGID: b.IP}
+	for i := range n {
+		if _, err := qa.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, SGL: verbstest.SGL(a, 0, 100), AH: ah, RemoteQPN: qb.Num, RemoteQKey: qkey}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := qa.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if wc := waitWC(t, b.CQ); wc.Status != verbs.WCSuccess {
+			t.Fatalf("receive completion %+v", wc)
+		}
+	}
+}

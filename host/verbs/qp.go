@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -262,6 +263,10 @@ func inlineFor(attr QPInitAttr) int {
 // ib_sge).
 const inlinePerSGE = 16
 
+// sendsDrain is how long Destroy waits, at most, for a UD or UC QP's
+// posted sends to leave.
+const sendsDrain = 100 * time.Millisecond
+
 // AttachMulticast attaches a UD QP to the multicast group at address
 // group (an IPv4 multicast address, or its IPv4-mapped GID), as
 // ibv_attach_mcast does: the QP takes a copy of each datagram sent to the
@@ -383,6 +388,15 @@ func (qp *QP) Destroy() error {
 	defer qp.mu.Unlock()
 	if qp.destroyed {
 		return fmt.Errorf("%w: QP %d is destroyed", ErrInvalid, qp.Num)
+	}
+	if qp.Type != QPTRC && qp.state == QPSRTS {
+		// An unreliable QP's posted sends leave first: its program may
+		// have posted its last datagrams just before (it is told of no
+		// loss, and gets no completion of unsignaled ones).
+		deadline := time.Now().Add(sendsDrain)
+		for d.nic.SendsLeft(qp.Num, qp.sqProducer) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Microsecond)
+		}
 	}
 	for _, g := range qp.mcast { // its groups give it no more datagrams
 		d.nic.DetachMulticast(g, qp.Num)
