@@ -792,7 +792,7 @@ func (n *NIC) SendsLeft(qpn, producer uint32) bool {
 	left := true
 	e.command(func() {
 		r := &e.qps[qpn]
-		left = r.sqConsumer != producer || r.ifN > 0 || e.txN > 0 || e.dma.stagedN > 0 || e.dma.staging != nil
+		left = r.sqConsumer != producer || r.ifN > 0 || !e.txIdle()
 	})
 	return left
 }

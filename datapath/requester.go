@@ -466,7 +466,7 @@ func (e *engine) finish(qpn uint32, q *hostmem.QPCEntry, in *inflight, status ib
 // (mckey's sender did, its datagrams never sent). The completions wait,
 // in order, for the end of the next flushTX that leaves nothing behind.
 func (e *engine) completeSent(cqn uint32, c *hostmem.CQE) {
-	if e.txN == 0 && e.dma.stagedN == 0 && e.dma.staging == nil {
+	if e.txIdle() {
 		e.complete(cqn, c)
 		return
 	}
@@ -481,10 +481,14 @@ func (e *engine) completeSent(cqn uint32, c *hostmem.CQE) {
 	e.sentN++
 }
 
+// txIdle reports whether no frame waits to be handed to the port: none
+// in the transmit batch, none staged for its payload's DMA.
+func (e *engine) txIdle() bool { return e.txN == 0 && e.dma.stagedN == 0 && e.dma.staging == nil }
+
 // completeSents writes the completions completeSent held, once nothing
 // waits to be sent.
 func (e *engine) completeSents() {
-	if e.sentN == 0 || e.txN > 0 || e.dma.stagedN > 0 || e.dma.staging != nil {
+	if e.sentN == 0 || !e.txIdle() {
 		return
 	}
 	for i := range e.sent[:e.sentN] {

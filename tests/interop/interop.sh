@@ -457,36 +457,35 @@ run_cpair() {
 	mv=$(moved "$before" "$after")
 }
 
-# guest_listening waits (30 s at most) until a server in the guest
-# listens: a TCP socket on perftest's and pingpong's port 18515, or an
-# rdma_cm id (rdma res), then a moment for it to get to its accept.
-guest_listening() {
+# guest_until TRIES CHECK SETTLE WHAT: runs the shell test CHECK in the
+# guest every half second, TRIES times at most, until it holds, then
+# waits SETTLE seconds more; says so on stderr if it never held.
+guest_until() {
 	local i
-	sleep 1
-	for i in $(seq 30); do
-		if "$T" exec -t 10 "grep -q ':4853 00000000:0000 0A' /proc/net/tcp || rdma res show cm_id | grep -q 'state LISTEN'" >/dev/null 2>&1; then
-			sleep 0.5
+	for i in $(seq "$1"); do
+		if "$T" exec -t 10 "$2" >/dev/null 2>&1; then
+			sleep "$3"
 			return 0
 		fi
 		sleep 0.5
 	done
-	echo "interop: no server listens in the guest after 30 s" >&2
+	echo "interop: $4 in the guest after $(($1 / 2)) s" >&2
 }
 
-# guest_joined waits (30 s at most) until the guest's eth0 is a member
-# of mckey's group, 239.7.7.7 (/proc/net/igmp, in hex, low byte first),
-# then 3 s more: the kernel joins the group before librdmacm attaches the
-# QP, on the join's event, which the emulated guest takes seconds to get.
+# guest_listening waits until a server in the guest listens: a TCP socket
+# on perftest's and pingpong's port 18515, or an rdma_cm id (rdma res),
+# then a moment for it to get to its accept.
+guest_listening() {
+	sleep 1
+	guest_until 30 "grep -q ':4853 00000000:0000 0A' /proc/net/tcp || rdma res show cm_id | grep -q 'state LISTEN'" 0.5 "no server listens"
+}
+
+# guest_joined waits until the guest's eth0 is a member of mckey's
+# group, 239.7.7.7 (/proc/net/igmp, in hex, low byte first), then 3 s
+# more: the kernel joins the group before librdmacm attaches the QP, on
+# the join's event, which the emulated guest takes seconds to get.
 guest_joined() {
-	local i
-	for i in $(seq 60); do
-		if "$T" exec -t 10 "grep -q 070707EF /proc/net/igmp" >/dev/null 2>&1; then
-			sleep 3
-			return 0
-		fi
-		sleep 0.5
-	done
-	echo "interop: the guest's mckey joined no group after 30 s" >&2
+	guest_until 60 "grep -q 070707EF /proc/net/igmp" 3 "mckey joined no group"
 }
 
 # ccell KIND NAME HOST-SERVER GUEST-CLIENT GUEST-SERVER HOST-CLIENT: both

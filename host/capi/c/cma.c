@@ -244,6 +244,15 @@ static void fill_conn_param(struct rdma_conn_param *p, const struct srn_event *s
 	p->qp_num = e->qp_num;
 }
 
+/* find_mc finds the group of GID gid the id joined, or NULL. */
+static struct srn_mc *find_mc(struct srn_cm_id *n, const uint8_t *gid)
+{
+	for (int i = 0; i < SRN_MC_PER_ID; i++)
+		if (n->mc[i].used && memcmp(n->mc[i].gid, gid, 16) == 0)
+			return &n->mc[i];
+	return NULL;
+}
+
 /* join_event completes a MULTICAST_JOIN: the group's address vector and
  * QPN and Q_Key in param.ud, the join's context as its private data (as
  * librdmacm gives it), and the id's QP attached to the group, as
@@ -251,10 +260,7 @@ static void fill_conn_param(struct rdma_conn_param *p, const struct srn_event *s
  * MULTICAST_ERROR. */
 static void join_event(struct srn_cm_id *n, struct rdma_cm_event *ev, const struct srn_cm_event *e)
 {
-	struct srn_mc *m = NULL;
-	for (int i = 0; i < SRN_MC_PER_ID; i++)
-		if (n->mc[i].used && memcmp(n->mc[i].gid, e->dst, 16) == 0)
-			m = &n->mc[i];
+	struct srn_mc *m = find_mc(n, e->dst);
 	struct ibv_ah_attr *ah = &ev->param.ud.ah_attr;
 	ah->is_global = 1;
 	ah->port_num = 1;
@@ -1119,13 +1125,12 @@ EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, voi
 	int rc = mc_gid(addr, gid);
 	if (rc)
 		return fail(rc);
+	if (find_mc(n, gid))
+		return fail(EADDRINUSE);
 	struct srn_mc *m = NULL;
-	for (int i = 0; i < SRN_MC_PER_ID; i++) {
-		if (n->mc[i].used && memcmp(n->mc[i].gid, gid, 16) == 0)
-			return fail(EADDRINUSE);
-		if (!n->mc[i].used && !m)
+	for (int i = 0; i < SRN_MC_PER_ID && !m; i++)
+		if (!n->mc[i].used)
 			m = &n->mc[i];
-	}
 	if (!m)
 		return fail(ENOMEM);
 	m->used = 1;
@@ -1161,15 +1166,13 @@ EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 	int rc = mc_gid(addr, gid);
 	if (rc)
 		return fail(rc);
-	for (int i = 0; i < SRN_MC_PER_ID; i++) {
-		if (n->mc[i].used && memcmp(n->mc[i].gid, gid, 16) == 0) {
-			n->mc[i].used = 0;
-			if (id->qp)
-				ibv_detach_mcast(id->qp, (const union ibv_gid *)gid, 0);
-			return 0;
-		}
-	}
-	return fail(EADDRNOTAVAIL);
+	struct srn_mc *m = find_mc(n, gid);
+	if (!m)
+		return fail(EADDRNOTAVAIL);
+	m->used = 0;
+	if (id->qp)
+		ibv_detach_mcast(id->qp, (const union ibv_gid *)gid, 0);
+	return 0;
 }
 
 /* --- what softrnic's CM does not do ---------------------------------------- */
