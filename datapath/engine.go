@@ -72,6 +72,9 @@ type engine struct {
 	timersHeld            int64                             // the timers wait until then (nanotime): the engine was starved (starved)
 	sinceHold             int                               // turns since the timers were last held
 	systemClock           bool                              // the timers run on the system's clock (no test drives it)
+	now                   time.Time                         // the turn's time (clock), read once a turn
+	nowRead               bool                              // now holds this turn's time
+	nowFromNS             bool                              // the NIC's clock is the SystemClock: a turn's time is its nanotime read
 	kicker                Kicker                            // the port, if it is one: kicked before a timer fires
 	kicked                bool                              // it was, for the timers due now
 	parkPool              *Pool                             // parked packets' copies
@@ -127,6 +130,7 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
 	_, e.systemClock = n.cfg.Clock.(hostmem.SystemClock)
+	e.nowFromNS = e.systemClock
 	e.kicker, _ = p.(Kicker)
 	e.awaitCap = max(1, recvCapacity(p)/2)
 	e.ecn = n.cfg.ECN.field(n.cfg.NoCongestionControl)
@@ -154,10 +158,9 @@ func (e *engine) wake() {
 	}
 }
 
-// nanotime is a monotonic clock in nanoseconds.
-func nanotime() int64 { return int64(time.Since(clockBase)) }
-
-var clockBase = time.Now()
+// nanotime is a monotonic clock in nanoseconds: the SystemClock's reading
+// (hostmem.Monotonic), so that a turn's one read serves both.
+func nanotime() int64 { return int64(hostmem.Monotonic()) }
 
 // command runs fn in the engine's turn and waits for it. When the
 // application's polling drives the engine (PollApp), the caller's thread
@@ -356,9 +359,32 @@ func (e *engine) appBackoff(backoff *time.Duration) bool {
 // the HPUs, frames handed over and received, READ responses and resends
 // due, transmission, and the timers. It reports whether there was work.
 // e.mu is held: the engine's goroutine and NIC.Progress take turns.
-func (e *engine) turn() (bool, error) {
+func (e *engine) turn() (bool, error) { return e.turnAt(-1) }
+
+// turnAt is turn with the monotonic clock read at ns (nanotime), or read
+// here when ns is negative. The engine's time stands for the turn: the
+// clock is read once (on the system clock, that read is ns) and every
+// stage of the turn sees that time (clock).
+func (e *engine) turnAt(ns int64) (bool, error) {
 	e.begin()
-	held := e.systemClock && e.starved()
+	held := false
+	e.nowRead = false
+	if e.systemClock {
+		if ns < 0 {
+			ns = nanotime()
+		}
+		if e.nowFromNS {
+			e.now, e.nowRead = hostmem.SystemTimeAt(time.Duration(ns)), true
+		}
+		held = e.starved(ns)
+	}
+	busy, err := e.turnStages(held)
+	e.nowRead = false // outside a turn the clock is read afresh
+	return busy, err
+}
+
+// turnStages is a turn's stages, in order.
+func (e *engine) turnStages(held bool) (bool, error) {
 	busy := e.doorbellsDue()
 	if len(e.hpuEv) > 0 && e.hpuEventsDue() {
 		busy = true
@@ -451,8 +477,7 @@ func (e *engine) sleepFor() time.Duration {
 // takes what comes; after a hold, holdSpacing turns pass before the next
 // (an application that drives the engine seldom has every turn look
 // starved: its timers lose one turn in holdSpacing at most).
-func (e *engine) starved() bool {
-	now := nanotime()
+func (e *engine) starved(now int64) bool {
 	gap := now - e.lastTurn
 	first := e.lastTurn == 0
 	e.lastTurn = now
@@ -511,8 +536,16 @@ func (e *engine) idleFor(turns int) bool {
 	return time.Duration(now-e.idleSince) < e.cfg.PollBudget
 }
 
-// clock is the engine's time, for the reliability state machines.
-func (e *engine) clock() time.Time { return e.cfg.Clock.Now() }
+// clock is the engine's time, for the reliability state machines: read
+// once a turn (turnAt), its stages all see the time the turn began (a turn
+// lasts microseconds; the timers, pacing and round-trip samples work in
+// tens of microseconds and more). Outside a turn it reads the clock.
+func (e *engine) clock() time.Time {
+	if !e.nowRead {
+		e.now, e.nowRead = e.cfg.Clock.Now(), true
+	}
+	return e.now
+}
 
 // openQP reserves an RC QP's replay entries (0: the default), returning
 // any it held.

@@ -602,15 +602,15 @@ func (n *NIC) bell(e *engine) {
 func (n *NIC) Progress() bool {
 	busy := false
 	for _, e := range n.engines {
+		now := nanotime()
 		if n.cfg.Poll == PollApp {
-			now := nanotime()
 			e.drivenGap.Store(now - e.drivenStart.Swap(now)) // from its last call's start: its period
 			e.driven.Store(now)                              // a long turn is the application's too
 		}
 		if e.mu.TryLock() {
-			b, _ := e.turn()
-			if n.cfg.Poll == PollApp {
-				e.driven.Store(nanotime()) // before the lock goes: the engine's goroutine sees it
+			b, _ := e.turnAt(now) // the turn's clock is this read
+			if n.cfg.Poll == PollApp && b {
+				e.driven.Store(nanotime()) // before the lock goes: the engine's goroutine sees it (an idle turn is as short as a clock read)
 			}
 			e.mu.Unlock()
 			busy = busy || b

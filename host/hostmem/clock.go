@@ -23,6 +23,14 @@ func (SystemClock) Now() time.Time { return clockEpoch.Add(time.Since(clockEpoch
 
 var clockEpoch = time.Now()
 
+// Monotonic is the system clock's reading as the time since its epoch
+// (one clock read): SystemClock.Now() is SystemTimeAt(Monotonic()), so a
+// caller that keeps the reading (an engine, once per turn) has both.
+func Monotonic() time.Duration { return time.Since(clockEpoch) }
+
+// SystemTimeAt is the SystemClock's time at a reading of Monotonic.
+func SystemTimeAt(d time.Duration) time.Time { return clockEpoch.Add(d) }
+
 // DrivenClock is a clock that moves only when its owner says: Advance
 // and Set. The zero value is not ready; NewDrivenClock starts one.
 // It may be read from any goroutine.
