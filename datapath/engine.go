@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/softrnic/softrnic/ctxcache"
 	"github.com/softrnic/softrnic/host/hostmem"
@@ -106,9 +105,11 @@ type engine struct {
 	done        chan struct{}
 	mu          sync.Mutex // held for a turn: by the engine's goroutine, or an application's (NIC.Progress)
 	frames      []Frame
-	driven      atomic.Int64 // when an application last drove the engine (PollApp), in nanotime
-	drivenStart atomic.Int64 // when the application's last NIC.Progress began, in nanotime
-	drivenGap   atomic.Int64 // the period of its last two calls, in ns
+	driven      atomic.Int64  // when an application last drove the engine (PollApp), in nanotime
+	releases    atomic.Uint64 // the application's releases of the engine (NIC.Release)
+	backingOff  uint32        // 1 while the goroutine sleeps out of the application's way (appBackoff): a futex word, atomic
+	drivenStart atomic.Int64  // when the application's last NIC.Progress began, in nanotime
+	drivenGap   atomic.Int64  // the period of its last two calls, in ns
 }
 
 func newEngine(n *NIC, id int, p Port) *engine {
@@ -247,6 +248,14 @@ func (e *engine) run() {
 	}
 }
 
+// endBackoff ends the goroutine's backoff sleep (appBackoff), if it is
+// in one.
+func (e *engine) endBackoff() {
+	if atomic.CompareAndSwapUint32(&e.backingOff, 1, 0) {
+		futexWake(&e.backingOff)
+	}
+}
+
 // sleepOnPort sleeps on the port for wait at most, unless work is queued
 // for the engine (doorbells, commands, frames handed over, events from
 // the HPUs), and reports whether it slept. The sleep is said before the
@@ -265,17 +274,25 @@ func (e *engine) sleepOnPort(wait time.Duration) bool {
 // While an application polls (NIC.Progress) no longer ago than
 // appActive, its engines' goroutines stay out of its way, for a backoff
 // that doubles from appBackoffMin to appBackoffMax while the application
-// keeps polling: each of its wake-ups preempts the application's thread
-// on a machine whose cores it holds, so they are rare (a millisecond
-// apart at most). An application that stops polling gets its frames
+// keeps polling: each of its wake-ups preempts a spinning thread on a
+// machine whose cores spinning threads hold, so they are rare (five
+// milliseconds apart). An application that stops polling gets its frames
 // handled by the engine within that; at once where it says so: it sleeps
-// on a completion channel (NIC.Release), or a poll that lingered for its
-// peer's frame saw none (NIC.Linger) and it may spin on a buffer next.
+// on a completion channel, or a poll that lingered for its peer's frame
+// saw none and it may spin on a buffer next (NIC.Release cuts the
+// backoff short).
+//
+// appActive is long enough that a poll the scheduler interrupts does not
+// look like one that stopped: on two vCPUs a thread woken on the
+// program's CPU holds it off for tens of microseconds, and an engine
+// whose own wake-up made that gap would take the NIC over, sleep on its
+// port and be woken by every frame after (read-lat's p99 40-60 us, a
+// tenth of its iterations over 15 us; 28-34 us and 2-4 % with these).
 const (
-	appActive     = 10 * time.Microsecond
+	appActive     = 200 * time.Microsecond
 	appActiveMax  = time.Millisecond
 	appBackoffMin = 10 * time.Microsecond
-	appBackoffMax = time.Millisecond
+	appBackoffMax = 5 * time.Millisecond
 )
 
 // appSleepers counts the engines, of every NIC in the process, whose
@@ -329,24 +346,27 @@ func (e *engine) appWindow() time.Duration {
 }
 
 // appBackoff keeps the engine's goroutine out of the application's way
-// for a backoff that doubles while the application keeps polling. A
-// sleep of the engine's own thread: the runtime's timers wake no sooner
-// than a millisecond when the process is otherwise idle.
+// for a backoff that doubles while the application keeps polling, or
+// until the application releases the engine (NIC.Release). A sleep of the
+// engine's own thread on a futex word: the runtime's timers wake no
+// sooner than a millisecond when the process is otherwise idle, and
+// Release wakes the futex.
 func (e *engine) appBackoff(backoff *time.Duration) bool {
 	*backoff = min(*backoff*2, appBackoffMax)
 	ts := unix.NsecToTimespec(int64(*backoff))
-	if int(appSleepers.Load()) < e.procs-1 {
-		// A raw call: the engine keeps its P through a sleep this
-		// short, where the runtime has Ps to spare for every such engine
-		// and one more. A sleep the runtime sees costs a thread's
-		// hand-off of its P and a second wake-up to get one back, each
-		// a preemption of a spinning application on a machine whose
-		// cores it holds; with no P to spare, a raw sleep would starve
-		// the program's goroutines until the runtime preempts it.
-		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-	} else {
-		unix.Nanosleep(&ts, nil)
+	released := e.releases.Load()
+	atomic.StoreUint32(&e.backingOff, 1)
+	if e.releases.Load() == released { // a Release from here on wakes the futex (endBackoff)
+		// A raw call, where the runtime has Ps to spare for every such
+		// engine and one more: the engine keeps its P through the sleep.
+		// A sleep the runtime sees costs a thread's hand-off of its P
+		// and a second wake-up to get one back, each a preemption of a
+		// spinning application on a machine whose cores it holds; with
+		// no P to spare, a raw sleep would starve the program's
+		// goroutines until the runtime preempts it.
+		futexSleep(&e.backingOff, 1, &ts, int(appSleepers.Load()) < e.procs-1)
 	}
+	atomic.StoreUint32(&e.backingOff, 0)
 	select {
 	case <-e.nic.stop:
 		return false

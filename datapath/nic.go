@@ -735,6 +735,8 @@ func (n *NIC) Release() {
 	}
 	for _, e := range n.engines {
 		e.driven.Store(0)
+		e.releases.Add(1)
+		e.endBackoff()
 		e.wake()
 	}
 }
@@ -883,6 +885,7 @@ func (n *NIC) Close() {
 	n.stopOnce.Do(func() {
 		close(n.stop)
 		for _, e := range n.engines {
+			e.endBackoff()
 			e.port.Wake()
 		}
 	})

@@ -556,14 +556,20 @@ const (
 // such polls, and hands the NIC to its goroutines at the others, and
 // after lingerMissMax it does not linger at all until the peer sends of
 // its own accord (a WRITE placed, a message received: NIC.Arrivals), as
-// a READ test's peer never does; a hit makes it linger every time again.
+// a READ test's peer never does, nor hand the NIC over; a hit makes it
+// linger every time again.
 func (cq *CQ) linger() {
 	m := cq.lingerMiss.Load()
 	if m >= lingerMissMax && cq.dev.nic.Arrivals() == cq.lingerQuiet.Load() {
 		// Misses and no WRITE placed, no message received since: a peer
 		// that only answers (a READ test's) sends nothing to linger for,
-		// and a linger would cost this poll four budgets.
-		cq.dev.nic.Release()
+		// and a linger would cost this poll four budgets. Nor is the NIC
+		// handed to its goroutines: such a program polls on for its own
+		// next completion, and each hand-over would have the goroutine
+		// take a turn beside the program's polls (a third spinning
+		// thread on two cores) and sleep on the port, woken by every
+		// frame after. One that stops polling gets its NIC back within
+		// the goroutines' backoff.
 		return
 	}
 	if m >= lingerMisses && cq.lingerSkip.Add(1)%(1<<(m-lingerMisses+1)) != 0 {
