@@ -17,8 +17,9 @@ package kernelrx
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"sync/atomic"
-	"time"
+	"syscall"
 
 	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/udpport"
@@ -26,9 +27,11 @@ import (
 )
 
 // Receiver is a kernel UDP socket on port 4791 whose datagrams go to a
-// NIC. Its goroutine sleeps in the socket's poll while nothing comes.
+// NIC. Its goroutine waits in the Go runtime's poller while nothing
+// comes: it holds no thread in a system call (see udpport.Port.PollFile).
 type Receiver struct {
 	port *udpport.Port
+	file *os.File // the socket, watched by the runtime's poller
 	nic  *datapath.NIC
 	stop atomic.Bool
 	done chan struct{}
@@ -45,33 +48,49 @@ func Start(nic *datapath.NIC, local netip.Addr, mac wire.MAC) (*Receiver, error)
 	if err != nil {
 		return nil, fmt.Errorf("kernelrx: %w", err)
 	}
-	r := &Receiver{port: p, nic: nic, done: make(chan struct{})}
-	go r.run()
+	f, err := p.PollFile()
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("kernelrx: %w", err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		p.Close()
+		return nil, fmt.Errorf("kernelrx: %w", err)
+	}
+	r := &Receiver{port: p, file: f, nic: nic, done: make(chan struct{})}
+	go r.run(rc)
 	return r, nil
 }
 
 const (
 	buffers = 64 // frames the socket's port holds: what the XDP program misses is little
 	batch   = 16
-	idle    = 100 * time.Millisecond // the longest sleep between looks at stop
 )
 
-func (r *Receiver) run() {
+// run takes what the socket receives until Close: the poller calls the
+// read back when the socket is readable, and Close ends the wait by
+// closing the file.
+func (r *Receiver) run(rc syscall.RawConn) {
 	defer close(r.done)
 	frames := make([]datapath.Frame, batch)
 	for !r.stop.Load() {
-		k, err := r.port.Recv(frames)
-		if err != nil {
+		var k int
+		var rerr error
+		err := rc.Read(func(uintptr) bool {
+			k, rerr = r.port.Recv(frames)
+			return k > 0 || rerr != nil
+		})
+		if rerr != nil {
 			return
 		}
 		for _, f := range frames[:k] {
 			r.nic.Deliver(f.Data, f.NoICRC)
 		}
 		r.port.Release(frames[:k])
-		if k == 0 {
-			if err := r.port.Wait(idle); err != nil {
-				return
-			}
+		if err != nil {
+			return // closed
 		}
 	}
 }
@@ -86,7 +105,7 @@ func (r *Receiver) Close() error {
 	if r.stop.Swap(true) {
 		return datapath.ErrClosed
 	}
-	r.port.Wake()
+	r.file.Close() // ends the poller's wait
 	<-r.done
 	return r.port.Close()
 }

@@ -34,6 +34,7 @@ package udpport
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -686,6 +687,26 @@ func (p *Port) Wait(timeout time.Duration) error {
 		return nil
 	}
 	return err
+}
+
+// PollFile returns a duplicate of the receiving socket's descriptor as a
+// File the Go runtime's poller watches: a goroutine that waits for
+// datagrams on it (SyscallConn().Read) is parked, where Wait holds its
+// thread, and with it a P, in a system call (the runtime's monitor takes
+// such a P back after 10 ms and polls every 20 us for a while after,
+// each wake-up a preemption of a spinning thread on a machine whose cores
+// spinning threads hold). The caller closes it.
+func (p *Port) PollFile() (*os.File, error) {
+	fd, err := unix.Dup(p.fd)
+	if err != nil {
+		return nil, fmt.Errorf("udpport: dup: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil { // shared with p.fd's description: already so
+		unix.Close(fd)
+		return nil, fmt.Errorf("udpport: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "udpport"), nil
 }
 
 // Wake implements datapath.Port.
