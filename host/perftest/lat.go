@@ -113,8 +113,8 @@ func (d *rdma) waitByte(ctx context.Context, off int, want byte, seen uint64) (u
 				return seen, nil
 			}
 		}
-		if spin < 64 {
-			runtime.Gosched()
+		if spin < 64 && !d.env.Dev.NIC().AppDriven() {
+			runtime.Gosched() // the NIC's goroutines need the CPU (where the poll drives the NIC, WaitWritesPlaced does)
 			continue
 		}
 		cur, err := d.env.Dev.WaitWritesPlaced(ctx, seen)

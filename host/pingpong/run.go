@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -495,6 +496,7 @@ func (r *run) loop(ctx context.Context, first bool) (int, error) {
 	}
 	wc := make([]verbs.WC, c.RxDepth+len(r.qps))
 	rcnt, scnt := 0, 0
+	appDriven := r.env.Dev.NIC().AppDriven()
 	for spins := 0; rcnt < c.Iters || scnt < c.Iters; spins++ {
 		var n int
 		if c.Events {
@@ -507,8 +509,11 @@ func (r *run) loop(ctx context.Context, first bool) (int, error) {
 				return rcnt, ctx.Err()
 			}
 			// A NIC whose engines run in goroutines of their own
-			// (not datapath.PollApp) needs the CPU this loop holds.
-			runtime.Gosched()
+			// (not datapath.PollApp) needs the CPU this loop holds; one
+			// the poll drives yields seldom (datapath.YieldPolls).
+			if !appDriven || spins%datapath.YieldPolls == 0 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		for _, w := range wc[:n] {

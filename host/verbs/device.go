@@ -630,7 +630,7 @@ func (cq *CQ) Wait(ctx context.Context) error {
 			if cq.written.Load() > cq.consumedNow() {
 				return nil
 			}
-			if !cq.dev.nic.Progress() && i%64 == 63 {
+			if !cq.dev.nic.Progress() && i%datapath.YieldPolls == datapath.YieldPolls-1 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
