@@ -522,8 +522,8 @@ func (s *Socket) Send(frames []datapath.Frame) (int, error) {
 // can lag the wire by milliseconds, long enough for a retransmission
 // timer to fire for a packet whose ACK has arrived.
 func (s *Socket) Kick() {
-	if !s.closed {
-		unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	if !s.closed { // a raw call, as kick's
+		unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	}
 }
 
