@@ -509,7 +509,8 @@ func (cq *CQ) OnCompletion(f func(solicited bool)) {
 // On a device whose NIC the application's polling drives
 // (datapath.PollApp), a Poll that finds none runs the NIC's engines for a
 // turn and looks again; and a Poll whose last send completion leaves its
-// QP with nothing posted lingers (cq.linger) before it returns.
+// QP with nothing posted lingers (cq.linger) before it returns, unless it
+// completed a READ or an atomic.
 func (cq *CQ) Poll(wc []WC) int {
 	n, idle := cq.poll(wc)
 	if !cq.dev.nic.AppDriven() {
@@ -525,6 +526,12 @@ func (cq *CQ) Poll(wc []WC) int {
 		cq.linger()
 	}
 	return n
+}
+
+// answered reports whether a send completion's operation brought its
+// answer with it: a READ's data, an atomic's original value.
+func answered(op WCOpcode) bool {
+	return op == WCRDMARead || op == WCCompSwap || op == WCFetchAdd
 }
 
 // PollNoDrive fills wc as Poll does but never runs the NIC's engines: the
@@ -611,7 +618,11 @@ func (cq *CQ) poll(wc []WC) (int, bool) {
 			}
 			qp.consumed(recv, c.WQEIndex) // the NIC has consumed the queue up to this WQE
 			if !recv {
-				idle = qp.sqPosted.Load() == qp.sqDone.Load()
+				// A READ's or an atomic's completion brings what the
+				// program waited for: its peer sends nothing next, so
+				// the poll has nothing to linger for (a WRITE's or a
+				// SEND's is often answered by the peer's own).
+				idle = qp.sqPosted.Load() == qp.sqDone.Load() && !answered(WCOpcode(c.Opcode))
 			}
 		}
 		wc[n] = WC{WRID: c.WRID, Status: WCStatus(c.Status), Opcode: WCOpcode(c.Opcode), ByteLen: c.ByteLen,
