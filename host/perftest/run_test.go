@@ -53,7 +53,7 @@ func runEnvs(t *testing.T, se, ce Env, scfg, ccfg Config) (server, client string
 	t.Helper()
 	server, client, sres, cres, serr, cerr := runSides(t, se, ce, scfg, ccfg)
 	if cerr != nil {
-		t.Fatalf("client: %v\n%s", cerr, client)
+		t.Fatalf("client: %v\n%s\nserver: %v\n%s", cerr, client, serr, server)
 	}
 	if serr != nil {
 		t.Fatalf("server: %v\n%s", serr, server)
