@@ -23,7 +23,9 @@
 # Needs root, sockperf and iperf3.
 #
 # Environment: SOFTRNIC (the binary), ROUNDS (default 3), LATN (latency
-# iterations, 5000), BWN (bandwidth iterations, 3000), SECS (seconds per
+# iterations, 100000: about a second, of the order of sockperf's 2 s of
+# round trips, so that both p99s are over runs of similar length, not
+# softrnic's over its first 50 ms), BWN (bandwidth iterations, 3000), SECS (seconds per
 # sockperf, iperf3 and frames run, 2).
 set -eu
 cd "$(dirname "$0")/../.."
@@ -31,7 +33,7 @@ cd "$(dirname "$0")/../.."
 BIN=$(realpath "${SOFTRNIC:-bin/softrnic}")
 export PATH="$PATH:/usr/local/go/bin"
 ROUNDS=${ROUNDS:-3}
-LATN=${LATN:-5000}
+LATN=${LATN:-100000}
 BWN=${BWN:-3000}
 SECS=${SECS:-2}
 PIN="" # a command prefix for both perf sides (taskset)
