@@ -73,6 +73,7 @@ type engine struct {
 	systemClock           bool                              // the timers run on the system's clock (no test drives it)
 	now                   time.Time                         // the turn's time (clock), read once a turn
 	nowRead               bool                              // now holds this turn's time
+	turnNS                int64                             // the turn's nanotime read, if nowFromNS (0: none): now is made from it when first asked
 	nowFromNS             bool                              // the NIC's clock is the SystemClock: a turn's time is its nanotime read
 	kicker                Kicker                            // the port, if it is one: kicked before a timer fires
 	kicked                bool                              // it was, for the timers due now
@@ -394,12 +395,12 @@ func (e *engine) turnAt(ns int64) (bool, error) {
 			ns = nanotime()
 		}
 		if e.nowFromNS {
-			e.now, e.nowRead = hostmem.SystemTimeAt(time.Duration(ns)), true
+			e.turnNS = ns // clock makes the time of it, if a stage asks
 		}
 		held = e.starved(ns)
 	}
 	busy, err := e.turnStages(held)
-	e.nowRead = false // outside a turn the clock is read afresh
+	e.nowRead, e.turnNS = false, 0 // outside a turn the clock is read afresh
 	return busy, err
 }
 
@@ -562,7 +563,12 @@ func (e *engine) idleFor(turns int) bool {
 // tens of microseconds and more). Outside a turn it reads the clock.
 func (e *engine) clock() time.Time {
 	if !e.nowRead {
-		e.now, e.nowRead = e.cfg.Clock.Now(), true
+		if e.turnNS != 0 {
+			e.now = hostmem.SystemTimeAt(time.Duration(e.turnNS))
+		} else {
+			e.now = e.cfg.Clock.Now()
+		}
+		e.nowRead = true
 	}
 	return e.now
 }
