@@ -9,7 +9,7 @@ import (
 )
 
 // tiny are sizes small enough for the race detector.
-var tiny = AppsConfig{Size: 16 << 10, Messages: 12, Rounds: 4, GETs: 40, RateGETs: 80, Outstanding: 8, Depth: 4}
+var tiny = AppsConfig{Size: 16 << 10, Messages: 12, Rounds: 4, GETs: 40, RateGETs: 80, Outstanding: 8, Depth: 4, Repeats: 1}
 
 // TestApps: every application runs both ways, with a checked result and
 // figures to show, in pairs (NIC, then host); the table prints; no
@@ -95,5 +95,41 @@ func TestAppsCheck(t *testing.T) {
 			}
 			t.Logf("%s: %v", a.name, err)
 		}
+	}
+}
+
+// TestMedianRows: each row of the repeated runs is the run of median
+// rate of its way, whole (its other figures from the same run).
+func TestMedianRows(t *testing.T) {
+	row := func(way string, ops int, ms int, bytes uint64) AppRow {
+		return AppRow{App: "a", Way: way, Ops: ops, Elapsed: time.Duration(ms) * time.Millisecond, HostBytes: bytes}
+	}
+	for _, tc := range []struct {
+		name      string
+		runs      [][]AppRow
+		nic, host uint64 // the HostBytes of the rows picked
+	}{
+		{"one run", [][]AppRow{{row("NIC", 10, 10, 1), row("host", 10, 20, 2)}}, 1, 2},
+		{"three runs", [][]AppRow{
+			{row("NIC", 10, 10, 1), row("host", 10, 10, 4)}, // NIC 1000/s, host 1000/s
+			{row("NIC", 10, 20, 2), row("host", 10, 30, 5)}, // NIC 500/s, host 333/s
+			{row("NIC", 10, 40, 3), row("host", 10, 20, 6)}, // NIC 250/s, host 500/s
+		}, 2, 6},
+		{"four runs: the upper middle", [][]AppRow{
+			{row("NIC", 10, 10, 1), row("host", 10, 10, 5)},
+			{row("NIC", 10, 20, 2), row("host", 10, 20, 6)},
+			{row("NIC", 10, 30, 3), row("host", 10, 30, 7)},
+			{row("NIC", 10, 40, 4), row("host", 10, 40, 8)},
+		}, 2, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := medianRows(tc.runs)
+			if len(got) != 2 || got[0].HostBytes != tc.nic || got[1].HostBytes != tc.host {
+				t.Fatalf("picked %+v, want the NIC run with %d bytes and the host run with %d", got, tc.nic, tc.host)
+			}
+			if got[0].Runs != len(tc.runs) || got[0].Way != "NIC" || got[1].Way != "host" {
+				t.Errorf("rows %+v", got)
+			}
+		})
 	}
 }
