@@ -276,10 +276,21 @@ var ErrTooLarge = errors.New("hpu: payload larger than a packet buffer slot")
 // ErrClosed: the engine is closed.
 var ErrClosed = errors.New("hpu: engine closed")
 
+// maxSpinners is how many idle HPUs may spin: one fewer than the
+// processors the program may run on, whatever its GOMAXPROCS (a program
+// that runs NICs sets twice the processors, datapath.SpareProcs, so that
+// threads asleep in system calls keep their Ps: with a spinner per P,
+// three spinners took two processors' time from the NICs' engines, and
+// the handlers' applications ran 0.78-0.80x the host's rate, 0.92-1.02x
+// with GOMAXPROCS=2).
+func maxSpinners() int32 {
+	return int32(max(1, min(runtime.GOMAXPROCS(0), runtime.NumCPU())-1))
+}
+
 // New starts an engine: Clusters x HPUs goroutines. Close stops them.
 func New(cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, start: time.Now(), maxSpinners: int32(max(1, runtime.GOMAXPROCS(0)-1)),
+	e := &Engine{cfg: cfg, start: time.Now(), maxSpinners: maxSpinners(),
 		msgs: make([]msgState, cfg.Messages), free: newRing(cfg.Messages), stop: make(chan struct{})}
 	for i := range e.shards {
 		e.shards[i].index = make(map[msgKey]int32, cfg.Messages/msgShards+1)
