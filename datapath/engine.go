@@ -99,18 +99,16 @@ type engine struct {
 	sentN                 int
 	idleSince             int64 // when the engine's idle polling began (nanotime; 0: it has work)
 	appBusy               int64 // PollApp: when the engine's own goroutine last had work, in nanotime
-	procs                 int   // GOMAXPROCS when the engine's goroutine started
 	misses                int   // tickets of this engine's lookups whose answers have not come (look, arrived)
 
 	sleeping    atomic.Bool // the engine is (about to be) asleep in Port.Wait
 	done        chan struct{}
 	mu          sync.Mutex // held for a turn: by the engine's goroutine, or an application's (NIC.Progress)
 	frames      []Frame
-	driven      atomic.Int64  // when an application last drove the engine (PollApp), in nanotime
-	releases    atomic.Uint64 // the application's releases of the engine (NIC.Release)
-	backingOff  uint32        // 1 while the goroutine sleeps out of the application's way (appBackoff): a futex word, atomic
-	drivenStart atomic.Int64  // when the application's last NIC.Progress began, in nanotime
-	drivenGap   atomic.Int64  // the period of its last two calls, in ns
+	driven      atomic.Int64 // when an application last drove the engine (PollApp), in nanotime
+	lease       *lease       // PollApp: what the goroutine waits on while the application polls (nil: it sleeps appLease at a time)
+	drivenStart atomic.Int64 // when the application's last NIC.Progress began, in nanotime
+	drivenGap   atomic.Int64 // the period of its last two calls, in ns
 }
 
 func newEngine(n *NIC, id int, p Port) *engine {
@@ -129,6 +127,9 @@ func newEngine(n *NIC, id int, p Port) *engine {
 	e.heldFree = make([]uint16, heldRxMax)
 	for i := range e.heldFree {
 		e.heldFree[i] = uint16(heldRxMax - 1 - i)
+	}
+	if n.cfg.Poll == PollApp {
+		e.lease, _ = newLease() // without one, the goroutine sleeps appLease at a time (waitLease)
 	}
 	e.timerWheel.start = n.cfg.Clock.Now()
 	_, e.systemClock = n.cfg.Clock.(hostmem.SystemClock)
@@ -198,15 +199,11 @@ func (e *engine) command(fn func()) {
 func (e *engine) run() {
 	runtime.LockOSThread()
 	if e.cfg.Poll == PollApp {
-		// appIdle's short sleeps, as short as asked (the default slack is 50 us).
+		// appIdle's sleeps on the port, as short as asked (the default slack is 50 us).
 		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		appSleepers.Add(1)
-		defer appSleepers.Add(-1)
-		e.procs = runtime.GOMAXPROCS(0) // read once: it takes the scheduler's lock
 	}
 	defer close(e.done)
 	idle := 0 // turns since the engine last had work
-	backoff := appBackoffMin
 	for {
 		select {
 		case <-e.nic.stop:
@@ -214,7 +211,7 @@ func (e *engine) run() {
 		default:
 		}
 		if e.cfg.Poll == PollApp {
-			if !e.appIdle(&backoff) {
+			if !e.appIdle() {
 				return
 			}
 			continue
@@ -249,14 +246,6 @@ func (e *engine) run() {
 	}
 }
 
-// endBackoff ends the goroutine's backoff sleep (appBackoff), if it is
-// in one.
-func (e *engine) endBackoff() {
-	if atomic.CompareAndSwapUint32(&e.backingOff, 1, 0) {
-		futexWake(&e.backingOff)
-	}
-}
-
 // sleepOnPort sleeps on the port for wait at most, unless work is queued
 // for the engine (doorbells, commands, frames handed over, events from
 // the HPUs), and reports whether it slept. The sleep is said before the
@@ -272,33 +261,30 @@ func (e *engine) sleepOnPort(wait time.Duration) bool {
 	return slept
 }
 
-// While an application polls (NIC.Progress) no longer ago than
-// appActive, its engines' goroutines stay out of its way, for a backoff
-// that doubles from appBackoffMin to appBackoffMax while the application
-// keeps polling: each of its wake-ups preempts a spinning thread on a
-// machine whose cores spinning threads hold, so they are rare (five
-// milliseconds apart). An application that stops polling gets its frames
-// handled by the engine within that; at once where it says so: it sleeps
-// on a completion channel, or a poll that lingered for its peer's frame
-// saw none and it may spin on a buffer next (NIC.Release cuts the
-// backoff short).
+// While an application polls (NIC.Progress), its engines' goroutines stay
+// out of its way: each waits on a lease (lease.go) whose timer the
+// application's polls push back, and takes the NIC over only when the
+// timer runs out, appLease after the application's last poll, or when the
+// application releases the NIC at once (NIC.Release: it sleeps on a
+// completion channel, or a poll that lingered for its peer's frame saw
+// none and it may spin on a buffer next). While the application polls,
+// the goroutine does not wake at all: a wake-up preempts a spinning
+// thread on a machine whose cores spinning threads hold (with a backoff
+// of 5 ms in each of two programs, 0.4 % of write-lat's iterations took
+// over 15 us for it).
 //
-// appActive is long enough that a poll the scheduler interrupts does not
+// appActive is how long after its last poll the application still counts
+// as polling, long enough that a poll the scheduler interrupts does not
 // look like one that stopped: on two vCPUs a thread woken on the
 // program's CPU holds it off for tens of microseconds, and an engine
-// whose own wake-up made that gap would take the NIC over, sleep on its
+// that took that gap for a stop would take the NIC over, sleep on its
 // port and be woken by every frame after (read-lat's p99 40-60 us, a
-// tenth of its iterations over 15 us; 28-34 us and 2-4 % with these).
+// tenth of its iterations over 15 us; 28-34 us and 2-4 % with 200 us).
 const (
-	appActive     = 200 * time.Microsecond
-	appActiveMax  = time.Millisecond
-	appBackoffMin = 10 * time.Microsecond
-	appBackoffMax = 5 * time.Millisecond
+	appActive    = 200 * time.Microsecond
+	appActiveMax = time.Millisecond
+	appLease     = 5 * time.Millisecond
 )
-
-// appSleepers counts the engines, of every NIC in the process, whose
-// goroutines back off while their application polls (PollApp).
-var appSleepers atomic.Int32
 
 // appIdle is one pass of an engine's goroutine when the application's
 // polling drives it (PollApp): out of the way while the application
@@ -306,12 +292,12 @@ var appSleepers atomic.Int32
 // more than it helps), a turn otherwise, and a sleep on the port, woken
 // by a frame or a doorbell, when there is no work. It returns false when
 // the engine stops.
-func (e *engine) appIdle(backoff *time.Duration) bool {
+func (e *engine) appIdle() bool {
 	if time.Duration(nanotime()-e.driven.Load()) < e.appWindow() {
-		return e.appBackoff(backoff)
+		return e.waitLease()
 	}
 	if !e.mu.TryLock() { // the application runs the engine right now (NIC.Progress)
-		return e.appBackoff(backoff)
+		return e.waitLease()
 	}
 	busy, err := e.turn()
 	pending := e.dma.busy()
@@ -321,7 +307,6 @@ func (e *engine) appIdle(backoff *time.Duration) bool {
 		return false
 	}
 	if busy || e.cfg.DMA.Busy() || pending {
-		*backoff = appBackoffMin
 		e.appBusy = nanotime()
 		return true
 	}
@@ -346,34 +331,45 @@ func (e *engine) appWindow() time.Duration {
 	return max(appActive, min(2*time.Duration(e.drivenGap.Load()), appActiveMax))
 }
 
-// appBackoff keeps the engine's goroutine out of the application's way
-// for a backoff that doubles while the application keeps polling, or
-// until the application releases the engine (NIC.Release). A sleep of the
-// engine's own thread on a futex word: the runtime's timers wake no
-// sooner than a millisecond when the process is otherwise idle, and
-// Release wakes the futex.
-func (e *engine) appBackoff(backoff *time.Duration) bool {
-	*backoff = min(*backoff*2, appBackoffMax)
-	ts := unix.NsecToTimespec(int64(*backoff))
-	released := e.releases.Load()
-	atomic.StoreUint32(&e.backingOff, 1)
-	if e.releases.Load() == released { // a Release from here on wakes the futex (endBackoff)
-		// A raw call, where the runtime has Ps to spare for every such
-		// engine and one more: the engine keeps its P through the sleep.
-		// A sleep the runtime sees costs a thread's hand-off of its P
-		// and a second wake-up to get one back, each a preemption of a
-		// spinning application on a machine whose cores it holds; with
-		// no P to spare, a raw sleep would starve the program's
-		// goroutines until the runtime preempts it.
-		futexSleep(&e.backingOff, 1, &ts, int(appSleepers.Load()) < e.procs-1)
+// waitLease waits until the application's lease runs out or it releases
+// the NIC, and reports false if the engine stops. A timer that ran out
+// while the application still drives the engine (its posts run turns,
+// which renew nothing) is armed again here.
+func (e *engine) waitLease() bool {
+	if l := e.lease; l != nil {
+		if now := nanotime(); now-l.at.Load() >= int64(appLease) {
+			l.arm(appLease, now)
+		}
+		l.wait(func() bool { return e.driven.Load() == 0 || e.stopped() })
+	} else {
+		time.Sleep(appLease)
 	}
-	atomic.StoreUint32(&e.backingOff, 0)
+	return !e.stopped()
+}
+
+// stopped reports whether the NIC is closed.
+func (e *engine) stopped() bool {
 	select {
 	case <-e.nic.stop:
-		return false
+		return true
 	default:
+		return false
 	}
-	return true
+}
+
+// renewLease pushes the application's lease back (PollApp; now is
+// nanotime).
+func (e *engine) renewLease(now int64) {
+	if e.lease != nil {
+		e.lease.renew(now)
+	}
+}
+
+// wakeLease ends the goroutine's wait on the lease at once.
+func (e *engine) wakeLease() {
+	if e.lease != nil {
+		e.lease.wake()
+	}
 }
 
 // turn is one pass of the engine: doorbells and commands, events from

@@ -617,6 +617,7 @@ func (n *NIC) Progress() bool {
 		if n.cfg.Poll == PollApp {
 			e.drivenGap.Store(now - e.drivenStart.Swap(now)) // from its last call's start: its period
 			e.driven.Store(now)                              // a long turn is the application's too
+			e.renewLease(now)
 		}
 		if e.mu.TryLock() {
 			b, _ := e.turnAt(now) // the turn's clock is this read
@@ -733,6 +734,7 @@ func (n *NIC) Driving() {
 	now := nanotime()
 	for _, e := range n.engines {
 		e.driven.Store(now)
+		e.renewLease(now)
 	}
 }
 
@@ -746,8 +748,7 @@ func (n *NIC) Release() {
 	}
 	for _, e := range n.engines {
 		e.driven.Store(0)
-		e.releases.Add(1)
-		e.endBackoff()
+		e.wakeLease()
 		e.wake()
 	}
 }
@@ -896,7 +897,7 @@ func (n *NIC) Close() {
 	n.stopOnce.Do(func() {
 		close(n.stop)
 		for _, e := range n.engines {
-			e.endBackoff()
+			e.wakeLease()
 			e.port.Wake()
 		}
 	})

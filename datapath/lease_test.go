@@ -1,0 +1,55 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+)
+
+// While its application polls, an engine's goroutine waits on the
+// application's lease and does not wake: the lease runs out appLease
+// after it was last renewed; NIC.Progress renews it, so a goroutine whose
+// application keeps polling waits on; NIC.Release ends the wait at once.
+func TestLease(t *testing.T) {
+	h := newHarness(t)
+	e := h.nic.engines[0]
+	if e.lease == nil {
+		t.Fatal("a PollApp engine has no lease")
+	}
+	wait := func() <-chan time.Duration {
+		e.driven.Store(nanotime()) // the application polls
+		e.lease.arm(appLease, nanotime())
+		done := make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			e.waitLease()
+			done <- time.Since(start)
+		}()
+		return done
+	}
+
+	if d := <-wait(); d < appLease*9/10 {
+		t.Errorf("a lease no one renewed ran out after %v, want %v", d, appLease)
+	}
+
+	done := wait()
+	polling := 3 * appLease
+	for end := time.Now().Add(polling); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		h.nic.Progress()
+	}
+	if d := <-done; d < polling {
+		t.Errorf("the goroutine woke after %v while the application polled for %v", d, polling)
+	}
+
+	// The released wait is timed: a loaded machine may keep the
+	// goroutine off the CPU, so it gets a few tries.
+	var d time.Duration
+	for range 5 {
+		done := wait()
+		time.Sleep(time.Millisecond)
+		h.nic.Release()
+		if d = <-done; d < appLease/2 {
+			return
+		}
+	}
+	t.Errorf("a released wait lasted %v, want well under %v", d, appLease)
+}
