@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"os"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -12,69 +11,61 @@ import (
 )
 
 // lease is what an engine's goroutine waits on while its application
-// polls (PollApp): a timer the application's polls push back (renew) and
-// an event the application's release of the NIC raises (wake). The
-// goroutine waits in the Go runtime's poller, on an epoll set of the two
-// (wait): parked, it holds no thread in a system call and wakes for
-// nothing while the application polls, where a sleep with a timeout
-// would wake it every few milliseconds, each time preempting a spinning
-// thread on a machine whose cores spinning threads hold.
+// polls (PollApp): a timer (a timerfd) the application's polls push back
+// (renew), whose running out a watching goroutine, parked in the Go
+// runtime's poller, turns into a word on expired. Parked, neither
+// goroutine holds a thread in a system call or wakes while the
+// application polls, where a sleep with a timeout would wake every few
+// milliseconds, each time preempting a spinning thread on a machine
+// whose cores spinning threads hold. The runtime's poller may notice the
+// timer up to 10 ms late (its monitor's look, when every thread is busy
+// or asleep): an application that stops polling without a word gets its
+// NIC back within appLease and that; one that says so (NIC.Release)
+// wakes the goroutine through a channel at once.
 type lease struct {
-	tfd, efd, ep int
-	conn         syscall.RawConn
-	file         *os.File     // the epoll set, as the runtime's poller watches it
-	at           atomic.Int64 // when the timer was last armed, in nanotime
-	waiting      atomic.Bool  // the goroutine is about to wait, or waits
+	tfd     int
+	file    *os.File // the timer, as the runtime's poller watches it
+	conn    syscall.RawConn
+	at      atomic.Int64  // when the timer was last armed, in nanotime
+	expired chan struct{} // a word when the timer ran out (capacity 1)
 }
 
-// newLease makes a lease whose descriptors close once it is unreachable.
+// newLease makes a lease and starts its watching goroutine, which ends
+// at close.
 func newLease() (*lease, error) {
-	l := &lease{tfd: -1, efd: -1, ep: -1}
-	fail := func(err error) (*lease, error) {
-		l.close()
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
 		return nil, err
 	}
-	var err error
-	if l.tfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
-		return fail(err)
-	}
-	if l.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return fail(err)
-	}
-	if l.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fail(err)
-	}
-	for _, fd := range []int{l.tfd, l.efd} {
-		if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
-			return fail(err)
-		}
-	}
-	if err := unix.SetNonblock(l.ep, true); err != nil { // so that os.NewFile gives it to the runtime's poller
-		return fail(err)
-	}
-	l.file = os.NewFile(uintptr(l.ep), "lease")
+	l := &lease{tfd: tfd, file: os.NewFile(uintptr(tfd), "lease"), expired: make(chan struct{}, 1)}
 	if l.conn, err = l.file.SyscallConn(); err != nil {
-		return fail(err)
+		l.file.Close()
+		return nil, err
 	}
-	runtime.AddCleanup(l, func(fds [2]int) {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-	}, [2]int{l.tfd, l.efd}) // the epoll set's descriptor is the File's, closed by its own cleanup
+	go l.watch()
 	return l, nil
 }
 
-func (l *lease) close() {
-	if l.file != nil {
-		l.file.Close()
-	} else if l.ep >= 0 {
-		unix.Close(l.ep)
-	}
-	for _, fd := range []int{l.tfd, l.efd} {
-		if fd >= 0 {
-			unix.Close(fd)
+// watch turns each running out of the timer into a word on expired.
+func (l *lease) watch() {
+	var buf [8]byte
+	for {
+		err := l.conn.Read(func(fd uintptr) bool {
+			n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
+			return e == 0 && n == 8 // ran out; else parked until it does
+		})
+		if err != nil {
+			return // closed
+		}
+		select {
+		case l.expired <- struct{}{}:
+		default:
 		}
 	}
 }
+
+// close stops the watching goroutine and closes the timer.
+func (l *lease) close() { l.file.Close() }
 
 // arm sets the timer to run out d from now (nanotime): a raw system call,
 // which the Go runtime does not see (see xsk's kick).
@@ -91,35 +82,4 @@ func (l *lease) renew(now int64) {
 	if now-l.at.Load() >= int64(appLease/4) {
 		l.arm(appLease, now)
 	}
-}
-
-// wake ends the goroutine's wait at once, if it waits.
-func (l *lease) wake() {
-	if l.waiting.Load() {
-		one := [8]byte{1}
-		unix.RawSyscall(unix.SYS_WRITE, uintptr(l.efd), uintptr(unsafe.Pointer(&one[0])), 8)
-	}
-}
-
-// wait parks the calling goroutine until the timer runs out or wake, or
-// at once if done reports true after the goroutine said it waits (the
-// other side of wake's look: a release stores its word, then looks at
-// waiting; the goroutine stores waiting, then looks at the word).
-func (l *lease) wait(done func() bool) {
-	l.waiting.Store(true)
-	defer l.waiting.Store(false)
-	var evs [2]unix.EpollEvent
-	var buf [8]byte
-	l.conn.Read(func(uintptr) bool {
-		if done() {
-			return true
-		}
-		n, _ := unix.EpollWait(l.ep, evs[:], 0)
-		if n <= 0 {
-			return false // parked until the set is readable
-		}
-		unix.Read(l.tfd, buf[:])
-		unix.Read(l.efd, buf[:])
-		return true
-	})
 }
