@@ -95,6 +95,8 @@ type engine struct {
 	noticer               hostmem.Completer                 // tells the host of CQEs in host memory (notice)
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
+	ackHold               ackHold        // ACKs held for the application's answer (holdACKs)
+	byApp                 bool           // the turn is the application's (PollApp: NIC.Progress, a doorbell's turn)
 	sent                  [64]pendingCQE // unreliable sends' completions, written once their frames have left (completeSent)
 	sentN                 int
 	idleSince             int64 // when the engine's idle polling began (nanotime; 0: it has work)
@@ -476,7 +478,9 @@ func (e *engine) turnStages(held bool) (bool, error) {
 	if e.dmaDue() {
 		busy = true
 	}
-	e.flushTX()
+	if !e.holdACKs() {
+		e.flushTX()
+	}
 	e.port.Flush()
 	// The timers run once what the port has received is taken: an ACK
 	// that sits in the receive ring while the engine was starved of CPU

@@ -24,8 +24,9 @@ type testPort struct {
 	rx       [][]byte
 	tx       [][]byte
 	stats    PortStats
-	capacity int // what RecvCapacity says (0: the default)
-	waits    int // Wait calls: the engine slept on the port
+	capacity int   // what RecvCapacity says (0: the default)
+	waits    int   // Wait calls: the engine slept on the port
+	batches  []int // the frames of each Send call, in order
 
 	// Received frames are lent until released: each has its own handle,
 	// and a released frame's bytes are overwritten, as a port reusing
@@ -72,6 +73,7 @@ func (p *testPort) Alloc(frames []Frame) int {
 }
 
 func (p *testPort) Send(frames []Frame) (int, error) {
+	p.batches = append(p.batches, len(frames))
 	for _, f := range frames {
 		p.tx = append(p.tx, append([]byte(nil), f.Data...))
 	}
@@ -121,7 +123,8 @@ func newHarnessOn(t *testing.T, port *testPort, set ...func(*NICConfig)) *harnes
 		ip: netip.MustParseAddr("10.9.0.1"), peerIP: netip.MustParseAddr("10.9.0.2")}
 	dma := hostmem.NewDMA(h.mem, hostmem.PCIe{Latency: pcieLatency, Clock: h.clock}, 0)
 	cfg := NICConfig{Ports: []Port{h.port}, MAC: h.mac, IP: h.ip, Memory: h.mem, DMA: dma,
-		MaxQPs: 16, MaxCQs: 4, MaxSRQs: 4, MaxMRs: 16, MaxMTT: 1024, ReplayEntries: 1024, Poll: PollApp, Clock: h.clock}
+		MaxQPs: 16, MaxCQs: 4, MaxSRQs: 4, MaxMRs: 16, MaxMTT: 1024, ReplayEntries: 1024, Poll: PollApp, Clock: h.clock,
+		ACKHold: -1} // each turn's ACKs leave with it (holdACKs' own tests hold them)
 	for _, f := range set {
 		f(&cfg)
 	}

@@ -66,6 +66,10 @@ type NICConfig struct {
 	// leave the polling to the application (PollApp).
 	Poll       PollMode
 	PollBudget time.Duration
+	// ACKHold is how long, with PollApp, an application's turn whose only
+	// frames are ACKs holds them for its answer, to send both in one
+	// batch (holdACKs): 0 is the default, 10 us; negative, never.
+	ACKHold time.Duration
 	// BaselineQPC puts the blocking baseline (ctxcache.Baseline) in front
 	// of the QP contexts instead of GCCache, to measure GCCache's effect
 	// on the whole NIC (softrnic bench scale); the other contexts keep
@@ -214,6 +218,8 @@ type Counters struct {
 	AppLingers                 atomic.Uint64 // polls that drove the NIC on for the next frame after the completion that left a QP idle (NIC.Linger)
 	AppLingerHits              atomic.Uint64 // of them, those that saw a frame within the poll budget
 	AppYields                  atomic.Uint64 // idle polls on a single CPU that slept on the port instead of spinning (NIC.Progress)
+	AckHolds                   atomic.Uint64 // application turns whose only frames, ACKs, waited for its next turn (holdACKs)
+	AckHoldsLate               atomic.Uint64 // held ACKs that left without an answer (ackHoldMax): holding pauses
 	McastRecvs                 atomic.Uint64 // copies of multicast datagrams given to the QPs attached to their group (mcast.go)
 
 	// The resolve stage's (resolve.go): context lookups through the
@@ -253,7 +259,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
-		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"mcast_recvs", &c.McastRecvs},
+		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"ack_holds", &c.AckHolds}, {"ack_holds_late", &c.AckHoldsLate}, {"mcast_recvs", &c.McastRecvs},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -392,6 +398,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.ReplayEntries, 32768)
 	if cfg.PollBudget <= 0 {
 		cfg.PollBudget = 50 * time.Microsecond
+	}
+	if cfg.ACKHold == 0 {
+		cfg.ACKHold = DefaultACKHold
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = hostmem.SystemClock{}
@@ -595,7 +604,9 @@ func (n *NIC) bell(e *engine) {
 		return
 	}
 	if e.mu.TryLock() {
+		e.byApp = true
 		_, err := e.turn()
+		e.byApp = false
 		e.mu.Unlock()
 		if err == nil {
 			return
@@ -620,7 +631,9 @@ func (n *NIC) Progress() bool {
 			e.renewLease(now)
 		}
 		if e.mu.TryLock() {
+			e.byApp = n.cfg.Poll == PollApp
 			b, _ := e.turnAt(now) // the turn's clock is this read
+			e.byApp = false
 			if n.cfg.Poll == PollApp && b {
 				e.driven.Store(nanotime()) // before the lock goes: the engine's goroutine sees it (an idle turn is as short as a clock read)
 			}

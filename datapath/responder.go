@@ -667,7 +667,11 @@ func (e *engine) sendACK(q *hostmem.QPCEntry, psn wire.PSN, s wire.Syndrome, msn
 	var f wire.FrameFields
 	e.frameTo(&f, q, wire.RCAcknowledge, psn)
 	f.AETH = wire.AETHFields{Syndrome: s, MSN: msn}
+	n := e.txN
 	e.send(&f)
+	if s.IsACK() && e.txN != n { // queued, not staged behind reads
+		e.ackHold.acks++
+	}
 }
 
 // acknowledge sends an ACK of every request executed so far, with the

@@ -6,6 +6,7 @@ package datapath
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/hostmem"
@@ -148,6 +149,7 @@ func (e *engine) releaseTX() {
 
 // flushTX sends the queued frames, waiting while the port's ring is full.
 func (e *engine) flushTX() {
+	e.ackHoldFlushed()
 	sent := 0
 	for sent < e.txN {
 		k, err := e.port.Send(e.tx[sent:e.txN])
@@ -164,4 +166,70 @@ func (e *engine) flushTX() {
 	e.counters.SentPkts.Add(uint64(min(sent, e.txN)))
 	e.txN = 0
 	e.completeSents()
+}
+
+// A responder's ACK and its application's answer to the request leave in
+// one batch. In a ping-pong over an RC QP (perftest's write_lat and
+// send_lat, an RPC) the application that polls its NIC sees a request
+// placed by the turn that also queued the request's ACK, and posts its
+// answer at once: sent at the end of that turn, the ACK is a system call
+// (on a veth, the peer's whole receive path) between the request and the
+// answer, on each side, in every round trip. An application's turn
+// (PollApp) whose only frames are ACKs therefore holds them for its next
+// turns (its polls, its posts: send_lat posts a receive before its
+// answer), until a turn queues another frame (the answer, which then
+// goes in the same batch, behind the ACKs: the order on the wire is
+// unchanged) or NICConfig.ACKHold (DefaultACKHold) has passed on the
+// engine's clock. The engine's goroutine never
+// holds. An application that stops polling after a hold (it computes,
+// then sleeps without a release) leaves its ACKs for its next verb call
+// or the goroutine's lease, at most appLease: a hold that ended without
+// an answer (ACKHold passed, with or without turns) pauses
+// holding for ackHoldPause chances, so that a program that does not
+// answer at once does not delay its peer again and again.
+const (
+	DefaultACKHold = 10 * time.Microsecond
+	ackHoldPause   = 8
+)
+
+// ackHold is an engine's ACKs held for its application's answer.
+type ackHold struct {
+	acks  int       // of the frames queued (e.tx[:txN]), the positive ACKs
+	held  bool      // the frames queued are held
+	at    time.Time // since when
+	pause int       // chances to hold left to skip after a hold that saw no answer
+}
+
+// holdACKs reports whether the frames a turn queued wait for a later
+// turn: an application's turn whose only frames are ACKs, held for less
+// than NICConfig.ACKHold.
+func (e *engine) holdACKs() bool {
+	h := &e.ackHold
+	if !e.byApp || e.txN == 0 || h.acks != e.txN || e.cfg.ACKHold < 0 {
+		return false
+	}
+	if h.held {
+		return e.clock().Sub(h.at) < e.cfg.ACKHold // flushTX pauses holding if not
+	}
+	if h.pause > 0 {
+		h.pause--
+		return false
+	}
+	h.held, h.at = true, e.clock()
+	e.counters.AckHolds.Add(1)
+	return true
+}
+
+// flushed notes that the queued frames leave: a hold ends, and one that
+// saw no answer (ACKs only, or after NICConfig.ACKHold) pauses holding.
+func (e *engine) ackHoldFlushed() {
+	h := &e.ackHold
+	if h.held {
+		h.held = false
+		if h.acks == e.txN || e.clock().Sub(h.at) >= e.cfg.ACKHold {
+			h.pause = ackHoldPause
+			e.counters.AckHoldsLate.Add(1)
+		}
+	}
+	h.acks = 0
 }

@@ -1,0 +1,144 @@
+package datapath
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/ibv"
+)
+
+// TestACKHold: an application's turn whose only frames are ACKs holds
+// them for its answer, which leaves behind them in one Send call; with no
+// answer they leave alone once NICConfig.ACKHold has passed, and holding
+// pauses; NAKs and the engine's own turns never wait.
+func TestACKHold(t *testing.T) {
+	const qpn, peer = 17, 30
+	type step int
+	const (
+		poll   step = iota // NIC.Progress, the application's poll
+		post               // the application's answer, a WRITE (a doorbell's turn)
+		later              // the clock moves on 4 us, then a poll
+		engine             // a turn of the engine's own goroutine
+	)
+	for _, tc := range []struct {
+		name    string
+		psn     wire.PSN // of the peer's WRITE (1 is the next)
+		steps   []step
+		want    []string // sent, in order
+		batches []int    // Send calls' frames
+		holds   uint64
+		late    uint64
+	}{
+		{"answer in the next turn", 1, []step{poll, post},
+			[]string{"ACK", wire.RCRDMAWriteOnly.String()}, []int{2}, 1, 0},
+		{"answer after polls and a while", 1, []step{poll, poll, later, poll, post},
+			[]string{"ACK", wire.RCRDMAWriteOnly.String()}, []int{2}, 1, 0},
+		{"no answer within ACKHold", 1, []step{poll, later, poll, later, poll, later},
+			[]string{"ACK"}, []int{1}, 1, 1},
+		{"no answer, then the answer", 1, []step{poll, later, later, later, post},
+			[]string{"ACK", wire.RCRDMAWriteOnly.String()}, []int{1, 1}, 1, 1},
+		{"the engine's goroutine sends at once", 1, []step{engine},
+			[]string{"ACK"}, []int{1}, 0, 0},
+		{"held, then the engine's goroutine", 1, []step{poll, engine},
+			[]string{"ACK"}, []int{1}, 1, 1},
+		// PSN 3 where 1 is next: the last ACK again, and the NAK.
+		{"a NAK goes at once, and what is with it", 3, []step{poll},
+			[]string{"ACK", "NAK"}, []int{2}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.cq(0, 64)
+			q := h.rcQP(qpn, peer, 0, 0, 0)
+			buf := make([]byte, 64)
+			rkey, va := h.mr(buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
+			warmUp(h, rkey, va, qpn) // contexts cached, ACKs sent at once
+			h.nic.cfg.ACKHold = DefaultACKHold
+			e := h.nic.engines[0]
+			h.port.batches = nil
+			holds0, late0 := h.nic.counters.AckHolds.Load(), h.nic.counters.AckHoldsLate.Load()
+
+			h.write(qpn, tc.psn, rkey, va, []byte("ping"))
+			for _, s := range tc.steps {
+				switch s {
+				case poll:
+					h.nic.Progress()
+				case post:
+					h.post(qpn, &q, 0, inlineWrite(1, "pong", 0x1000, 0x77))
+					for range 4 { // the WQE's fetch
+						h.after(pcieLatency)
+					}
+				case later:
+					h.clock.Advance(4 * time.Microsecond)
+					h.nic.Progress()
+				case engine:
+					e.mu.Lock()
+					e.turn()
+					e.mu.Unlock()
+				}
+			}
+			var got []string
+			for _, r := range h.replies() {
+				switch {
+				case r.nak:
+					got = append(got, "NAK")
+				case r.op == wire.RCAcknowledge:
+					got = append(got, "ACK")
+				default:
+					got = append(got, r.op.String())
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("sent %v, want %v", got, tc.want)
+			}
+			if !slices.Equal(h.port.batches, tc.batches) {
+				t.Errorf("Send calls of %v frames, want %v", h.port.batches, tc.batches)
+			}
+			if got := h.nic.counters.AckHolds.Load() - holds0; got != tc.holds {
+				t.Errorf("ack_holds moved by %d, want %d", got, tc.holds)
+			}
+			if got := h.nic.counters.AckHoldsLate.Load() - late0; got != tc.late {
+				t.Errorf("ack_holds_late moved by %d, want %d", got, tc.late)
+			}
+		})
+	}
+}
+
+// TestACKHoldPauses: a hold that saw no answer pauses holding for
+// ackHoldPause chances (a program that does not answer at once does not
+// delay its peer again and again); then the next is held again.
+func TestACKHoldPauses(t *testing.T) {
+	h := newHarness(t)
+	h.cq(0, 64)
+	h.rcQP(17, 30, 0, 0, 0)
+	buf := make([]byte, 64)
+	rkey, va := h.mr(buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
+	warmUp(h, rkey, va, 17)
+	h.nic.cfg.ACKHold = DefaultACKHold
+	psn := wire.PSN(1)
+	ping := func() (held bool) {
+		t.Helper()
+		h.write(17, psn, rkey, va, []byte("ping"))
+		psn++
+		h.nic.Progress()
+		held = len(h.sent()) == 0
+		h.clock.Advance(DefaultACKHold)
+		h.nic.Progress()
+		if n := len(h.sent()); held && n != 1 {
+			t.Fatalf("a held ACK: %d frames after ACKHold, want 1", n)
+		}
+		return held
+	}
+	if !ping() {
+		t.Fatal("the first ACK was not held")
+	}
+	for i := range ackHoldPause {
+		if ping() {
+			t.Fatalf("ACK %d of the pause was held", i+1)
+		}
+	}
+	if !ping() {
+		t.Error("after the pause the ACK was not held")
+	}
+}
