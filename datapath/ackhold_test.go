@@ -21,6 +21,7 @@ func TestACKHold(t *testing.T) {
 		post               // the application's answer, a WRITE (a doorbell's turn)
 		later              // the clock moves on 4 us, then a poll
 		engine             // a turn of the engine's own goroutine
+		idle               // oneCPUIdlePolls idle polls on one CPU: the poll sleeps on the port
 	)
 	for _, tc := range []struct {
 		name    string
@@ -42,6 +43,8 @@ func TestACKHold(t *testing.T) {
 		{"the engine's goroutine sends at once", 1, []step{engine},
 			[]string{"ACK"}, []int{1}, 0, 0},
 		{"held, then the engine's goroutine", 1, []step{poll, engine},
+			[]string{"ACK"}, []int{1}, 1, 1},
+		{"held, then the poll sleeps on one CPU", 1, []step{poll, idle},
 			[]string{"ACK"}, []int{1}, 1, 1},
 		// PSN 3 where 1 is next: the last ACK again, and the NAK.
 		{"a NAK goes at once, and what is with it", 3, []step{poll},
@@ -72,6 +75,19 @@ func TestACKHold(t *testing.T) {
 				case later:
 					h.clock.Advance(4 * time.Microsecond)
 					h.nic.Progress()
+				case idle:
+					for range 3 { // the placement's host writes land: nothing keeps the engine busy
+						h.clock.Advance(pcieLatency)
+						h.nic.Progress()
+					}
+					h.nic.oneCPU = true
+					h.nic.idlePolls.Store(0)
+					for range oneCPUIdlePolls {
+						h.nic.Progress()
+					}
+					if h.port.waits == 0 {
+						t.Fatal("the idle polls did not sleep on the port")
+					}
 				case engine:
 					e.mu.Lock()
 					e.turn()
