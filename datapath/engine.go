@@ -258,9 +258,6 @@ func (e *engine) run() {
 // queues are looked at: whoever queues work after the look finds it said
 // and wakes the port (NIC.bell, engine.wake).
 func (e *engine) sleepOnPort(wait time.Duration) bool {
-	if e.ackHold.held { // no later turn to answer in (holdACKs)
-		e.flushTX()
-	}
 	e.sleeping.Store(true)
 	slept := len(e.doorbells) == 0 && len(e.recvBells) == 0 && len(e.cmds) == 0 && len(e.inbox) == 0 && len(e.hpuEv) == 0
 	if slept {

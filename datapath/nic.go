@@ -670,6 +670,9 @@ func (n *NIC) yieldCPU() {
 	if !e.mu.TryLock() {
 		return
 	}
+	if e.ackHold.held { // no later turn to answer in (holdACKs)
+		e.flushTX()
+	}
 	if !e.dma.busy() && !e.cfg.DMA.Busy() && e.sleepOnPort(e.sleepFor()) {
 		n.counters.AppYields.Add(1)
 	}
