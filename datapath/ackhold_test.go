@@ -122,39 +122,73 @@ func TestACKHold(t *testing.T) {
 }
 
 // TestACKHoldPauses: a hold that saw no answer pauses holding for
-// ackHoldPause chances (a program that does not answer at once does not
-// delay its peer again and again); then the next is held again.
+// ackHoldPause chances, twice as many after each such hold in a row up to
+// ackHoldPauseMax (a stream's receiver soon stops delaying its peer),
+// and a hold that saw its answer brings the pause back to ackHoldPause.
 func TestACKHoldPauses(t *testing.T) {
 	h := newHarness(t)
 	h.cq(0, 64)
-	h.rcQP(17, 30, 0, 0, 0)
+	q := h.rcQP(17, 30, 0, 0, 0)
 	buf := make([]byte, 64)
 	rkey, va := h.mr(buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
 	warmUp(h, rkey, va, 17)
 	h.nic.cfg.ACKHold = DefaultACKHold
 	psn := wire.PSN(1)
-	ping := func() (held bool) {
+	posted := uint32(0)
+	// ping is the peer's WRITE and the application's polls; with answer,
+	// the application posts its own WRITE after the first poll. It
+	// reports whether the WRITE's ACK was held.
+	ping := func(answer bool) (held bool) {
 		t.Helper()
 		h.write(17, psn, rkey, va, []byte("ping"))
 		psn++
 		h.nic.Progress()
-		held = len(h.sent()) == 0
-		h.clock.Advance(DefaultACKHold)
-		h.nic.Progress()
-		if n := len(h.sent()); held && n != 1 {
-			t.Fatalf("a held ACK: %d frames after ACKHold, want 1", n)
+		held = len(h.port.tx) == 0
+		if answer {
+			h.post(17, &q, posted, inlineWrite(uint64(posted), "pong", 0x1000, 0x77))
+			posted++
+			for range 4 {
+				h.after(pcieLatency)
+			}
+		} else {
+			h.clock.Advance(DefaultACKHold)
+			h.nic.Progress()
 		}
+		h.sent()
 		return held
 	}
-	if !ping() {
-		t.Fatal("the first ACK was not held")
+	// gaps counts the unheld pings between held ones, none answered.
+	gaps := func(n int) []int {
+		t.Helper()
+		var out []int
+		if !ping(false) {
+			t.Fatal("the ACK before the gaps was not held")
+		}
+		for range n {
+			k := 0
+			for !ping(false) {
+				if k++; k > 2*ackHoldPauseMax {
+					t.Fatal("holding never resumed")
+				}
+			}
+			out = append(out, k)
+		}
+		return out
 	}
-	for i := range ackHoldPause {
-		if ping() {
-			t.Fatalf("ACK %d of the pause was held", i+1)
+	if got, want := gaps(9), []int{8, 16, 32, 64, 128, 256, 512, 1024, 1024}; !slices.Equal(got, want) {
+		t.Errorf("pauses after unanswered holds: %v, want %v", got, want)
+	}
+	// The chance after the next pause is held: answered, it brings the
+	// pause back to ackHoldPause.
+	for range ackHoldPauseMax {
+		if ping(false) {
+			t.Fatal("an ACK of the pause was held")
 		}
 	}
-	if !ping() {
-		t.Error("after the pause the ACK was not held")
+	if !ping(true) {
+		t.Fatal("the ACK after the pause was not held")
+	}
+	if got, want := gaps(2), []int{ackHoldPause, 2 * ackHoldPause}; !slices.Equal(got, want) {
+		t.Errorf("pauses after an answered hold: %v, want %v", got, want)
 	}
 }

@@ -184,20 +184,25 @@ func (e *engine) flushTX() {
 // holds. An application that stops polling after a hold (it computes,
 // then sleeps without a release) leaves its ACKs for its next verb call
 // or the goroutine's lease, at most appLease: a hold that ended without
-// an answer (ACKHold passed, with or without turns) pauses
-// holding for ackHoldPause chances, so that a program that does not
-// answer at once does not delay its peer again and again.
+// an answer (ACKHold passed, with or without turns) pauses holding for
+// ackHoldPause chances, twice as many after each such hold in a row up
+// to ackHoldPauseMax, and as few again after a hold that saw its
+// answer: a ping-pong preempted now and then keeps holding, while a
+// program that does not answer at once (a stream's receiver) soon holds
+// one chance in a thousand.
 const (
-	DefaultACKHold = 10 * time.Microsecond
-	ackHoldPause   = 8
+	DefaultACKHold  = 10 * time.Microsecond
+	ackHoldPause    = 8
+	ackHoldPauseMax = 1024
 )
 
 // ackHold is an engine's ACKs held for its application's answer.
 type ackHold struct {
-	acks  int       // of the frames queued (e.tx[:txN]), the positive ACKs
-	held  bool      // the frames queued are held
-	at    time.Time // since when
-	pause int       // chances to hold left to skip after a hold that saw no answer
+	acks     int       // of the frames queued (e.tx[:txN]), the positive ACKs
+	held     bool      // the frames queued are held
+	at       time.Time // since when
+	pause    int       // chances to hold left to skip after a hold that saw no answer
+	pauseLen int       // the next pause (0: ackHoldPause)
 }
 
 // holdACKs reports whether the frames a turn queued wait for a later
@@ -227,8 +232,11 @@ func (e *engine) ackHoldFlushed() {
 	if h.held {
 		h.held = false
 		if h.acks == e.txN || e.clock().Sub(h.at) >= e.cfg.ACKHold {
-			h.pause = ackHoldPause
+			h.pause = max(h.pauseLen, ackHoldPause)
+			h.pauseLen = min(2*h.pause, ackHoldPauseMax)
 			e.counters.AckHoldsLate.Add(1)
+		} else {
+			h.pauseLen = ackHoldPause
 		}
 	}
 	h.acks = 0
