@@ -25,7 +25,8 @@
 # Environment: SOFTRNIC (the binary), ROUNDS (default 3), LATN (latency
 # iterations, 100000: about a second, of the order of sockperf's 2 s of
 # round trips, so that both p99s are over runs of similar length, not
-# softrnic's over its first 50 ms), BWN (bandwidth iterations, 3000), SECS (seconds per
+# softrnic's over its first 50 ms; its figures are over sockperf's
+# window, after the first 400 ms, see windowed), BWN (bandwidth iterations, 3000), SECS (seconds per
 # sockperf, iperf3 and frames run, 2).
 set -eu
 cd "$(dirname "$0")/../.."
@@ -71,6 +72,18 @@ record() { echo "$2" >>"$OUT/$1"; }
 
 # median NAME: the median of the rounds' figures.
 median() { sort -g "$OUT/$1" | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+
+# windowed LOG DIV: the p50 and p99 of a latency run's samples (perf
+# -U: one a line, in order; each an iteration's time over DIV) over
+# sockperf's measured window: sockperf leaves its first 400 ms (its
+# warm-up) and its last 50 ms out of its figures ("Valid Duration"), and
+# so, like with like, does this. The whole run's figures, as perftest
+# prints them, are shown beside.
+windowed() {
+	awk -v div="$2" '/^[0-9]+, [0-9.]+$/ {split($0, a, ", "); v[n] = a[2]; t += a[2] * div; ts[n++] = t}
+		END {for (i = 0; i < n; i++) if (ts[i] > 400000 && ts[i] < t - 50000) print v[i]}' "$1" |
+		sort -g | awk '{x[NR] = $1} END {k = int(NR * 0.99); if (k < 1) k = 1; if (NR == 0) print "nan nan"; else printf "%.2f %.2f\n", x[int((NR + 1) / 2)], x[k]}'
+}
 
 # perf TEST ARGS...: softrnic perf TEST, server in A, client in B; the
 # client's output on stdout.
@@ -140,12 +153,19 @@ for r in $(seq "$ROUNDS"); do
 	"$BIN" bench frames -s 4096 -m "kernel UDP GSO" -d "${SECS}s" >"$OUT/gso.log" 2>&1
 	record gso_gbps "$(awk '$1=="4096" && $2=="kernel" && $4=="GSO" {print $7}' "$OUT/gso.log")"
 
-	# softrnic's latency tests: t_typical, 99 %, CPU per iteration.
+	# softrnic's latency tests: p50 and p99 over sockperf's window (see
+	# windowed), the whole run's t_typical and 99 % as perftest prints
+	# them, CPU per iteration.
 	for t in write-lat send-lat read-lat; do
-		perf $t -n "$LATN" -poll app --cpu
+		perf $t -n "$LATN" -poll app --cpu -U
 		line=$(awk '$1=="2" && NF>=9 {print; exit}' "$OUT/client.log")
-		record "${t}_p50" "$(echo "$line" | awk '{print $5}')"
-		record "${t}_p99" "$(echo "$line" | awk '{print $8}')"
+		record "${t}_all_p50" "$(echo "$line" | awk '{print $5}')"
+		record "${t}_all_p99" "$(echo "$line" | awk '{print $8}')"
+		div=2
+		[ $t = read-lat ] && div=1
+		read -r w50 w99 < <(windowed "$OUT/client.log" $div)
+		record "${t}_p50" "$w50"
+		record "${t}_p99" "$w99"
 		c=$(awk '/CPU time:/ {print $3}' "$OUT/client.log")
 		s=$(awk '/CPU time:/ {print $3}' "$OUT/server.log")
 		record "${t}_cpu" "$(awk -v c="$c" -v s="$s" 'BEGIN {print c+s}')"
@@ -221,6 +241,9 @@ for t in write-lat send-lat read-lat; do
 	row "$t 2 B p99 (us) / $what p99" "$p99" "$ref99" "$r" "<=2.0" "$(holds "$r" "<=" 2.0)" ""
 done
 row "busy UDP ping-pong (reference)" "-" "$(median busy_p50)" "-" "-" "-" "$(median busy_cpu)"
+for t in write-lat send-lat read-lat; do
+	row "$t whole run, p50 / p99 (us)" "$(median ${t}_all_p50)" "$(median ${t}_all_p99)" "-" "-" "-" ""
+done
 for t in write-bw read-bw send-bw; do
 	g=1.5
 	[ $t = write-bw ] && g=2.0
@@ -261,3 +284,5 @@ echo "against rdma_rxe: make bench-rxe (in the rxe VM); plots: make bench-plots"
 echo "Like with like: softrnic perf -poll app polls, and the latency goals are against sockperf busy-polling its sockets on both sides;"
 echo "the CPU column is both processes' time per iteration (sockperf's: per round trip). The sleeping ping-pong is shown for scale."
 echo "write-lat and send-lat are half a round trip, as sockperf's p50 and p99; read-lat is a whole round trip (perftest's read_lat), beside twice them (busy UDP RTT)."
+echo "Latency figures are over sockperf's window (its first 400 ms, its warm-up, and its last 50 ms left out: perf -U's samples);"
+echo "the whole-run rows are perftest's figures over every iteration (p50 the t_typical column), warm-up included."
