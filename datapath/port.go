@@ -84,6 +84,9 @@ type PortStats struct {
 	TxSegmented  atomic.Uint64 // frames sent as segments of a message of several (UDP GSO)
 	RxCoalesced  atomic.Uint64 // frames received coalesced with others (UDP GRO)
 	TxOffloadOff atomic.Uint64 // times the kernel refused a GSO message and the port went on without
+
+	// Receive buffers (xsk).
+	RxFillGrown atomic.Uint64 // times the port lent the kernel more of its receive chunks (a load beyond its warm stock)
 }
 
 // CountDrop counts a frame that wire.Classify refused under its reason.

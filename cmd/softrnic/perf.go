@@ -274,9 +274,9 @@ func runPerf(args []string, stdout io.Writer) error {
 			})
 			for i, p := range ports {
 				s := p.Stats()
-				fmt.Fprintf(os.Stderr, "softrnic: port queue %d: rx %d tx %d drops: not-roce %d fragment %d runt %d malformed %d too-long %d kernel %d; tx-segmented %d rx-coalesced %d\n", i,
+				fmt.Fprintf(os.Stderr, "softrnic: port queue %d: rx %d tx %d drops: not-roce %d fragment %d runt %d malformed %d too-long %d kernel %d; tx-segmented %d rx-coalesced %d rx-fill-grown %d\n", i,
 					s.RxFrames.Load(), s.TxFrames.Load(), s.RxDropNotRoCE.Load(), s.RxDropFragment.Load(), s.RxDropRunt.Load(), s.RxDropMalformed.Load(), s.RxDropTooLong.Load(), s.RxDropKernel.Load(),
-					s.TxSegmented.Load(), s.RxCoalesced.Load())
+					s.TxSegmented.Load(), s.RxCoalesced.Load(), s.RxFillGrown.Load())
 			}
 		}()
 	}

@@ -129,6 +129,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- metric("softrnic_port_tx_bytes", "bytes of the frames a port queue sent", prometheus.CounterValue, float64(st.TxBytes.Load()), s.Name, "queue", q)
 			ch <- metric("softrnic_port_tx_segmented", "frames a port queue sent as segments of a message of several (UDP GSO)", prometheus.CounterValue, float64(st.TxSegmented.Load()), s.Name, "queue", q)
 			ch <- metric("softrnic_port_rx_coalesced", "frames a port queue received coalesced with others (UDP GRO)", prometheus.CounterValue, float64(st.RxCoalesced.Load()), s.Name, "queue", q)
+			ch <- metric("softrnic_port_rx_fill_grown", "times a port queue lent the kernel more of its receive chunks (xsk: a load beyond its warm stock)", prometheus.CounterValue, float64(st.RxFillGrown.Load()), s.Name, "queue", q)
 			ch <- metric("softrnic_port_tx_offload_off", "times the kernel refused a port queue's GSO message and it went on without", prometheus.CounterValue, float64(st.TxOffloadOff.Load()), s.Name, "queue", q)
 			drops := st.RxDropNotRoCE.Load() + st.RxDropFragment.Load() + st.RxDropRunt.Load() + st.RxDropMalformed.Load() + st.RxDropTooLong.Load() + st.RxDropKernel.Load()
 			ch <- metric("softrnic_port_rx_dropped", "frames a port queue dropped (the sum of the port_rx_drop_ counters)", prometheus.CounterValue, float64(drops), s.Name, "queue", q)
