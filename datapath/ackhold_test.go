@@ -17,11 +17,13 @@ func TestACKHold(t *testing.T) {
 	const qpn, peer = 17, 30
 	type step int
 	const (
-		poll   step = iota // NIC.Progress, the application's poll
-		post               // the application's answer, a WRITE (a doorbell's turn)
-		later              // the clock moves on 4 us, then a poll
-		engine             // a turn of the engine's own goroutine
-		idle               // oneCPUIdlePolls idle polls on one CPU: the poll sleeps on the port
+		poll     step = iota // NIC.Progress, the application's poll
+		post                 // the application's answer, a WRITE (a doorbell's turn)
+		later                // the clock moves on 4 us, then a poll
+		engine               // a turn of the engine's own goroutine
+		idle                 // oneCPUIdlePolls idle polls on one CPU: the poll sleeps on the port
+		sendHeld             // NIC.SendHeld: the application's exchange is over
+		closeNIC             // NIC.Close
 	)
 	for _, tc := range []struct {
 		name    string
@@ -45,6 +47,10 @@ func TestACKHold(t *testing.T) {
 		{"held, then the engine's goroutine", 1, []step{poll, engine},
 			[]string{"ACK"}, []int{1}, 1, 1},
 		{"held, then the poll sleeps on one CPU", 1, []step{poll, idle},
+			[]string{"ACK"}, []int{1}, 1, 1},
+		{"held, then SendHeld", 1, []step{poll, sendHeld},
+			[]string{"ACK"}, []int{1}, 1, 1},
+		{"held, then the NIC closes", 1, []step{poll, closeNIC},
 			[]string{"ACK"}, []int{1}, 1, 1},
 		// PSN 3 where 1 is next: the last ACK again, and the NAK.
 		{"a NAK goes at once, and what is with it", 3, []step{poll},
@@ -88,6 +94,10 @@ func TestACKHold(t *testing.T) {
 					if h.port.waits == 0 {
 						t.Fatal("the idle polls did not sleep on the port")
 					}
+				case sendHeld:
+					h.nic.SendHeld()
+				case closeNIC:
+					h.nic.Close()
 				case engine:
 					e.mu.Lock()
 					e.turn()

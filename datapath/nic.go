@@ -754,6 +754,22 @@ func (n *NIC) Driving() {
 	}
 }
 
+// SendHeld sends, in the caller's thread, the ACKs an application's
+// turns hold for its answer (holdACKs): a program whose exchange is over
+// calls it before it tells its peer so by other means (perftest's end of
+// a latency run, before its connection closes), so that the peer's last
+// completion does not wait for the NIC's goroutine. NIC.Close does it
+// too.
+func (n *NIC) SendHeld() {
+	for _, e := range n.engines {
+		e.mu.Lock()
+		if e.ackHold.held {
+			e.flushTX()
+		}
+		e.mu.Unlock()
+	}
+}
+
 // Release hands the engines back to their own goroutines until the
 // application's polling drives them again (PollApp): a program that arms
 // a completion channel and then sleeps on it polls no more, and its
@@ -924,6 +940,9 @@ func (n *NIC) Close() {
 	}
 	for _, e := range n.engines { // the port buffers parked in place go back before the port closes
 		e.mu.Lock()
+		if e.ackHold.held { // the peer's requests they answer are done: they go
+			e.flushTX()
+		}
 		e.releaseHeld()
 		if e.hpuHelper != nil {
 			e.hpuHelper.Flush() // the tasks it kept, to the HPUs: the engine closes after them

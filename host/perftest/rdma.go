@@ -277,9 +277,11 @@ func (d *rdma) measure(ctx context.Context, size int, server bool) (Result, bool
 		return r, err == nil, err
 	case t == WriteLat:
 		err := d.writeLat(ctx, size, server)
+		d.env.Dev.NIC().SendHeld() // the peer's last completion: before this side's connection may close
 		return d.latResult(size, 2, server), err == nil, err
 	case t == SendLat:
 		err := d.sendLat(ctx, size, server)
+		d.env.Dev.NIC().SendHeld()
 		return d.latResult(size, 2, server), err == nil, err
 	default:
 		err := d.readLat(ctx, size)
