@@ -44,6 +44,21 @@ func open(t *testing.T, ns *topo.Namespace) *xsk.Device {
 	return d
 }
 
+// openPair opens a device of cfg on each end of a new veth pair (MTU
+// 1500) and returns their sockets, a's and b's.
+func openPair(t *testing.T, cfg xsk.Config) (sa, sb *xsk.Socket) {
+	t.Helper()
+	tp := topo.Pair(t, 1500, 1)
+	var devs [2]*xsk.Device
+	for i, ns := range []string{"a", "b"} {
+		if err := tp.NS(ns).Do(func() (err error) { devs[i], err = xsk.Open("veth0", cfg, nil); return }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { devs[i].Close() })
+	}
+	return devs[0].Sockets()[0], devs[1].Sockets()[0]
+}
+
 // frameFrom builds a RoCEv2 frame from one end of the pair to the other.
 func frameFrom(fromA bool, op wire.Opcode, payload int, seq uint32) []byte {
 	f := wiretest.SampleFields(op, payload, false, seq)
@@ -130,18 +145,7 @@ func TestFramesBothWays(t *testing.T) {
 // TestManyFrames pushes more frames than the rings hold, in batches, to
 // exercise ring wrap-around and buffer recycling.
 func TestManyFrames(t *testing.T) {
-	tp := topo.Pair(t, 1500, 1)
-	var da, db *xsk.Device
-	cfg := xsk.Config{RxChunks: 64, TxSlots: 32, RingSize: 64}
-	if err := tp.NS("a").Do(func() (err error) { da, err = xsk.Open("veth0", cfg, nil); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer da.Close()
-	if err := tp.NS("b").Do(func() (err error) { db, err = xsk.Open("veth0", cfg, nil); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	sa, sb := da.Sockets()[0], db.Sockets()[0]
+	sa, sb := openPair(t, xsk.Config{RxChunks: 64, TxSlots: 32, RingSize: 64})
 	total := 0
 	for round := range 40 {
 		var frames [][]byte
@@ -412,18 +416,7 @@ func TestNoAllocs(t *testing.T) {
 // others; a Recv of rxBulk frames or more lends it the rest
 // (rx_fill_grown), and every chunk stays accounted for.
 func TestWarmStock(t *testing.T) {
-	tp := topo.Pair(t, 1500, 1)
-	var da, db *xsk.Device
-	cfg := xsk.Config{RxChunks: 64, RxWarm: 16, TxSlots: 32, RingSize: 64}
-	if err := tp.NS("a").Do(func() (err error) { da, err = xsk.Open("veth0", cfg, nil); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer da.Close()
-	if err := tp.NS("b").Do(func() (err error) { db, err = xsk.Open("veth0", cfg, nil); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	sa, sb := da.Sockets()[0], db.Sockets()[0]
+	sa, sb := openPair(t, xsk.Config{RxChunks: 64, RxWarm: 16, TxSlots: 32, RingSize: 64})
 	seq := uint32(0)
 	// send sends k frames a->b and receives them on b in one Recv where
 	// they all arrived before it, returning the chunks they came in.
