@@ -219,7 +219,7 @@ type Counters struct {
 	AppLingerHits              atomic.Uint64 // of them, those that saw a frame within the poll budget
 	AppYields                  atomic.Uint64 // idle polls on a single CPU that slept on the port instead of spinning (NIC.Progress)
 	AckHolds                   atomic.Uint64 // application turns whose only frames, ACKs, waited for its next turn (holdACKs)
-	AckHoldsLate               atomic.Uint64 // held ACKs that left without an answer (ackHoldMax): holding pauses
+	AckHoldsLate               atomic.Uint64 // held ACKs that left without an answer (NICConfig.ACKHold): holding pauses
 	McastRecvs                 atomic.Uint64 // copies of multicast datagrams given to the QPs attached to their group (mcast.go)
 
 	// The resolve stage's (resolve.go): context lookups through the
@@ -670,9 +670,7 @@ func (n *NIC) yieldCPU() {
 	if !e.mu.TryLock() {
 		return
 	}
-	if e.ackHold.held { // no later turn to answer in (holdACKs)
-		e.flushTX()
-	}
+	e.sendHeld() // no later turn to answer in
 	if !e.dma.busy() && !e.cfg.DMA.Busy() && e.sleepOnPort(e.sleepFor()) {
 		n.counters.AppYields.Add(1)
 	}
@@ -763,9 +761,7 @@ func (n *NIC) Driving() {
 func (n *NIC) SendHeld() {
 	for _, e := range n.engines {
 		e.mu.Lock()
-		if e.ackHold.held {
-			e.flushTX()
-		}
+		e.sendHeld()
 		e.mu.Unlock()
 	}
 }
@@ -940,9 +936,7 @@ func (n *NIC) Close() {
 	}
 	for _, e := range n.engines { // the port buffers parked in place go back before the port closes
 		e.mu.Lock()
-		if e.ackHold.held { // the peer's requests they answer are done: they go
-			e.flushTX()
-		}
+		e.sendHeld()
 		e.releaseHeld()
 		if e.hpuHelper != nil {
 			e.hpuHelper.Flush() // the tasks it kept, to the HPUs: the engine closes after them

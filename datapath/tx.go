@@ -225,8 +225,17 @@ func (e *engine) holdACKs() bool {
 	return true
 }
 
-// flushed notes that the queued frames leave: a hold ends, and one that
-// saw no answer (ACKs only, or after NICConfig.ACKHold) pauses holding.
+// sendHeld sends the ACKs a hold keeps, where no later turn will
+// (NIC.SendHeld, NIC.Close, a poll about to sleep); e.mu is held.
+func (e *engine) sendHeld() {
+	if e.ackHold.held {
+		e.flushTX()
+	}
+}
+
+// ackHoldFlushed notes that the queued frames leave: a hold ends, and one
+// that saw no answer (ACKs only, or after NICConfig.ACKHold) pauses
+// holding.
 func (e *engine) ackHoldFlushed() {
 	h := &e.ackHold
 	if h.held {

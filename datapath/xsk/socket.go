@@ -48,7 +48,7 @@ type Config struct {
 	ForceCopy bool   // do not try zero-copy
 	// RxWarm is how many of the RX chunks the fill ring lends the
 	// kernel at first (default 256, at most RxChunks); the rest it lends
-	// all once the load asks (growFill). A light load so cycles through a few
+	// at once when the load asks (growFill). A light load so cycles through a few
 	// chunks, warm: the first frame the kernel copies into a chunk costs
 	// far more than the next ones under a hypervisor that fills its page
 	// tables lazily (here about 10 us, on each side: with every chunk
@@ -103,7 +103,7 @@ type Socket struct {
 	fill, comp addrRing
 	rx, tx     descRing
 	fillQueued uint32   // fill entries written but not yet submitted
-	fillStock  uint32   // RX chunks lent to the fill ring so far (RxWarm, growing)
+	fillStock  uint32   // RX chunks lent to the fill ring (RxWarm, then RxChunks)
 	rxReserve  []uint64 // RX chunks not yet lent (growFill)
 
 	txBase    uint64   // UMEM offset of the first TX slot
@@ -199,8 +199,8 @@ func NewSocket(ifindex, queue int, cfg Config) (_ *Socket, err error) {
 		s.recycle(uint64(i) * ChunkSize)
 	}
 	s.fillStock = cfg.RxWarm
-	for i := cfg.RxChunks; i > cfg.RxWarm; i-- { // lent lowest first
-		s.rxReserve = append(s.rxReserve, uint64(i-1)*ChunkSize)
+	for i := cfg.RxWarm; i < cfg.RxChunks; i++ {
+		s.rxReserve = append(s.rxReserve, uint64(i)*ChunkSize)
 	}
 	s.flushFill()
 	s.txBase = uint64(cfg.RxChunks) * ChunkSize
@@ -384,12 +384,11 @@ const rxBulk = 8
 // gives them back). A bulk load's bursts may outrun a small stock
 // between two polls (the kernel drops what finds no chunk).
 func (s *Socket) growFill() {
-	k := uint32(len(s.rxReserve))
-	for _, addr := range s.rxReserve[uint32(len(s.rxReserve))-k:] {
+	for _, addr := range s.rxReserve {
 		s.recycle(addr)
 	}
-	s.rxReserve = s.rxReserve[:uint32(len(s.rxReserve))-k]
-	s.fillStock += k
+	s.fillStock += uint32(len(s.rxReserve))
+	s.rxReserve = nil
 	s.flushFill()
 	s.stats.RxFillGrown.Add(1)
 }
