@@ -149,6 +149,7 @@ type SenderStats struct {
 	RateIncreases   uint64 // DCQCN's rate-increase events (timer and byte counter)
 	LossCuts        uint64 // DCQCN's rate cuts for losses (DCQCNParams.LossCut)
 	HolesAskedAgain uint64 // selective repeat: READ holes asked for again as responses kept coming past them (before the timer)
+	LostBehind      uint64 // selective repeat: go-backs for packets sent before a resend the peer acknowledged (repairLost)
 	ReadRestarts    uint64 // go-back-N: READ repeats asked for again at once, their own first responses lost
 }
 
@@ -236,12 +237,16 @@ type Sender struct {
 	// Recovery's state, read only when it runs.
 	resendPSN wire.PSN // the PSN the first of them is resent from (inside a READ)
 	selFrom   wire.PSN // with selective repeat, the resend skips placeable entries after it
-	readUntil wire.PSN // with resendOne: ask up to here (exclusive)
-	probePSN  wire.PSN // the probe's last PSN
-	gapAsked  bool     // a READ response gap has been asked for again
-	rdLast    wire.PSN // with go-back-N, the last READ response's PSN, Una or past it
-	status    ibv.WCStatus
-	failUna   wire.PSN // Una when it failed: the work before it completed
+	// lostBefore: with selective repeat, packets sent before it and not
+	// reported placed are lost (repairLost): the resend does not pass
+	// over them.
+	lostBefore time.Time
+	readUntil  wire.PSN // with resendOne: ask up to here (exclusive)
+	probePSN   wire.PSN // the probe's last PSN
+	gapAsked   bool     // a READ response gap has been asked for again
+	rdLast     wire.PSN // with go-back-N, the last READ response's PSN, Una or past it
+	status     ibv.WCStatus
+	failUna    wire.PSN // Una when it failed: the work before it completed
 
 	stallSince time.Time
 	stats      SenderStats
@@ -906,6 +911,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	k, acked, delivered := 0, 0, 0
 	var rtt, resentRTT time.Duration
+	var repaired time.Time // the latest sending of a WRITE or SEND packet sent again among those acknowledged
 	ambiguous := false
 	for s.n > 0 {
 		e := &s.ring[s.head]
@@ -929,6 +935,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			ambiguous = true
 			if e.Kind != Read {
 				resentRTT = now.Sub(e.sent)
+				if e.Kind == Data && e.sent.After(repaired) {
+					repaired = e.sent
+				}
 			}
 		} else if e.Kind != Read {
 			// A READ is done when its last response has come: that
@@ -989,6 +998,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.goBack(s.Una()) // exactly the probe: the peer dropped what followed it
 		}
 	}
+	s.repairLost(repaired)
 	switch {
 	case s.n == 0:
 		s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
@@ -1155,6 +1165,41 @@ func (s *Sender) OnPlaced(psn, trigger wire.PSN, now time.Time) {
 	}
 }
 
+// repairLost applies RACK's rule (RFC 8985) to a selective-repeat
+// repair: the peer acknowledged a packet sent again at repaired, so a
+// packet still unacknowledged that went before it, and that the peer has
+// not reported placed, is lost too, and goes again now. A timer's repair
+// resends the oldest packet alone (srSkip passes over the ones the peer
+// has not reported: they may be on their way), and the in-order ACK that
+// answers it reports nothing beyond; without this rule a QP whose whole
+// flight a full queue dropped (an incast's) got one packet through per
+// early timer, milliseconds each. A NAK's repair needs none of it: the
+// peer's reports show what it lacks.
+func (s *Sender) repairLost(repaired time.Time) {
+	if !s.params.SelectiveRepeat || repaired.IsZero() || s.n == 0 || s.resendOne || s.failed || s.rnrWait {
+		return
+	}
+	e := s.entry(0)
+	if e.Kind != Data || !e.sent.Before(repaired) || s.sPlaced(e.PSN) {
+		return
+	}
+	// A reordering path may bring the repair ahead of packets sent just
+	// before it: those wait (RACK's reorder window, a quarter of the
+	// least round trip).
+	s.lostBefore = repaired.Add(-s.rtt.min / 4)
+	if !e.sent.Before(s.lostBefore) {
+		return
+	}
+	if s.resend >= 0 && !s.timerBack {
+		return // a go-back under way comes to them (srSkip no longer passes over them)
+	}
+	// A timer's resend under way goes back to the head too: what it
+	// already sent again it passes over (srSkip), what it passed over it
+	// sends.
+	s.stats.LostBehind++
+	s.goBack(e.PSN)
+}
+
 // sAlign moves the placed bitmap to start at Una and returns Una.
 func (s *Sender) sAlign() wire.PSN {
 	una := s.Una()
@@ -1195,7 +1240,7 @@ func (s *Sender) srSkip(e *Entry, now time.Time) bool {
 	switch {
 	case s.sPlaced(e.PSN):
 		return true
-	case e.Placeable && e.PSN.After(s.selFrom) && !e.PSN.Before(s.sHigh):
+	case e.Placeable && e.PSN.After(s.selFrom) && !e.PSN.Before(s.sHigh) && !e.sent.Before(s.lostBefore):
 		return true
 	case e.resent && e.Kind == Data && s.rtt.srtt > 0 && now.Sub(e.sent) < s.rtt.srtt+s.rtt.srtt/4:
 		return !(s.timerBack && e.PSN == s.selFrom)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -1185,5 +1186,85 @@ func TestNAKOfNextPSN(t *testing.T) {
 	}
 	if v := s.OnAETH(102, wire.NAKSyndrome(wire.NAKPSNSequenceError), t0); v != reliability.Ignored || s.Stats().Stale != 0 {
 		t.Fatalf("with nothing outstanding: %v, %d stale; want Ignored and none", v, s.Stats().Stale)
+	}
+}
+
+// TestRepairShowsTheFlightLost: with selective repeat, when the peer
+// acknowledges a packet the early timer sent again and nothing beyond
+// it, the packets sent before that repair and still unacknowledged are
+// lost too (RACK's rule): they all go again at once, not one per early
+// timer. Packets sent after the repair wait for their own answers, and
+// packets the peer reported placed are not sent again.
+func TestRepairShowsTheFlightLost(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		placed []wire.PSN // reported placed ahead (a NAK's trigger) before the timer
+		after  int        // packets sent after the repair
+		want   []wire.PSN // sent again after the timer's repair of 101
+	}{
+		{"the whole flight lost", nil, 0, []wire.PSN{102, 103, 104, 105, 106}},
+		{"one placed ahead", []wire.PSN{106}, 0, []wire.PSN{102, 103, 104, 105}},
+		{"packets sent after the repair wait", nil, 3, []wire.PSN{102, 103, 104, 105, 106}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: true})
+			// A first exchange gives the QP its round trip, 200 us.
+			s.Admit(reliability.Entry{Placeable: true, AckReq: true}, t0)
+			s.OnAck(100, t0.Add(200*time.Microsecond))
+			sent := t0.Add(time.Millisecond)
+			for range 6 { // 101-106: a full queue drops them all
+				s.Admit(reliability.Entry{Placeable: true}, sent)
+			}
+			for _, p := range tc.placed {
+				s.OnPlaced(101, p, sent.Add(200*time.Microsecond))
+			}
+			at := s.Deadline()
+			if at.IsZero() {
+				t.Fatal("no early timer")
+			}
+			if v := s.Tick(at); v != reliability.Accepted {
+				t.Fatalf("the early timer: %v", v)
+			}
+			// The repair: 101 alone, or with the ones below the highest
+			// the peer reported placed (the window lets two go).
+			repair := resendAll(s, at)
+			if len(repair) == 0 || repair[0] != 101 {
+				t.Fatalf("the timer's repair sent %v, want 101 first", repair)
+			}
+			for range tc.after {
+				s.Admit(reliability.Entry{Placeable: true}, at.Add(10*time.Microsecond))
+			}
+			// The repair came, and nothing sent before it had: those go
+			// as the window lets them, each answered a round trip later,
+			// and no timer fires.
+			now := at.Add(200 * time.Microsecond)
+			s.OnAck(101, now)
+			got := repair[1:]
+			for range 10 {
+				psns := resendAll(s, now)
+				got = append(got, psns...)
+				if len(psns) == 0 {
+					break
+				}
+				now = now.Add(200 * time.Microsecond)
+				for _, p := range psns {
+					s.OnPlaced(s.Una().Sub(1), p, now)
+				}
+				if s.Una() == psns[0] {
+					s.OnAck(psns[0], now)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("after the repair's ACK sent again %v, want %v", got, tc.want)
+			}
+			if early := s.Stats().Early; early != 1 {
+				t.Errorf("%d early timers, want the first alone", early)
+			}
+			// With a report of 106 the repair itself covered 102-105:
+			// nothing was found lost behind it.
+			if n := s.Stats().LostBehind; (n > 0) != (len(tc.placed) == 0) {
+				t.Errorf("LostBehind %d", n)
+			}
+		})
 	}
 }
