@@ -239,14 +239,15 @@ type Sender struct {
 	selFrom   wire.PSN // with selective repeat, the resend skips placeable entries after it
 	// lostBefore: with selective repeat, packets sent before it and not
 	// reported placed are lost (repairLost): the resend does not pass
-	// over them.
-	lostBefore time.Time
-	readUntil  wire.PSN // with resendOne: ask up to here (exclusive)
-	probePSN   wire.PSN // the probe's last PSN
-	gapAsked   bool     // a READ response gap has been asked for again
-	rdLast     wire.PSN // with go-back-N, the last READ response's PSN, Una or past it
-	status     ibv.WCStatus
-	failUna    wire.PSN // Una when it failed: the work before it completed
+	// over them. timerRepair is when the early timer's repair went.
+	lostBefore  time.Time
+	timerRepair time.Time
+	readUntil   wire.PSN // with resendOne: ask up to here (exclusive)
+	probePSN    wire.PSN // the probe's last PSN
+	gapAsked    bool     // a READ response gap has been asked for again
+	rdLast      wire.PSN // with go-back-N, the last READ response's PSN, Una or past it
+	status      ibv.WCStatus
+	failUna     wire.PSN // Una when it failed: the work before it completed
 
 	stallSince time.Time
 	stats      SenderStats
@@ -1165,22 +1166,25 @@ func (s *Sender) OnPlaced(psn, trigger wire.PSN, now time.Time) {
 	}
 }
 
-// repairLost applies RACK's rule (RFC 8985) to a selective-repeat
-// repair: the peer acknowledged a packet sent again at repaired, so a
-// packet still unacknowledged that went before it, and that the peer has
-// not reported placed, is lost too, and goes again now. A timer's repair
-// resends the oldest packet alone (srSkip passes over the ones the peer
-// has not reported: they may be on their way), and the in-order ACK that
-// answers it reports nothing beyond; without this rule a QP whose whole
-// flight a full queue dropped (an incast's) got one packet through per
-// early timer, milliseconds each. A NAK's repair needs none of it: the
-// peer's reports show what it lacks.
+// repairLost applies RACK's rule (RFC 8985) to the early timer's
+// repair with selective repeat. The timer resends the oldest packet
+// alone when the peer has reported nothing placed beyond it (srSkip
+// passes over the rest: they may be on their way), and the in-order ACK
+// that answers it reports nothing beyond either. When that ACK comes
+// (repaired is when the packet it acknowledges went again) and the peer
+// has still reported nothing placed past Una, nothing sent before the
+// repair reached it: a peer that places a packet ahead reports it, and
+// reports again while the gap stays open. Those packets go again now,
+// as the window lets them, not one per early timer (milliseconds each):
+// a QP whose whole flight a full queue dropped, as in an incast, got one
+// packet through per timer. A NAK's repair needs none of it: the peer's
+// reports show what it lacks.
 func (s *Sender) repairLost(repaired time.Time) {
-	if !s.params.SelectiveRepeat || repaired.IsZero() || s.n == 0 || s.resendOne || s.failed || s.rnrWait {
+	if !s.params.SelectiveRepeat || repaired.IsZero() || repaired != s.timerRepair || s.n == 0 || s.resendOne || s.failed || s.rnrWait {
 		return
 	}
 	e := s.entry(0)
-	if e.Kind != Data || !e.sent.Before(repaired) || s.sPlaced(e.PSN) {
+	if e.Kind != Data || s.sHigh.After(e.PSN) || !e.sent.Before(repaired) {
 		return
 	}
 	// A reordering path may bring the repair ahead of packets sent just
@@ -1190,12 +1194,6 @@ func (s *Sender) repairLost(repaired time.Time) {
 	if !e.sent.Before(s.lostBefore) {
 		return
 	}
-	if s.resend >= 0 && !s.timerBack {
-		return // a go-back under way comes to them (srSkip no longer passes over them)
-	}
-	// A timer's resend under way goes back to the head too: what it
-	// already sent again it passes over (srSkip), what it passed over it
-	// sends.
 	s.stats.LostBehind++
 	s.goBack(e.PSN)
 }
@@ -1680,6 +1678,9 @@ func (s *Sender) Resent(now time.Time) {
 	e.resent = true
 	if e.Kind == Data && s.params.SelectiveRepeat {
 		e.sent = now // when it went again: its NAKs wait a round trip (srSkip)
+		if s.timerBack && e.PSN == s.selFrom {
+			s.timerRepair = now // the early timer's repair (repairLost)
+		}
 	}
 	if s.resendOne {
 		// A hole that runs on into the next READ asks for that READ's
