@@ -34,13 +34,30 @@ func TestLease(t *testing.T) {
 		t.Errorf("a lease no one renewed ran out after %v, want %v", d, appLease)
 	}
 
-	done := wait()
+	// The renewals are timed too: a try in which the machine kept this
+	// test's own thread off the CPU for most of a lease (its polls
+	// stopped) does not count, and gets another.
 	polling := 3 * appLease
-	for end := time.Now().Add(polling); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		h.nic.Progress()
-	}
-	if d := <-done; d < polling {
-		t.Errorf("the goroutine woke after %v while the application polled for %v", d, polling)
+	for try := 0; ; try++ {
+		done := wait()
+		var gap time.Duration
+		last := time.Now()
+		for end := last.Add(polling); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			h.nic.Progress()
+			now := time.Now()
+			gap, last = max(gap, now.Sub(last)), now
+		}
+		d := <-done
+		if gap < appLease/2 {
+			if d < polling {
+				t.Errorf("the goroutine woke after %v while the application polled for %v (polls at most %v apart)", d, polling, gap)
+			}
+			break
+		}
+		if try == 4 {
+			t.Logf("the polls were never closer than %v apart in 5 tries: the renewal is not checked", gap)
+			break
+		}
 	}
 
 	// The released wait is timed: a loaded machine may keep the
