@@ -285,6 +285,9 @@ func (pd *PD) regMR(buf []byte, iova uint64, at bool, access Access) (*MR, error
 	if idx >= mpt {
 		return nil, fmt.Errorf("%w: MPT full", ErrNoResources)
 	}
+	// Its pages are faulted in now, as ibv_reg_mr pins them, not by the
+	// NIC's first DMA into each (hostmem.Pin).
+	hostmem.Pin(buf)
 	// The MTT entries are written through the NIC's cache, as a command:
 	// in step with the engines' reads of the table (and any cached line).
 	var reg hostmem.MR
