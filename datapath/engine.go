@@ -610,6 +610,25 @@ func (e *engine) clock() time.Time {
 	return e.now
 }
 
+// clockMoved lets the turn's clock move on after a batch of frames went
+// to the port: a turn that sends a burst (the doorbells of many QPs at
+// once, each its window's worth) lasts milliseconds on a slow host, and
+// the frames it queued after the batch leave that much after the time
+// the turn began. Dated with it, their round trips would include the
+// rest of the turn's work (an incast's first samples read 4-17 ms on a
+// 100 us path, and its QPs' early timers waited tens of milliseconds on
+// them). The next stage to ask reads the clock afresh; with a driven
+// clock (tests) time stands as it was.
+func (e *engine) clockMoved() {
+	if !e.systemClock || !e.nowRead {
+		return
+	}
+	e.nowRead = false
+	if e.turnNS != 0 {
+		e.turnNS = nanotime()
+	}
+}
+
 // openQP reserves an RC QP's replay entries (0: the default), returning
 // any it held.
 func (e *engine) openQP(qpn uint32, r *qpRun, entries int, q *hostmem.QPCEntry) error {

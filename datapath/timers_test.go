@@ -259,3 +259,31 @@ func TestTimerOnColdContextRunsWhenItComes(t *testing.T) {
 	}
 	t.Fatal("nothing sent again after twice the timeout")
 }
+
+// A turn's clock moves on once a batch of frames has gone to the port:
+// the frames queued after it are dated when they go, not when a long
+// turn began (their round trips would else include the rest of its
+// work). With the driven clock time stands.
+func TestClockMovesAfterABatch(t *testing.T) {
+	h := newHarness(t)
+	e := h.nic.engines[0]
+	if before := e.clock(); !e.clock().Equal(before) {
+		t.Fatal("the clock moved within a turn before any batch")
+	}
+	e.flushTX()
+	if now := e.clock(); !now.Equal(h.clock.Now()) {
+		t.Errorf("driven clock: %v after a batch, want %v", now, h.clock.Now())
+	}
+
+	e.systemClock, e.nowFromNS = true, true
+	e.nowRead, e.turnNS = false, nanotime()-int64(5*time.Millisecond) // a turn begun 5 ms ago
+	began := e.clock()
+	if again := e.clock(); !again.Equal(began) {
+		t.Fatalf("the turn's clock moved from %v to %v with no batch sent", began, again)
+	}
+	e.flushTX()
+	if d := e.clock().Sub(began); d < 5*time.Millisecond {
+		t.Errorf("after a batch the clock moved %v, want the 5 ms the turn had lasted", d)
+	}
+	e.nowRead, e.turnNS = false, 0
+}

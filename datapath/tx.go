@@ -166,6 +166,7 @@ func (e *engine) flushTX() {
 	e.counters.SentPkts.Add(uint64(min(sent, e.txN)))
 	e.txN = 0
 	e.completeSents()
+	e.clockMoved()
 }
 
 // A responder's ACK and its application's answer to the request leave in
