@@ -67,7 +67,7 @@ type engine struct {
 	payload               []byte                            // staging for one packet's payload
 	timerWheel            wheel                             // QPs with a retransmission timer running (timers.go)
 	rxBacklog             int                               // turns in a row that left received frames in the port
-	lastTurn              int64                             // when the last turn began (nanotime)
+	lastTurn              int64                             // when the last turn began, or ended if it had work (nanotime)
 	timersHeld            int64                             // the timers wait until then (nanotime): the engine was starved (starved)
 	sinceHold             int                               // turns since the timers were last held
 	systemClock           bool                              // the timers run on the system's clock (no test drives it)
@@ -435,6 +435,12 @@ func (e *engine) turnAt(ns int64) (bool, error) {
 		held = e.starved(ns)
 	}
 	busy, err := e.turnStages(held)
+	if busy && e.systemClock {
+		// A turn that had work may have lasted milliseconds (a burst of
+		// doorbells on a slow host): that was work, not time off the
+		// CPU (starved).
+		e.lastTurn = nanotime()
+	}
 	e.nowRead, e.turnNS = false, 0 // outside a turn the clock is read afresh
 	return busy, err
 }

@@ -27,6 +27,8 @@ type testPort struct {
 	capacity int   // what RecvCapacity says (0: the default)
 	waits    int   // Wait calls: the engine slept on the port
 	batches  []int // the frames of each Send call, in order
+	// sendTakes is how long each Send call takes (a slow host's burst).
+	sendTakes time.Duration
 
 	// Received frames are lent until released: each has its own handle,
 	// and a released frame's bytes are overwritten, as a port reusing
@@ -73,6 +75,9 @@ func (p *testPort) Alloc(frames []Frame) int {
 }
 
 func (p *testPort) Send(frames []Frame) (int, error) {
+	if p.sendTakes > 0 {
+		time.Sleep(p.sendTakes)
+	}
 	p.batches = append(p.batches, len(frames))
 	for _, f := range frames {
 		p.tx = append(p.tx, append([]byte(nil), f.Data...))

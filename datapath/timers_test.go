@@ -287,3 +287,24 @@ func TestClockMovesAfterABatch(t *testing.T) {
 	}
 	e.nowRead, e.turnNS = false, 0
 }
+
+// A turn that worked for longer than starvedGap (a burst it sent on a
+// slow host) was not off the CPU: the next turn holds no timers and
+// takes no round trip of the path from it.
+func TestLongTurnIsNotStarvation(t *testing.T) {
+	port := &testPort{}
+	h := newHarnessOn(t, port)
+	e := h.nic.engines[0]
+	e.systemClock = true
+	e.sinceHold = holdSpacing + 1
+	port.sendTakes = 2 * starvedGap
+	writeSent(h) // the turn that sends the WRITE lasts twice starvedGap
+	port.sendTakes = 0
+	h.nic.Progress()
+	if n := h.nic.counters.TimersHeld.Load(); n != 0 {
+		t.Errorf("timers_held %d after a long turn, want 0", n)
+	}
+	if d := e.path.Max(h.clock.Now()); d >= starvedGap {
+		t.Errorf("the path's longest round trip %v after a turn of %v's work", d, 2*starvedGap)
+	}
+}
