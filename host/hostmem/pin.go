@@ -2,6 +2,7 @@ package hostmem
 
 import (
 	"os"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,11 +22,13 @@ func Pin(buf []byte) bool {
 		return true
 	}
 	page := uintptr(os.Getpagesize())
-	p := unsafe.Pointer(unsafe.SliceData(buf))
-	head := uintptr(p) & (page - 1) // bytes of the first page before buf
-	n := (head + uintptr(len(buf)) + page - 1) &^ (page - 1)
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	end := (start + uintptr(len(buf)) + page - 1) &^ (page - 1)
+	start &^= page - 1
 	// The range may begin and end in memory beside buf: populating a page
-	// maps it, whatever it holds, and changes no byte of it.
-	r := unsafe.Slice((*byte)(unsafe.Add(p, -int(head))), n)
-	return unix.Madvise(r, unix.MADV_POPULATE_WRITE) == nil
+	// maps it, whatever it holds, and changes no byte of it. The address
+	// stays a number (a pointer outside buf's allocation is not Go's).
+	_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_POPULATE_WRITE)
+	runtime.KeepAlive(buf)
+	return errno == 0
 }
