@@ -117,6 +117,7 @@ type dcqcn struct {
 	p      DCQCNParams
 	rc, rt float64 // the current and target rates; rc of 0: no CNP yet, no limit
 	alpha  float64
+	opened int // packets the BDP cap lets out (Sender.bdpCap): from initialWindow, one more per packet acknowledged
 
 	cnpSince bool      // a CNP came in the current alpha period
 	alphaAt  time.Time // the current alpha period's end
@@ -143,7 +144,7 @@ func newDCQCN(p DCQCNParams) dcqcn {
 		p.MinDecrease = 0.5
 	}
 	p.F = max(p.F, 1)
-	return dcqcn{p: p, alpha: p.InitialAlpha}
+	return dcqcn{p: p, alpha: p.InitialAlpha, opened: initialWindow}
 }
 
 // limited reports whether a CNP has set a rate.

@@ -3,8 +3,11 @@ package reliability
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/datapath/wire"
 )
 
 var t0 = time.Unix(1000, 0)
@@ -293,7 +296,9 @@ func TestSenderDCQCN(t *testing.T) {
 }
 
 // With DCQCN the window is IRN's BDP cap: the line rate's packets in the
-// least round trip, with an eighth more.
+// least round trip, with an eighth more. It opens from the initial window
+// by a packet for each packet acknowledged (doubling a round trip), and
+// stays at the BDP once there.
 func TestSenderDCQCNBDPCap(t *testing.T) {
 	p := DefaultDCQCN()
 	p.LineRate = 1e9
@@ -306,11 +311,24 @@ func TestSenderDCQCNBDPCap(t *testing.T) {
 	if s.Window() != initialWindow {
 		t.Fatalf("before a round trip the window is %d, want the initial window (%d)", s.Window(), initialWindow)
 	}
-	s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, t0)
-	s.OnAck(0, t0.Add(time.Millisecond))
-	bdp := 1e9 * 1e-3 / 8 / float64(4096+PacketOverhead)
-	if want := int(math.Ceil(bdp * 9 / 8)); s.Window() != want {
-		t.Errorf("after a 1 ms round trip at 1 Gbit/s the window is %d, want %d", s.Window(), want)
+	bdp := int(math.Ceil(1e9 * 1e-3 / 8 / float64(4096+PacketOverhead) * 9 / 8))
+	// Round trips of 1 ms at 1 Gbit/s: each sends a window and has it
+	// acknowledged.
+	now, psn := t0, wire.PSN(0)
+	var windows []int
+	for range 6 {
+		w := s.Window()
+		windows = append(windows, w)
+		for range w {
+			s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, now)
+		}
+		now = now.Add(time.Millisecond)
+		psn = psn.Add(uint32(w))
+		s.OnAck(psn.Sub(1), now)
+	}
+	want := []int{initialWindow, 2 * initialWindow, 4 * initialWindow, 8 * initialWindow, bdp, bdp}
+	if !slices.Equal(windows, want) {
+		t.Errorf("windows over six 1 ms round trips at 1 Gbit/s %v, want %v (the BDP cap %d)", windows, want, bdp)
 	}
 }
 
