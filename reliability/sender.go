@@ -343,7 +343,11 @@ func (s *Sender) spendBytes(now time.Time, bytes uint64) {
 	wasLimited := s.rate.limited()
 	s.rate.onSent(now, bytes)
 	if s.rate.limited() {
-		s.pace.spendFor(now, s.rate.gap(bytes), s.rate.gap(uint64(paceBurst*(s.pathMTU()+PacketOverhead))))
+		// Idle time buys a burst as the window's pacing allows one: four
+		// packets, or one for a QP paced slower than that in
+		// paceBurstTime (pacer.spend says why).
+		one := s.rate.gap(uint64(s.pathMTU() + PacketOverhead))
+		s.pace.spendFor(now, s.rate.gap(bytes), min(paceBurst*one, max(one, paceBurstTime)))
 	} else if wasLimited {
 		s.pace.restart() // back at the line rate
 	}
