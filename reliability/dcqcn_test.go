@@ -426,3 +426,44 @@ func TestDCQCNScaledTo(t *testing.T) {
 		})
 	}
 }
+
+// A QP that DCQCN's rate paces buys with idle time the burst the window's
+// pacing allows (pacer.spend): four packets back to back for a QP fast
+// enough to send them in paceBurstTime, one beyond the packet due for a
+// slower one, whose bursts would meet the other QPs' in a shallow queue.
+func TestSenderDCQCNIdleBurst(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rate      float64 // the rate the CNP sets
+		wantBurst int     // packets that go at once after the idle time
+	}{
+		{"4 KiB packets at 50 Gbit/s", 50e9, 1 + paceBurst},
+		{"4 KiB packets at 500 Mbit/s", 500e6, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultDCQCN()
+			p.LineRate, p.FirstRate = 100e9, 2*tc.rate    // the first cut halves it
+			p.RateTimer, p.ByteCounter = time.Hour, 1<<60 // and nothing raises it
+			pool := NewPool(64)
+			alloc, err := pool.Reserve(64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
+			data := Entry{Kind: Data, Length: 4096, AckReq: true}
+			s.Send(data, t0)
+			s.OnAck(0, t0.Add(time.Microsecond))
+			s.OnCNP(t0.Add(time.Microsecond))
+			now := t0.Add(10 * time.Millisecond) // idle
+			burst := 0
+			for burst < 64 && s.Send(data, now).Hold == Go {
+				burst++
+				s.OnAck(s.Next().Sub(1), now)
+			}
+			if burst != tc.wantBurst {
+				bits, _ := s.Rate()
+				t.Errorf("%d packets at once after the idle time at %.0f Mbit/s, want %d", burst, bits/1e6, tc.wantBurst)
+			}
+		})
+	}
+}
