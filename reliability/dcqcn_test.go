@@ -467,3 +467,43 @@ func TestSenderDCQCNIdleBurst(t *testing.T) {
 		})
 	}
 }
+
+// With FollowCNPs the rate-increase timer's period stretches to the
+// interval between the QP's CNPs while they keep coming, and goes back to
+// RateTimer once they stop; without it the timer keeps its period.
+func TestDCQCNFollowCNPs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		follow bool
+		want   int // rate increases in the millisecond after a CNP, of CNPs 1 ms apart
+	}{
+		{"the paper's timer", false, 18}, // 1 ms over 55 us
+		{"following the CNPs", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultDCQCN().ScaledTo(2e9)
+			p.FirstRate, p.ByteCounter, p.FollowCNPs = 1e9, 1<<60, tc.follow
+			d := newDCQCN(p)
+			now := t0
+			for range 10 { // a CNP every millisecond
+				d.onCNP(now)
+				now = now.Add(time.Millisecond)
+			}
+			before := d.inc
+			d.advance(now) // a millisecond after the last CNP, when the next would come
+			if got := int(d.inc - before); got != tc.want {
+				t.Errorf("%d rate increases in the millisecond after a CNP, want %d", got, tc.want)
+			}
+			// The CNPs stop: after twice their interval the timer runs at
+			// its own period again.
+			d.onCNP(now)
+			now = now.Add(3 * time.Millisecond)
+			d.advance(now)
+			before = d.inc
+			d.advance(now.Add(550 * time.Microsecond))
+			if got := int(d.inc - before); got != 10 {
+				t.Errorf("%d rate increases in 550 us once the CNPs stopped, want 10", got)
+			}
+		})
+	}
+}
