@@ -1011,7 +1011,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.goBack(s.Una()) // exactly the probe: the peer dropped what followed it
 		}
 	}
-	s.repairLost(repaired)
+	s.repairLost(repaired, now)
 	switch {
 	case s.n == 0:
 		s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
@@ -1191,8 +1191,14 @@ func (s *Sender) OnPlaced(psn, trigger wire.PSN, now time.Time) {
 // a QP whose whole flight a full queue dropped, as in an incast, got one
 // packet through per timer. A NAK's repair needs none of it: the peer's
 // reports show what it lacks.
-func (s *Sender) repairLost(repaired time.Time) {
+func (s *Sender) repairLost(repaired, now time.Time) {
 	if !s.params.SelectiveRepeat || repaired.IsZero() || repaired != s.timerRepair || s.n == 0 || s.resendOne || s.failed || s.rnrWait {
+		return
+	}
+	if now.Sub(repaired) < s.rtt.min {
+		// Sooner than any round trip: the ACK is the original's, which a
+		// queue held (the timer fired early), and what went after it is
+		// on its way too (RACK's test for a spurious retransmission).
 		return
 	}
 	e := s.entry(0)
