@@ -60,13 +60,6 @@ type DCQCNParams struct {
 	// is a drop, as ConnectX's lossy-RoCE modes slow a QP that lost
 	// packets. On in both presets; off is the paper's pure reaction point.
 	LossCut bool
-	// FollowCNPs (DCQCN+'s reaction point, Gao et al., ICNP 2018) stretches
-	// the rate-increase timer to the interval between the QP's CNPs while
-	// they keep coming: a QP that gets a CNP every 1-2 ms (one of 64 in an
-	// incast, each with a packet through the queue that often) would else
-	// raise its rate twenty to forty times between two, and the queue
-	// stands full. Off in both presets.
-	FollowCNPs bool
 	// CutInterval is the least time between two cuts; a CNP within it
 	// still raises alpha (ConnectX's rate_reduce_monitor_period). 0: a
 	// cut on every CNP, as the paper's reaction point does (its
@@ -131,12 +124,10 @@ type dcqcn struct {
 	timerAt  time.Time // the rate-increase timer's next expiry
 	lastCut  time.Time
 	lossCut  time.Time // the last cut for a loss
-	lastCNP  time.Time
-	cnpGap   time.Duration // FollowCNPs: the interval between CNPs, smoothed
-	timerN   int           // timer expiries since the last cut
-	byteN    int           // byte-counter events since the last cut
-	bytes    uint64        // bytes sent towards the next byte-counter event
-	inc      uint64        // increase events, counted
+	timerN   int       // timer expiries since the last cut
+	byteN    int       // byte-counter events since the last cut
+	bytes    uint64    // bytes sent towards the next byte-counter event
+	inc      uint64    // increase events, counted
 
 	// The sending rate measured, for the first cut (a NIC's current
 	// rate before any CNP is its line rate; softrnic's is what it sends).
@@ -172,17 +163,6 @@ func (d *dcqcn) rate() float64 {
 // the rate was cut.
 func (d *dcqcn) onCNP(now time.Time) bool {
 	d.advance(now)
-	if d.p.FollowCNPs {
-		if !d.lastCNP.IsZero() {
-			gap := now.Sub(d.lastCNP)
-			if d.cnpGap == 0 {
-				d.cnpGap = gap
-			} else {
-				d.cnpGap = (7*d.cnpGap + gap) / 8
-			}
-		}
-		d.lastCNP = now
-	}
 	d.alpha = (1-d.p.G)*d.alpha + d.p.G
 	d.cnpSince = true
 	if d.alphaAt.IsZero() {
@@ -202,7 +182,7 @@ func (d *dcqcn) onCNP(now time.Time) bool {
 	d.rc = max(d.rc*max(1-d.alpha/2, d.p.MinDecrease), d.p.MinRate)
 	d.lastCut = now
 	d.timerN, d.byteN, d.bytes = 0, 0, 0
-	d.timerAt = now.Add(d.ratePeriod(now))
+	d.timerAt = now.Add(d.p.RateTimer)
 	return true
 }
 
@@ -268,24 +248,13 @@ func (d *dcqcn) advance(now time.Time) {
 	}
 	for d.rc > 0 && !d.timerAt.IsZero() && !now.Before(d.timerAt) {
 		d.timerN++
-		d.timerAt = d.timerAt.Add(d.ratePeriod(d.timerAt))
+		d.timerAt = d.timerAt.Add(d.p.RateTimer)
 		d.increase()
 		if d.rc >= d.p.LineRate {
 			// Back at the line rate: no limit until the next CNP.
 			d.rc, d.rt, d.timerAt = 0, 0, time.Time{}
 		}
 	}
-}
-
-// ratePeriod is the rate-increase timer's period at now: RateTimer, or
-// with FollowCNPs the interval between the QP's CNPs while they still
-// come (one is due within twice it), at most 64 periods.
-func (d *dcqcn) ratePeriod(now time.Time) time.Duration {
-	t := d.p.RateTimer
-	if d.p.FollowCNPs && d.cnpGap > t && now.Sub(d.lastCNP) < 2*d.cnpGap {
-		t = min(d.cnpGap, 64*d.p.RateTimer)
-	}
-	return t
 }
 
 // increase is one rate-increase event (the timer's or the byte

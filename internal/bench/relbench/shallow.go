@@ -251,14 +251,11 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 	fmt.Fprintln(w, "Gbit/s counts the payload of both directions; of link is the WRITEs' direction alone against the link rate;")
 	fmt.Fprintln(w, "Jain is Jain's fairness index of the WRITE QPs' goodputs. DCQCN runs only with ECN (it reacts to CNPs), with the")
 	fmt.Fprintf(w, "paper's parameters, then with its increase steps and byte counter scaled from its 40 Gbit/s link to this one (ScaledTo),\n")
-	fmt.Fprintln(w, "then so and with its rate-increase timer stretched to the interval between the QP's CNPs (DCQCN+, FollowCNPs),")
 	fmt.Fprintf(w, "then with its 55 us timers (alpha, rate increase) at half the added RTT, %v\n", cfg.RTT/2)
 	steps := reliability.DefaultDCQCN().ScaledTo(cfg.LinkGbits * 1e9)
 	slow := reliability.DefaultDCQCN()
 	slow.LineRate = cfg.LinkGbits * 1e9
 	slow.AlphaPeriod, slow.RateTimer = cfg.RTT/2, cfg.RTT/2
-	plus := steps
-	plus.FollowCNPs = true
 	type row struct {
 		name string
 		c    ShallowConfig
@@ -271,15 +268,13 @@ func ReportShallow(w io.Writer, cfg ShallowConfig) ([]ShallowResult, error) {
 			rows = append(rows, row{c.Sender(), c})
 		}
 	}
-	for _, d := range []*reliability.DCQCNParams{nil, &steps, &plus, &slow} {
+	for _, d := range []*reliability.DCQCNParams{nil, &steps, &slow} {
 		c := cfg
 		c.CC, c.Selective, c.MarkBytes, c.DCQCN = DCQCNCC, true, mark, d
 		name := c.Sender()
 		switch d {
 		case &steps:
 			name += ", steps scaled"
-		case &plus:
-			name += "+, steps scaled" // DCQCN+: the rate timer follows the CNPs (FollowCNPs)
 		case &slow:
 			name += fmt.Sprintf(", timers %v", d.RateTimer)
 		}
