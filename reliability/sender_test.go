@@ -1199,8 +1199,8 @@ func TestNAKOfNextPSN(t *testing.T) {
 func TestRepairShowsTheFlightLost(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		placed []wire.PSN // reported placed ahead (a NAK's trigger) before the timer
-		after  int        // packets sent after the repair
+		placed []wire.PSN    // reported placed ahead (a NAK's trigger) before the timer
+		after  int           // packets sent after the repair
 		ack    time.Duration // when the ACK of 101 comes after the repair (0: the round trip, 200 us)
 		want   []wire.PSN    // sent again after the timer's repair of 101
 	}{
