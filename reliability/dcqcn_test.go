@@ -257,9 +257,10 @@ func TestSenderDCQCN(t *testing.T) {
 	}
 	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
 	data := Entry{Kind: Data, Length: 4096 - PacketOverhead, AckReq: true}
-	for range initialWindow { // the BDP cap before a round trip is known
-		if g := s.Send(data, t0); g.Hold != Go {
-			t.Fatalf("before any CNP a packet was held: %v", g.Hold)
+	for i := range initialWindow { // the BDP cap before a round trip is known
+		// Before any CNP the QP goes at the line rate: 4 KiB 33 us apart.
+		if g := s.Send(data, t0.Add(time.Duration(i)*33*time.Microsecond)); g.Hold != Go {
+			t.Fatalf("before any CNP packet %d was held at the line rate: %v", i, g.Hold)
 		}
 	}
 	if _, limited := s.Rate(); limited {
@@ -319,12 +320,22 @@ func TestSenderDCQCNBDPCap(t *testing.T) {
 	for range 6 {
 		w := s.Window()
 		windows = append(windows, w)
-		for range w {
-			s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, now)
+		// The window's packets go as the line rate's pacing lets them
+		// (33 us apart), each acknowledged a round trip after it went.
+		var sentAt []time.Time
+		for at := now; len(sentAt) < w && at.Before(now.Add(2*time.Millisecond)); at = at.Add(time.Microsecond) {
+			if s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, at).Hold == Go {
+				sentAt = append(sentAt, at)
+			}
 		}
-		now = now.Add(time.Millisecond)
-		psn = psn.Add(uint32(w))
-		s.OnAck(psn.Sub(1), now)
+		if len(sentAt) != w {
+			t.Fatalf("%d of a window of %d sent", len(sentAt), w)
+		}
+		for _, at := range sentAt {
+			now = at.Add(time.Millisecond)
+			s.OnAck(psn, now)
+			psn = psn.Add(1)
+		}
 	}
 	want := []int{initialWindow, 2 * initialWindow, 4 * initialWindow, 8 * initialWindow, bdp, bdp}
 	if !slices.Equal(windows, want) {
@@ -465,5 +476,34 @@ func TestSenderDCQCNIdleBurst(t *testing.T) {
 				t.Errorf("%d packets at once after the idle time at %.0f Mbit/s, want %d", burst, bits/1e6, tc.wantBurst)
 			}
 		})
+	}
+}
+
+// Before any CNP a DCQCN QP goes at the line rate, not faster, as a
+// NIC's port lets it: after the burst idle time buys, a packet waits for
+// the line rate's gap (an engine outrunning a slower link would else put
+// a whole window into its queue at once).
+func TestSenderDCQCNLineRate(t *testing.T) {
+	p := DefaultDCQCN()
+	p.LineRate = 1e9
+	pool := NewPool(64)
+	alloc, err := pool.Reserve(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
+	data := Entry{Kind: Data, Length: 4096, AckReq: true}
+	var holds []Hold
+	for range 3 {
+		holds = append(holds, s.Send(data, t0).Hold)
+	}
+	if want := []Hold{Go, Go, HoldPacing}; !slices.Equal(holds, want) {
+		t.Errorf("three packets at once at a 1 Gbit/s line rate: %v, want %v", holds, want)
+	}
+	if _, limited := s.Rate(); limited {
+		t.Error("limited before a CNP")
+	}
+	if g := s.Send(data, t0.Add(34*time.Microsecond)); g.Hold != Go {
+		t.Errorf("a packet a line rate's gap later: %v", g.Hold)
 	}
 }

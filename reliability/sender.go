@@ -340,17 +340,16 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 
 // spendBytes counts bytes sent against DCQCN's rate and byte counter.
 func (s *Sender) spendBytes(now time.Time, bytes uint64) {
-	wasLimited := s.rate.limited()
 	s.rate.onSent(now, bytes)
-	if s.rate.limited() {
-		// Idle time buys a burst as the window's pacing allows one: four
-		// packets, or one for a QP paced slower than that in
-		// paceBurstTime (pacer.spend says why).
-		one := s.rate.gap(uint64(s.pathMTU() + PacketOverhead))
-		s.pace.spendFor(now, s.rate.gap(bytes), min(paceBurst*one, max(one, paceBurstTime)))
-	} else if wasLimited {
-		s.pace.restart() // back at the line rate
-	}
+	// Before any CNP, and back at the line rate, the QP goes at the line
+	// rate, as a NIC's port lets it: unpaced, an engine that outruns the
+	// link (9 Gbit/s into a 2 Gbit/s one) put a whole BDP cap into the
+	// queue at once each time a QP's rate came back to the line rate.
+	// Idle time buys a burst as the window's pacing allows one: four
+	// packets, or one for a QP paced slower than that in paceBurstTime
+	// (pacer.spend says why).
+	one := s.rate.gap(uint64(s.pathMTU() + PacketOverhead))
+	s.pace.spendFor(now, s.rate.gap(bytes), min(paceBurst*one, max(one, paceBurstTime)))
 }
 
 // PacketOverhead is the bytes a RoCEv2 packet carries besides its
