@@ -118,6 +118,12 @@ type dcqcn struct {
 	rc, rt float64 // the current and target rates; rc of 0: no CNP yet, no limit
 	alpha  float64
 	opened int // packets the BDP cap lets out (Sender.bdpCap): from initialWindow, one more per packet acknowledged
+	// capRate is the rate the BDP cap allows (its packets over the least
+	// round trip), set before each CNP: a QP whose cap is still opening
+	// sends below it, and a first cut from what it measured (a sixth of
+	// its share, 77 Mbit/s, on the shallow path's third millisecond) took
+	// 50 ms of additive increase to climb back.
+	capRate float64
 
 	cnpSince bool      // a CNP came in the current alpha period
 	alphaAt  time.Time // the current alpha period's end
@@ -174,7 +180,7 @@ func (d *dcqcn) onCNP(now time.Time) bool {
 	if d.rc == 0 {
 		d.rc = d.p.FirstRate
 		if d.rc <= 0 {
-			d.rc = d.measuredRate(now)
+			d.rc = max(d.measuredRate(now), d.capRate)
 		}
 		d.rc = min(d.rc, d.p.LineRate)
 	}

@@ -507,3 +507,27 @@ func TestSenderDCQCNLineRate(t *testing.T) {
 		t.Errorf("a packet a line rate's gap later: %v", g.Hold)
 	}
 }
+
+// A QP whose BDP cap is still opening sends below what the cap allows;
+// its first CNP cuts from the cap's rate (its packets over the least
+// round trip), not from the little it measured: cut from that, the rate
+// took 50 ms of additive increase to climb back on a 1 ms path.
+func TestSenderDCQCNFirstCutFromTheCap(t *testing.T) {
+	p := DefaultDCQCN()
+	p.LineRate = 1e9
+	pool := NewPool(64)
+	alloc, err := pool.Reserve(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
+	s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, t0)
+	now := t0.Add(time.Millisecond)
+	s.OnAck(0, now) // a round trip of 1 ms; one packet in it
+	capped := float64(s.Window()*(4096+PacketOverhead)*8) / 1e-3
+	s.OnCNP(now)
+	bits, limited := s.Rate()
+	if want := capped / 2; !limited || math.Abs(bits-want) > want/100 {
+		t.Errorf("after the first CNP %.0f Mbit/s, want half the cap's %.0f Mbit/s (the QP measured %.0f)", bits/1e6, capped/1e6, s.rate.measuredRate(now)/1e6)
+	}
+}

@@ -293,10 +293,19 @@ func (s *Sender) PaceAt() time.Time { return s.pace.at }
 // paced reports whether pacing holds a packet at now.
 func (s *Sender) paced(now time.Time) bool { return !s.params.NoCongestionControl && s.pace.holds(now) }
 
+// noteCapRate gives DCQCN the rate the BDP cap allows, for a first cut.
+func (s *Sender) noteCapRate() {
+	s.rate.capRate = 0
+	if s.rtt.min > 0 {
+		s.rate.capRate = float64(s.bdpCap()*(s.pathMTU()+PacketOverhead)*8) / s.rtt.min.Seconds()
+	}
+}
+
 // takeLoss gives DCQCN a loss seen since the last call.
 func (s *Sender) takeLoss(now time.Time) {
 	if s.lossSeen {
 		s.lossSeen = false
+		s.noteCapRate()
 		if s.rate.onLoss(now, s.rtt.srtt) {
 			s.stats.LossCuts++
 		}
@@ -464,6 +473,7 @@ func (s *Sender) Init(alloc Allocation, psn wire.PSN, p Params) {
 // round trip, as DCQCN cuts a rate.
 func (s *Sender) OnCNP(now time.Time) {
 	if s.byRate {
+		s.noteCapRate()
 		if s.rate.onCNP(now) {
 			s.stats.CNPCuts++
 		}
