@@ -250,12 +250,7 @@ func TestDCQCNModel(t *testing.T) {
 func TestSenderDCQCN(t *testing.T) {
 	p := DefaultDCQCN()
 	p.LineRate = 1e9
-	pool := NewPool(64)
-	alloc, err := pool.Reserve(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
+	s := dcqcnSender(t, 64, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
 	data := Entry{Kind: Data, Length: 4096 - PacketOverhead, AckReq: true}
 	for i := range initialWindow { // the BDP cap before a round trip is known
 		// Before any CNP the QP goes at the line rate: 4 KiB 33 us apart.
@@ -303,12 +298,7 @@ func TestSenderDCQCN(t *testing.T) {
 func TestSenderDCQCNBDPCap(t *testing.T) {
 	p := DefaultDCQCN()
 	p.LineRate = 1e9
-	pool := NewPool(256)
-	alloc, err := pool.Reserve(256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewSender(alloc, 0, Params{DCQCN: &p, PathMTU: 4096, RetryCnt: 7})
+	s := dcqcnSender(t, 256, Params{DCQCN: &p, PathMTU: 4096, RetryCnt: 7})
 	if s.Window() != initialWindow {
 		t.Fatalf("before a round trip the window is %d, want the initial window (%d)", s.Window(), initialWindow)
 	}
@@ -350,12 +340,7 @@ func TestSenderDCQCNBDPCap(t *testing.T) {
 func TestSenderDCQCNWaitFollowsRate(t *testing.T) {
 	p := DefaultDCQCN()
 	p.LineRate, p.FirstRate = 1e9, 1e9
-	pool := NewPool(64)
-	alloc, err := pool.Reserve(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
+	s := dcqcnSender(t, 64, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7})
 	for range 20 { // cut after cut: down to the least rate
 		s.OnCNP(t0)
 	}
@@ -455,12 +440,7 @@ func TestSenderDCQCNIdleBurst(t *testing.T) {
 			p := DefaultDCQCN()
 			p.LineRate, p.FirstRate = 100e9, 2*tc.rate    // the first cut halves it
 			p.RateTimer, p.ByteCounter = time.Hour, 1<<60 // and nothing raises it
-			pool := NewPool(64)
-			alloc, err := pool.Reserve(64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
+			s := dcqcnSender(t, 64, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
 			data := Entry{Kind: Data, Length: 4096, AckReq: true}
 			s.Send(data, t0)
 			s.OnAck(0, t0.Add(time.Microsecond))
@@ -486,12 +466,7 @@ func TestSenderDCQCNIdleBurst(t *testing.T) {
 func TestSenderDCQCNLineRate(t *testing.T) {
 	p := DefaultDCQCN()
 	p.LineRate = 1e9
-	pool := NewPool(64)
-	alloc, err := pool.Reserve(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
+	s := dcqcnSender(t, 64, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
 	data := Entry{Kind: Data, Length: 4096, AckReq: true}
 	var holds []Hold
 	for range 3 {
@@ -515,12 +490,7 @@ func TestSenderDCQCNLineRate(t *testing.T) {
 func TestSenderDCQCNFirstCutFromTheCap(t *testing.T) {
 	p := DefaultDCQCN()
 	p.LineRate = 1e9
-	pool := NewPool(64)
-	alloc, err := pool.Reserve(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewSender(alloc, 0, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
+	s := dcqcnSender(t, 64, Params{SelectiveRepeat: true, DCQCN: &p, RetryCnt: 7, PathMTU: 4096})
 	s.Send(Entry{Kind: Data, Length: 4096, AckReq: true}, t0)
 	now := t0.Add(time.Millisecond)
 	s.OnAck(0, now) // a round trip of 1 ms; one packet in it
@@ -530,4 +500,15 @@ func TestSenderDCQCNFirstCutFromTheCap(t *testing.T) {
 	if want := capped / 2; !limited || math.Abs(bits-want) > want/100 {
 		t.Errorf("after the first CNP %.0f Mbit/s, want half the cap's %.0f Mbit/s (the QP measured %.0f)", bits/1e6, capped/1e6, s.rate.measuredRate(now)/1e6)
 	}
+}
+
+// dcqcnSender is a sender with entries replay entries of its own and the
+// parameters given (their DCQCN among them), its first PSN 0.
+func dcqcnSender(t *testing.T, entries int, p Params) *Sender {
+	t.Helper()
+	alloc, err := NewPool(entries).Reserve(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewSender(alloc, 0, p)
 }
