@@ -73,7 +73,7 @@ type engine struct {
 	systemClock           bool                              // the timers run on the system's clock (no test drives it)
 	now                   time.Time                         // the turn's time (clock), read once a turn
 	nowRead               bool                              // now holds this turn's time
-	turnNS                int64                             // the turn's nanotime read, if nowFromNS (0: none): now is made from it when first asked
+	turnNS                int64                             // the turn's nanotime read, if nowFromNS (0: none; -1: read it when asked): now is made from it when first asked
 	nowFromNS             bool                              // the NIC's clock is the SystemClock: a turn's time is its nanotime read
 	kicker                Kicker                            // the port, if it is one: kicked before a timer fires
 	kicked                bool                              // it was, for the timers due now
@@ -607,6 +607,9 @@ func (e *engine) idleFor(turns int) bool {
 func (e *engine) clock() time.Time {
 	if !e.nowRead {
 		if e.turnNS != 0 {
+			if e.turnNS < 0 { // moved on (clockMoved): read when asked
+				e.turnNS = nanotime()
+			}
 			e.now = hostmem.SystemTimeAt(time.Duration(e.turnNS))
 		} else {
 			e.now = e.cfg.Clock.Now()
@@ -623,15 +626,16 @@ func (e *engine) clock() time.Time {
 // the turn began. Dated with it, their round trips would include the
 // rest of the turn's work (an incast's first samples read 4-17 ms on a
 // 100 us path, and its QPs' early timers waited tens of milliseconds on
-// them). The next stage to ask reads the clock afresh; with a driven
-// clock (tests) time stands as it was.
+// them). The next stage to ask reads the clock afresh (none may: the
+// turn's last batch costs no read); with a driven clock (tests) time
+// stands as it was.
 func (e *engine) clockMoved() {
 	if !e.systemClock || !e.nowRead {
 		return
 	}
 	e.nowRead = false
 	if e.turnNS != 0 {
-		e.turnNS = nanotime()
+		e.turnNS = -1
 	}
 }
 
