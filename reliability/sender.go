@@ -930,7 +930,7 @@ func (s *Sender) inWindow(psn wire.PSN) bool {
 func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 	k, acked, delivered := 0, 0, 0
 	var rtt, resentRTT time.Duration
-	var repaired time.Time // the latest sending of a WRITE or SEND packet sent again among those acknowledged
+	repaired := false // the early timer's repair is among those acknowledged (repairLost)
 	ambiguous := false
 	for s.n > 0 {
 		e := &s.ring[s.head]
@@ -954,9 +954,7 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			ambiguous = true
 			if e.Kind != Read {
 				resentRTT = now.Sub(e.sent)
-				if e.Kind == Data && e.sent.After(repaired) {
-					repaired = e.sent
-				}
+				repaired = repaired || e.Kind == Data && e.sent.Equal(s.timerRepair)
 			}
 		} else if e.Kind != Read {
 			// A READ is done when its last response has come: that
@@ -1020,7 +1018,9 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			s.goBack(s.Una()) // exactly the probe: the peer dropped what followed it
 		}
 	}
-	s.repairLost(repaired, now)
+	if repaired {
+		s.repairLost(now)
+	}
 	switch {
 	case s.n == 0:
 		s.deadline, s.early, s.rnrWait = time.Time{}, time.Time{}, false
@@ -1192,16 +1192,17 @@ func (s *Sender) OnPlaced(psn, trigger wire.PSN, now time.Time) {
 // alone when the peer has reported nothing placed beyond it (srSkip
 // passes over the rest: they may be on their way), and the in-order ACK
 // that answers it reports nothing beyond either. When that ACK comes
-// (repaired is when the packet it acknowledges went again) and the peer
-// has still reported nothing placed past Una, nothing sent before the
-// repair reached it: a peer that places a packet ahead reports it, and
-// reports again while the gap stays open. Those packets go again now,
+// (the repair went at timerRepair) and the peer has still reported
+// nothing placed past Una, nothing sent before the repair reached it: a
+// peer that places a packet ahead reports it, and reports again while
+// the gap stays open. Those packets go again now,
 // as the window lets them, not one per early timer (milliseconds each):
 // a QP whose whole flight a full queue dropped, as in an incast, got one
 // packet through per timer. A NAK's repair needs none of it: the peer's
 // reports show what it lacks.
-func (s *Sender) repairLost(repaired, now time.Time) {
-	if !s.params.SelectiveRepeat || repaired.IsZero() || repaired != s.timerRepair || s.n == 0 || s.resendOne || s.failed || s.rnrWait {
+func (s *Sender) repairLost(now time.Time) {
+	repaired := s.timerRepair
+	if !s.params.SelectiveRepeat || s.n == 0 || s.resendOne || s.failed || s.rnrWait {
 		return
 	}
 	if now.Sub(repaired) < s.rtt.min {
