@@ -555,7 +555,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 	b = s.b
 	if s.write && (uint32(len(payload)) > s.left || last && uint32(len(payload)) != s.left) {
 		// More or less than the RETH announced: the message fails.
-		e.nic.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, errors.New("datapath: WRITE longer or shorter than its RETH"))
+		e.hpuAbortMessage(b.in, qpn, s.msg.MSN, errors.New("datapath: WRITE longer or shorter than its RETH"))
 		s.on = false
 		e.counters.RcvdLengthErr.Add(1)
 		e.reply(q, r, psn, wire.NAKSyndrome(wire.NAKInvalidRequest))
@@ -574,7 +574,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 			s.on = false
 		}
 		if q.Type == ibv.QPTUC { // unreliable: the message is lost
-			e.nic.hpu.Load().engine.Abort(b.in, qpn, s.msg.MSN, err)
+			e.hpuAbortMessage(b.in, qpn, s.msg.MSN, err)
 			s.on, r.ucDrop = false, true
 			return true, false
 		}
@@ -582,7 +582,7 @@ func (e *engine) toHandlers(qpn uint32, q *hostmem.QPCEntry, r *qpRun, b *hpuBin
 		return true, false
 	}
 	e.counters.HPUPackets.Add(1)
-	e.hpuHelp = e.hpuHelper.Pending() > 0
+	e.hpuHelp = e.hpuHelper.Pending() > 0 || e.hpuHelper.Held() > 0 // run or published after the receive batch
 	s.index++
 	s.off += uint32(len(payload))
 	s.left -= min(s.left, uint32(len(payload)))
@@ -758,10 +758,21 @@ func (e *engine) handlersBreak(qpn uint32, r *qpRun) {
 // last packet will not come.
 func (e *engine) hpuAbort(qpn uint32, r *qpRun) {
 	if r.hpu.on && r.hpu.b != nil {
-		e.nic.hpu.Load().engine.Abort(r.hpu.b.in, qpn, r.hpu.msg.MSN, errMessageBroken)
+		e.hpuAbortMessage(r.hpu.b.in, qpn, r.hpu.msg.MSN, errMessageBroken)
 		e.counters.HPUAborted.Add(1)
 	}
 	r.hpu.on = false
+}
+
+// hpuAbortMessage ends a message under way with its handlers, through
+// the engine's Helper, which keeps the index of the messages it submitted
+// (hpu.Submitter).
+func (e *engine) hpuAbortMessage(in *hpu.Installed, qpn, msn uint32, err error) {
+	if e.hpuHelper != nil {
+		e.hpuHelper.Abort(in, qpn, msn, err)
+		return
+	}
+	e.nic.hpu.Load().engine.Abort(in, qpn, msn, err)
 }
 
 var errMessageBroken = errors.New("datapath: the message broke off (its QP was reset or failed, or UC lost a packet)")

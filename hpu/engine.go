@@ -382,27 +382,38 @@ func (e *Engine) home(k msgKey) int {
 // ErrFull and keeps nothing: the NIC then does not acknowledge the
 // packet, and the peer sends it again.
 func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
-	return e.submit(in, msg, pkt, nil)
+	return e.submit(in, msg, pkt, nil, nil)
 }
 
-// submit is Submit; with h, a short context's task is h's (Helper.Submit).
-func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error {
+// submit is Submit; with sub, the task waits for sub.Publish
+// (Submitter.Submit), and with h too, a short context's task is h's
+// (Helper.Submit).
+func (e *Engine) submit(in *Installed, msg Message, pkt Packet, sub *Submitter, h *Helper) error {
 	if len(pkt.Payload) > e.cfg.SlotSize {
 		return ErrTooLarge
 	}
-	e.submitting.Add(1)
-	defer e.submitting.Add(-1)
+	if sub == nil {
+		e.submitting.Add(1)
+		defer e.submitting.Add(-1)
+	} else {
+		sub.enter()
+		defer sub.leave()
+	}
 	if e.closed.Load() {
 		return ErrClosed
 	}
 	k := msgKey{in, msg.QPN, msg.MSN}
-	sh := &e.shards[k.shard()]
 	var mi int32
 	found := false
 	if !pkt.First { // a first packet starts its message: nothing to look up
-		sh.mu.Lock()
-		mi, found = sh.find(k)
-		sh.mu.Unlock()
+		if sub != nil {
+			mi, found = sub.find(k)
+		} else {
+			sh := &e.shards[k.shard()]
+			sh.mu.Lock()
+			mi, found = sh.find(k)
+			sh.mu.Unlock()
+		}
 	}
 	var m *msgState
 	var home int
@@ -432,7 +443,14 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error
 		m.skip.Store(false)
 		m.dropped, m.fault, m.headerAct, m.waitHead = false, nil, Proceed, -1
 		m.headerDone.Store(in.ctx.Header == nil)
-		if m.indexed = !pkt.Last; m.indexed { // later packets, or Abort, will look for it
+		m.indexed = false
+		switch {
+		case pkt.Last: // nothing will look for it
+		case sub != nil: // its later packets, and Abort, look in sub's own index
+			sub.add(k, mi)
+		default:
+			m.indexed = true
+			sh := &e.shards[k.shard()]
 			sh.mu.Lock()
 			sh.add(k, mi)
 			sh.mu.Unlock()
@@ -443,6 +461,9 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error
 	}
 	m.submitted++
 	if pkt.Last {
+		if sub != nil && !pkt.First {
+			sub.remove(k)
+		}
 		m.lastSeen.Store(true)
 		m.refs.Add(m.submitted) // before the packet is queued: refs stays above 0 until it is handled
 	}
@@ -455,16 +476,25 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, h *Helper) error
 	if pkt.Last {
 		flags |= slotLast
 	}
-	if e.Stats.Packets.Add(1)%uint64(e.cfg.TimeEvery) == 0 {
+	var n uint64
+	if sub != nil {
+		n = sub.count(in)
+	} else {
+		n = e.Stats.Packets.Add(1)
+		in.Stats.Packets.Add(1)
+	}
+	if n%uint64(e.cfg.TimeEvery) == 0 {
 		flags |= slotTimed
 		cl.queued[s] = e.now() // the HPU reads it after the queue hands it the slot
 	}
 	*sl = slot{msg: msg, offset: pkt.Offset, index: int32(pkt.Index), psn: pkt.PSN, imm: pkt.Imm,
 		n: int32(copy(cl.buf(s, e.cfg.SlotSize), pkt.Payload)), mi: mi, opcode: pkt.Opcode, flags: flags}
-	in.Stats.Packets.Add(1)
-	if h != nil && e.short(in) {
+	switch {
+	case h != nil && e.short(in):
 		h.keep(cl, s)
-	} else {
+	case sub != nil:
+		sub.hold(cl, s)
+	default:
 		e.queue(cl, s)
 	}
 	return nil
@@ -481,6 +511,17 @@ func (cl *cluster) buf(s int32, size int) []byte {
 // has room: it holds at most the cluster's slots.
 func (e *Engine) queue(cl *cluster, s int32) {
 	deep := cl.queue.put(s)
+	if (deep || e.spinners.Load() == 0) && cl.sleepers.Load() > 0 {
+		wakeOne(cl)
+	}
+}
+
+// queueN is queue for several slots of one cluster at once
+// (Submitter.Publish). The queue has grown deep when the tasks queued
+// before them are still there.
+func (e *Engine) queueN(cl *cluster, s []int32) {
+	cl.queue.putN(s)
+	deep := cl.queue.len() > len(s)
 	if (deep || e.spinners.Load() == 0) && cl.sleepers.Load() > 0 {
 		wakeOne(cl)
 	}
@@ -525,34 +566,56 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 func (e *Engine) hpu(cl *cluster) {
 	defer e.wg.Done()
 	t := new(Task) // the handlers' view of the task this HPU runs
+	var took, freed [popBatch]int32
 	spinning := false
 	for {
 		run := cl
-		var s int32
-		ok := false
+		n := 0
 		if !spinning {
-			s, ok = cl.queue.pop()
+			n = cl.queue.popN(took[:])
 		}
-		if !ok {
-			run, s, ok, spinning = e.spin(cl, spinning)
+		if n == 0 {
+			run, n, spinning = e.spin(cl, spinning, took[:])
 		}
-		for !ok { // sleep: announce it, look once more, then wait to be woken
+		for n == 0 { // sleep: announce it, look once more, then wait to be woken
 			run = cl
 			cl.sleepers.Add(1)
-			if s, ok = cl.queue.pop(); !ok {
+			if n = cl.queue.popN(took[:]); n == 0 {
 				select {
 				case <-cl.wake:
 				case <-e.stop:
 					cl.sleepers.Add(-1)
 					return // every slot is free: no task is left
 				}
-				s, ok = cl.queue.pop()
+				n = cl.queue.popN(took[:])
 			}
 			cl.sleepers.Add(-1)
 		}
-		e.runTask(run, s, t)
+		// The slots' lines, read at once: their misses overlap instead of
+		// coming one at each task.
+		var mi int32
+		for _, s := range took[:n] {
+			mi |= run.slots[s].mi
+		}
+		if mi < 0 {
+			panic("hpu: a queued slot without its message")
+		}
+		f := 0
+		for _, s := range took[:n] {
+			if e.runTask(run, s, t) {
+				freed[f] = s
+				f++
+			}
+		}
+		run.free.putN(freed[:f])
 	}
 }
+
+// popBatch is the most tasks an HPU takes from a queue at once: one
+// cache line of its cells, which then moves between the processors once
+// for them all, as does the line of the free list it hands their slots
+// back to.
+const popBatch = 8
 
 // spinRounds is how many times an idle HPU looks at the queues before it
 // sleeps (each look yields the processor: about 20-50 us in all).
@@ -575,18 +638,18 @@ const spinRounds = 256
 // one that does not move for a watchdog tick, its HPUs asleep, has them
 // woken (watch): a spinner's handler that runs long holds up only its
 // own task.
-func (e *Engine) spin(cl *cluster, counted bool) (*cluster, int32, bool, bool) {
+func (e *Engine) spin(cl *cluster, counted bool, dst []int32) (*cluster, int, bool) {
 	if counted || e.spinners.Add(1) <= e.maxSpinners {
 		for range spinRounds {
-			if c, s, ok := e.popAny(cl); ok {
-				return c, s, true, true
+			if c, n := e.popAny(cl, dst); n > 0 {
+				return c, n, true
 			}
 			runtime.Gosched()
 		}
 	}
 	e.spinners.Add(-1)
-	c, s, ok := e.popAny(cl)
-	return c, s, ok, false
+	c, n := e.popAny(cl, dst)
+	return c, n, false
 }
 
 // watchTick is how long a task may wait in a queue that does not move,
@@ -634,10 +697,11 @@ func (e *Engine) watch() {
 // waits for what its Helper runs. Tasks of other
 // contexts go to the HPUs as Engine.Submit sends them. Its handlers see
 // a Task as an HPU's do; what they call (Done, Net, Default) runs on the
-// caller's goroutine. A Helper is used by one goroutine at a time, which
-// must Run or Flush what it kept before the engine closes.
+// caller's goroutine. The tasks of other contexts wait as a Submitter's
+// do, until Run or Publish. A Helper is used by one goroutine at a time,
+// which must Run or Flush what it kept before the engine closes.
 type Helper struct {
-	e          *Engine
+	Submitter
 	t          Task
 	own        []int32 // its tasks, cluster<<16|slot, a ring of every slot
 	head, tail uint32
@@ -665,13 +729,13 @@ func (e *Engine) NewHelper() *Helper {
 	for n < e.cfg.Clusters*e.cfg.Slots {
 		n <<= 1
 	}
-	return &Helper{e: e, own: make([]int32, n)}
+	return &Helper{Submitter: *e.NewSubmitter(), own: make([]int32, n)}
 }
 
-// Submit is Engine.Submit, except that a task of a short context is kept
-// for Run, on this goroutine, instead of going to an HPU.
+// Submit is Submitter.Submit, except that a task of a short context is
+// kept for Run, on this goroutine, instead of going to an HPU.
 func (h *Helper) Submit(in *Installed, msg Message, pkt Packet) error {
-	return h.e.submit(in, msg, pkt, h)
+	return h.e.submit(in, msg, pkt, &h.Submitter, h)
 }
 
 // Pending is the number of tasks kept for Run.
@@ -683,12 +747,17 @@ func (h *Helper) keep(cl *cluster, s int32) {
 	h.tail++
 }
 
-// Run runs the tasks kept, in order, until none is left, it ran max, or
+// Run publishes the HPUs' tasks held (Submitter.Publish) and runs the
+// tasks kept, in order, until none is left, it ran max, or
 // it has run for budget; what is left goes to the HPUs when it stops for
 // the budget. Each task is timed (a clock read each): inlineStrikes in a
 // row of a context over inlineBlock keep it off the Helpers. It reports
 // how many it ran (counted in Stats.Helped).
 func (h *Helper) Run(max int, budget time.Duration) int {
+	h.Publish() // the HPUs' tasks first: they run meanwhile
+	if h.head == h.tail {
+		return 0
+	}
 	e := h.e
 	ran := 0
 	start := e.now()
@@ -702,7 +771,9 @@ func (h *Helper) Run(max int, budget time.Duration) int {
 		h.head++
 		cl, s := &e.clusters[v>>16], v&0xffff
 		in := e.msgs[cl.slots[s].mi].key.ctx
-		e.runTask(cl, s, &h.t)
+		if e.runTask(cl, s, &h.t) {
+			cl.free.put(s)
+		}
 		ran++
 		now := e.now()
 		// A task that waits is a strike (the timed ones count in the
@@ -724,9 +795,10 @@ func (h *Helper) Run(max int, budget time.Duration) int {
 	return ran
 }
 
-// Flush gives the tasks kept to the HPUs (the helper's goroutine stops
+// Flush gives the tasks kept, and those held, to the HPUs (the helper's goroutine stops
 // running them: its NIC closes, or its budget ran out).
 func (h *Helper) Flush() {
+	h.Publish()
 	for ; h.head != h.tail; h.head++ {
 		v := h.own[h.head&uint32(len(h.own)-1)]
 		h.e.queue(&h.e.clusters[v>>16], v&0xffff)
@@ -766,25 +838,26 @@ func (in *Installed) timed(d time.Duration) {
 	}
 }
 
-// popAny takes a task from cl's queue, else from the other clusters'.
-func (e *Engine) popAny(cl *cluster) (*cluster, int32, bool) {
-	if s, ok := cl.queue.pop(); ok {
-		return cl, s, true
+// popAny takes tasks from cl's queue, else from the other clusters'.
+func (e *Engine) popAny(cl *cluster, dst []int32) (*cluster, int) {
+	if n := cl.queue.popN(dst); n > 0 {
+		return cl, n
 	}
 	for i := range e.clusters {
 		if c := &e.clusters[i]; c != cl {
-			if s, ok := c.queue.pop(); ok {
-				return c, s, true
+			if n := c.queue.popN(dst); n > 0 {
+				return c, n
 			}
 		}
 	}
-	return nil, 0, false
+	return nil, 0
 }
 
 // runTask runs one packet's handlers, or parks it until its message's
 // header handler has run. t is the HPU's own Task, filled here from the
-// slot.
-func (e *Engine) runTask(cl *cluster, s int32, t *Task) {
+// slot. It reports whether the slot is done with, for the caller to give
+// back to its cluster's free list (false: parked).
+func (e *Engine) runTask(cl *cluster, s int32, t *Task) bool {
 	sl := &cl.slots[s]
 	m := &e.msgs[sl.mi]
 	in := m.key.ctx
@@ -813,7 +886,7 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task) {
 			// holding its slot, and the header's HPU queues it again.
 			cl.next[s], m.waitHead = m.waitHead, int32(cl.id)<<16|s
 			m.mu.Unlock()
-			return
+			return false
 		}
 		m.mu.Unlock()
 	}
@@ -867,7 +940,10 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task) {
 		in.timed(time.Duration(d))
 	}
 	*t = Task{} // nothing of the packet outlives its handlers
-	e.finish(cl, s, m, t)
+	if m.refs.Add(-1) == 0 {
+		e.complete(cl, m, t)
+	}
+	return true
 }
 
 // release queues again the packets that waited for m's header handler;
@@ -882,15 +958,6 @@ func (e *Engine) release(m *msgState) {
 		w := wait & 0xffff
 		wait = c.next[w]
 		e.queue(c, w)
-	}
-}
-
-// finish gives the slot back and, after the message's last packet, runs
-// its completion handler (in t, the HPU's Task) and reports it done.
-func (e *Engine) finish(cl *cluster, s int32, m *msgState, t *Task) {
-	cl.free.put(s)
-	if m.refs.Add(-1) == 0 {
-		e.complete(cl, m, t)
 	}
 }
 
@@ -937,16 +1004,20 @@ func (e *Engine) Abort(in *Installed, qpn, msn uint32, err error) bool {
 	if !found {
 		return false
 	}
-	m := &e.msgs[mi]
+	e.abort(&e.msgs[mi], err)
+	return true
+}
+
+// abort ends message m (Abort).
+func (e *Engine) abort(m *msgState, err error) {
 	if m.lastSeen.Swap(true) { // its last packet came: it completes on its own
-		return true
+		return
 	}
 	m.setFault(err)
 	e.Stats.Aborted.Add(1)
 	if m.refs.Add(m.submitted) == 0 { // every packet accepted has been handled
 		e.complete(&e.clusters[m.home], m, nil)
 	}
-	return true
 }
 
 // call runs a handler, turning a panic into its fault, and if timed,

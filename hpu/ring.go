@@ -108,3 +108,60 @@ func (r *ring) pop() (int32, bool) {
 
 // len is the number of values in the ring (a snapshot).
 func (r *ring) len() int { return int(int32(r.tail.Load() - r.head.Load())) }
+
+// popN takes up to len(dst) of the oldest values at once, with one
+// compare-and-swap, and reports how many it took (0: the ring is empty).
+// The values taken are the ones full in a row from the head.
+func (r *ring) popN(dst []int32) int {
+	for {
+		pos := r.head.Load()
+		n := 0
+		for n < len(dst) {
+			d := int32(r.cells[(pos+uint32(n))&r.mask].seq.Load() - (pos + uint32(n) + 1))
+			if d != 0 {
+				if n == 0 && d < 0 {
+					return 0
+				}
+				break
+			}
+			n++
+		}
+		if n == 0 { // another consumer moved the head: look again
+			continue
+		}
+		if r.head.CompareAndSwap(pos, pos+uint32(n)) {
+			for i := range n {
+				c := &r.cells[(pos+uint32(i))&r.mask]
+				dst[i] = c.val
+				c.seq.Store(pos + uint32(i) + r.mask + 1)
+			}
+			return n
+		}
+	}
+}
+
+// putN adds the values of src to a ring that has room for them (as put),
+// with one compare-and-swap when the cells are free in a row.
+func (r *ring) putN(src []int32) {
+	for len(src) > 0 {
+		pos := r.tail.Load()
+		n := 0
+		for n < len(src) && r.cells[(pos+uint32(n))&r.mask].seq.Load() == pos+uint32(n) {
+			n++
+		}
+		if n == 0 {
+			if int32(r.cells[pos&r.mask].seq.Load()-pos) < 0 { // taken, not yet handed back
+				runtime.Gosched()
+			}
+			continue
+		}
+		if r.tail.CompareAndSwap(pos, pos+uint32(n)) {
+			for i := range n {
+				c := &r.cells[(pos+uint32(i))&r.mask]
+				c.val = src[i]
+				c.seq.Store(pos + uint32(i) + 1)
+			}
+			src = src[n:]
+		}
+	}
+}

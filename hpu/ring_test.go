@@ -155,3 +155,122 @@ func TestRingPutWaitsForSlowConsumer(t *testing.T) {
 		t.Fatalf("popped %d, %v; want 9", v, ok)
 	}
 }
+
+// TestRingBatchModel drives a ring with popN and putN of random sizes
+// beside single pushes and pops, against a slice: they agree on every
+// value, and popN takes what the ring holds up to its room.
+func TestRingBatchModel(t *testing.T) {
+	for _, cells := range []int{8, 16, 64} {
+		r := newRing(cells)
+		var model []int32
+		next := int32(0)
+		x := uint32(12345)
+		rnd := func(n int) int { x = x*1664525 + 1013904223; return int(x>>8) % n }
+		for step := range 20000 {
+			switch rnd(4) {
+			case 0: // putN of what fits
+				k := rnd(popBatch + 1)
+				k = min(k, cells-len(model))
+				src := make([]int32, k)
+				for i := range src {
+					src[i] = next
+					next++
+				}
+				r.putN(src)
+				model = append(model, src...)
+			case 1:
+				if ok, _ := r.push(next); ok {
+					model = append(model, next)
+					next++
+				} else if len(model) != cells {
+					t.Fatalf("step %d: push refused holding %d of %d", step, len(model), cells)
+				}
+			case 2: // popN
+				dst := make([]int32, 1+rnd(popBatch))
+				n := r.popN(dst)
+				if want := min(len(dst), len(model)); n != want {
+					t.Fatalf("step %d: popN(%d) took %d, model holds %d", step, len(dst), n, len(model))
+				}
+				for i := range n {
+					if dst[i] != model[i] {
+						t.Fatalf("step %d: popN value %d is %d, want %d", step, i, dst[i], model[i])
+					}
+				}
+				model = model[n:]
+			case 3:
+				v, ok := r.pop()
+				if ok != (len(model) > 0) {
+					t.Fatalf("step %d: pop %v, model holds %d", step, ok, len(model))
+				}
+				if ok {
+					if v != model[0] {
+						t.Fatalf("step %d: popped %d, want %d", step, v, model[0])
+					}
+					model = model[1:]
+				}
+			}
+			if r.len() != len(model) {
+				t.Fatalf("step %d: len %d, model %d", step, r.len(), len(model))
+			}
+		}
+	}
+}
+
+// TestRingBatchConcurrent: values put in batches by several goroutines
+// and taken in batches by several others arrive once each.
+func TestRingBatchConcurrent(t *testing.T) {
+	r := newRing(64)
+	const producers, per = 4, 20000
+	seen := make([]int32, producers*per)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var got sync.WaitGroup
+	got.Add(producers * per)
+	stop := make(chan struct{})
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var dst [popBatch]int32
+			for {
+				if n := r.popN(dst[:]); n > 0 {
+					mu.Lock()
+					for _, v := range dst[:n] {
+						seen[v]++
+					}
+					mu.Unlock()
+					for range n {
+						got.Done()
+					}
+					continue
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	for p := range producers {
+		go func() {
+			var src [5]int32
+			for i := 0; i < per; i += len(src) {
+				for j := range src {
+					src[j] = int32(p*per + i + j)
+				}
+				// Room for the batch: at most producers*len(src) values
+				// wait beyond what the consumers took, and the ring holds 64.
+				r.putN(src[:])
+			}
+		}()
+	}
+	got.Wait()
+	close(stop)
+	wg.Wait()
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("value %d taken %d times", v, n)
+		}
+	}
+}
