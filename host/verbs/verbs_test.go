@@ -780,7 +780,11 @@ func TestSelectiveRepeat(t *testing.T) {
 
 // TestSelectiveWireVector checks the frames a QP with selective repeat
 // sends for a WRITE and a WRITE_WITH_IMM against the test vector in
-// reliability/testdata, the wire change selective repeat makes.
+// reliability/testdata, the wire change selective repeat makes. The
+// vector is each packet's first sending: on a loaded machine (make test
+// runs packages side by side) the receiving engine can be off the CPU
+// longer than the sender's early timer, which then sends packets again
+// (seen once under make test); those are left out.
 func TestSelectiveWireVector(t *testing.T) {
 	want, err := os.ReadFile("../../reliability/testdata/selective_write.txt")
 	if err != nil {
@@ -795,13 +799,20 @@ func TestSelectiveWireVector(t *testing.T) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 1024})
 	var mu sync.Mutex
 	var got []wire.Packet
+	sent := map[wire.PSN]bool{}
+	again := 0
 	tap := porttest.NewTap(pa, 16, func(f []byte, rx bool) {
 		var p wire.Packet
 		if rx || wire.ParseNoICRC(append([]byte(nil), f...), &p) != nil || p.Info.Flags&wire.OpWrite == 0 {
 			return
 		}
 		mu.Lock()
-		got = append(got, p)
+		if sent[p.BTH().PSN()] {
+			again++
+		} else {
+			sent[p.BTH().PSN()] = true
+			got = append(got, p)
+		}
 		mu.Unlock()
 	})
 	a := verbstest.NewEnd(t, tap, wire.MAC{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("10.47.0.1"), 1<<16)
@@ -821,6 +832,9 @@ func TestSelectiveWireVector(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if again > 0 {
+		t.Logf("%d packets sent again, left out", again)
+	}
 	if len(got) != len(rows) {
 		for _, p := range got {
 			t.Logf("%v psn %d va %x len %d", p.BTH().Opcode(), p.BTH().PSN(), p.RETH().VA(), p.RETH().DMALen())
