@@ -34,10 +34,14 @@
 // deep wakes a sleeping HPU, and a watchdog wakes the HPUs of a queue
 // that has not moved for a millisecond (a spinner in a long handler).
 // A packet moves from the submitter to its HPU in one 64-byte slot. A
-// Helper lets the submitting goroutine (a NIC engine) run the tasks of
-// short contexts itself, in its own turn: those whose timed tasks run
-// within 2 us; one whose handler waits there, or faults, goes back to
-// the HPUs.
+// Submitter, one per submitting goroutine (a NIC engine), hands a
+// cluster its tasks eight at a time (one cache line of its queue) or
+// when the goroutine publishes at the end of a burst, and HPUs take them
+// eight at a time: Engine.Submit, a packet at a time, pays a few cache
+// lines moved between processors per packet, a Submitter about one. A
+// Helper, a Submitter too, lets its goroutine run the tasks of short
+// contexts itself, in its own turn: those whose timed tasks run within
+// 2 us; one whose handler waits there, or faults, goes back to the HPUs.
 //
 // On a live NIC a context is attached to a queue pair (package
 // host/verbs): the QP's messages that a Match selects (by kind, by a tag
