@@ -37,8 +37,10 @@
 // Submitter, one per submitting goroutine (a NIC engine), hands a
 // cluster its tasks eight at a time (one cache line of its queue) or
 // when the goroutine publishes at the end of a burst, and HPUs take them
-// eight at a time: Engine.Submit, a packet at a time, pays a few cache
-// lines moved between processors per packet, a Submitter about one. A
+// eight at a time (a handler that waits a whole watchdog tick gives the
+// others of its eight back to the queue): Engine.Submit, a packet at a
+// time, pays a few cache lines moved between processors per packet, a
+// Submitter about one. A
 // Helper, a Submitter too, lets its goroutine run the tasks of short
 // contexts itself, in its own turn: those whose timed tasks run within
 // 2 us; one whose handler waits there, or faults, goes back to the HPUs.

@@ -80,6 +80,7 @@ type Stats struct {
 	Overlong atomic.Uint64 // handlers that ran longer than their budget, over every context
 	Aborted  atomic.Uint64 // messages ended by Abort before their last packet
 	Nudges   atomic.Uint64 // sleeping HPUs the watchdog woke: their queue had not moved for a tick (watchTick)
+	Retaken  atomic.Uint64 // tasks the watchdog queued again: taken with one whose handler ran a whole tick
 	Helped   atomic.Uint64 // tasks a Helper ran (a NIC engine, on its own goroutine)
 	KeptOff  atomic.Uint64 // times a context was kept off the Helpers: a handler faulted, or waited on one
 	_        line
@@ -124,6 +125,8 @@ type Engine struct {
 	shards [msgShards]msgShard // the messages in flight, by (context, QPN, MSN)
 	msgs   []msgState
 	free   *ring // free message entries
+
+	batches []hpuBatch // each HPU's batch of tasks (the HPU's, and the watchdog's)
 
 	maxSpinners int32
 	start       time.Time
@@ -196,11 +199,14 @@ type cluster struct {
 }
 
 // slot is a packet buffer's descriptor: what Submit writes and the HPU
-// that runs the task reads, one cache line (64 bytes), so that a packet
-// moves one line from the submitting processor to the HPU's; the HPU
-// builds the handler's Task in memory of its own.
+// that runs the task reads, half a cache line (32 bytes), so that the
+// descriptors of a Submitter's line of tasks (popBatch, taken in the
+// order the HPUs gave them back) move between the processors as four
+// lines, not eight. The message's own fields are its entry's (msgState),
+// read by the HPU at every packet anyway; the HPU builds the handler's
+// Task in memory of its own.
 type slot struct {
-	msg    Message // 32 bytes
+	length uint32 // the message's length as known at this packet (Message.Length)
 	offset uint32
 	index  int32
 	psn    uint32
@@ -237,11 +243,12 @@ type msgState struct {
 	// Set with the first packet, before it is queued; read by both sides.
 	id      int32 // its index in the table
 	key     msgKey
-	msg     Message
-	indexed bool // in the table (a message of more than one packet)
+	msg     Message // as its first packet gave it: the HPUs read it at every packet (Length is length's)
+	indexed bool    // in the table (a message of more than one packet)
 
 	// The submitting side's, at every packet.
 	_         line
+	length    uint32 // Message.Length as its packets last gave it (read at the message's end)
 	home      int
 	submitted int32       // packets accepted
 	lastSeen  atomic.Bool // its last packet came, or Abort ended it
@@ -315,12 +322,13 @@ func New(cfg Config) *Engine {
 			cl.free.put(int32(s))
 		}
 	}
+	e.batches = make([]hpuBatch, cfg.Clusters*cfg.HPUs)
 	e.wg.Add(1)
 	go e.watch()
 	for c := range e.clusters { // once every cluster is built: a spinning HPU looks at them all
-		for range cfg.HPUs {
+		for h := range cfg.HPUs {
 			e.wg.Add(1)
-			go e.hpu(&e.clusters[c])
+			go e.hpu(&e.clusters[c], &e.batches[c*cfg.HPUs+h])
 		}
 	}
 	return e
@@ -437,7 +445,7 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, sub *Submitter, 
 			return ErrFull
 		}
 		m = &e.msgs[mi]
-		m.key, m.msg, m.home, m.submitted = k, msg, home, 0
+		m.key, m.msg, m.length, m.home, m.submitted = k, msg, msg.Length, home, 0
 		m.refs.Store(0)
 		m.lastSeen.Store(false)
 		m.skip.Store(false)
@@ -456,8 +464,8 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, sub *Submitter, 
 			sh.mu.Unlock()
 		}
 	}
-	if msg.Length != 0 && msg.Length != m.msg.Length {
-		m.msg.Length = msg.Length
+	if msg.Length != 0 {
+		m.length = msg.Length
 	}
 	m.submitted++
 	if pkt.Last {
@@ -487,7 +495,7 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, sub *Submitter, 
 		flags |= slotTimed
 		cl.queued[s] = e.now() // the HPU reads it after the queue hands it the slot
 	}
-	*sl = slot{msg: msg, offset: pkt.Offset, index: int32(pkt.Index), psn: pkt.PSN, imm: pkt.Imm,
+	*sl = slot{length: m.length, offset: pkt.Offset, index: int32(pkt.Index), psn: pkt.PSN, imm: pkt.Imm,
 		n: int32(copy(cl.buf(s, e.cfg.SlotSize), pkt.Payload)), mi: mi, opcode: pkt.Opcode, flags: flags}
 	switch {
 	case h != nil && e.short(in):
@@ -563,52 +571,139 @@ func (e *Engine) take(home int) (*cluster, int32, bool) {
 
 // hpu is one HPU: it runs the tasks of its cluster, and, while it spins
 // for work, those of any cluster.
-func (e *Engine) hpu(cl *cluster) {
+func (e *Engine) hpu(cl *cluster, b *hpuBatch) {
 	defer e.wg.Done()
 	t := new(Task) // the handlers' view of the task this HPU runs
-	var took, freed [popBatch]int32
+	var freed [popBatch]int32
 	spinning := false
+	seq := uint64(0)
 	for {
 		run := cl
 		n := 0
 		if !spinning {
-			n = cl.queue.popN(took[:])
+			n = cl.queue.popN(b.tasks[:])
 		}
 		if n == 0 {
-			run, n, spinning = e.spin(cl, spinning, took[:])
+			run, n, spinning = e.spin(cl, spinning, b.tasks[:])
 		}
 		for n == 0 { // sleep: announce it, look once more, then wait to be woken
 			run = cl
 			cl.sleepers.Add(1)
-			if n = cl.queue.popN(took[:]); n == 0 {
+			if n = cl.queue.popN(b.tasks[:]); n == 0 {
 				select {
 				case <-cl.wake:
 				case <-e.stop:
 					cl.sleepers.Add(-1)
 					return // every slot is free: no task is left
 				}
-				n = cl.queue.popN(took[:])
+				n = cl.queue.popN(b.tasks[:])
 			}
 			cl.sleepers.Add(-1)
 		}
 		// The slots' lines, read at once: their misses overlap instead of
 		// coming one at each task.
 		var mi int32
-		for _, s := range took[:n] {
+		for _, s := range b.tasks[:n] {
 			mi |= run.slots[s].mi
 		}
 		if mi < 0 {
 			panic("hpu: a queued slot without its message")
 		}
+		b.cl = run
+		seq++
+		b.word.Store(seq<<40 | uint64(n)<<32) // the batch, for the watchdog
 		f := 0
-		for _, s := range took[:n] {
-			if e.runTask(run, s, t) {
+		var d settling
+		for {
+			i := uint32(b.word.Add(1)) - 1 // the task it claims
+			if i >= uint32(n) {
+				if i >= batchTaking { // the watchdog took the rest: the batch is its until it has queued them
+					for uint32(b.word.Load()) < batchTaken {
+						runtime.Gosched()
+					}
+				}
+				break
+			}
+			s := b.tasks[i]
+			if e.runTask(run, s, t, &d) {
 				freed[f] = s
 				f++
 			}
 		}
+		e.settle(run, &d, t)
 		run.free.putN(freed[:f])
+		run.stats.Tasks.Add(uint64(f))
 	}
+}
+
+// hpuBatch is the tasks an HPU took from a queue at once. It claims
+// them one at a time in word, so that the watchdog can take back those
+// it has not started when it runs one task for a whole tick (a handler
+// that waits): a long handler holds up its own task only, as without
+// batches.
+type hpuBatch struct {
+	_     line
+	cl    *cluster
+	tasks [popBatch]int32
+	// word is the batch's number (bits 40 up), its size (32-39) and the
+	// tasks claimed (0-31); the watchdog sets the claimed count to
+	// batchTaking while it queues the rest again, then to batchTaken.
+	word atomic.Uint64
+	last uint64 // the word at the watchdog's last tick (the watchdog's)
+	_    line
+}
+
+const (
+	batchTaking = 1 << 30
+	batchTaken  = 1 << 31
+)
+
+// retake gives the queues back the tasks of b that its HPU has not
+// started, if it has run one task since the last tick (watch).
+func (e *Engine) retake(b *hpuBatch) {
+	w := b.word.Load()
+	last := b.last
+	b.last = w
+	n, claimed := uint32(w>>32)&0xff, uint32(w)
+	if w != last || claimed == 0 || claimed >= n {
+		return
+	}
+	if !b.word.CompareAndSwap(w, w&^0xffffffff|batchTaking) {
+		return // it moved meanwhile
+	}
+	cl := b.cl
+	for _, s := range b.tasks[claimed:n] {
+		e.queue(cl, s)
+	}
+	e.Stats.Retaken.Add(uint64(n - claimed))
+	b.word.Store(w&^0xffffffff | batchTaken)
+	if cl.sleepers.Load() > 0 {
+		wakeOne(cl)
+	}
+}
+
+// settling is the packets an HPU has handled of one message and not yet
+// counted down in its refs: the tasks of a batch are most often one
+// message's, and their count goes down in one atomic add (settle).
+type settling struct {
+	m *msgState
+	k int32
+}
+
+// handled counts a packet of m handled (runTask settled those of
+// another message before it ran).
+func (e *Engine) handled(d *settling, m *msgState) {
+	d.m = m
+	d.k++
+}
+
+// settle counts down the packets d holds in their message's refs, and
+// completes the message (in t) if they were its last.
+func (e *Engine) settle(cl *cluster, d *settling, t *Task) {
+	if d.m != nil && d.m.refs.Add(-d.k) == 0 {
+		e.complete(cl, d.m, t)
+	}
+	d.m, d.k = nil, 0
 }
 
 // popBatch is the most tasks an HPU takes from a queue at once: one
@@ -669,6 +764,9 @@ func (e *Engine) watch() {
 		case <-e.stop:
 			return
 		case <-tick.C:
+		}
+		for i := range e.batches {
+			e.retake(&e.batches[i])
 		}
 		for i := range e.clusters {
 			c := &e.clusters[i]
@@ -771,8 +869,11 @@ func (h *Helper) Run(max int, budget time.Duration) int {
 		h.head++
 		cl, s := &e.clusters[v>>16], v&0xffff
 		in := e.msgs[cl.slots[s].mi].key.ctx
-		if e.runTask(cl, s, &h.t) {
+		var d settling
+		if e.runTask(cl, s, &h.t, &d) {
+			e.settle(cl, &d, &h.t)
 			cl.free.put(s)
+			cl.stats.Tasks.Add(1)
 		}
 		ran++
 		now := e.now()
@@ -856,10 +957,14 @@ func (e *Engine) popAny(cl *cluster, dst []int32) (*cluster, int) {
 // runTask runs one packet's handlers, or parks it until its message's
 // header handler has run. t is the HPU's own Task, filled here from the
 // slot. It reports whether the slot is done with, for the caller to give
-// back to its cluster's free list (false: parked).
-func (e *Engine) runTask(cl *cluster, s int32, t *Task) bool {
+// back to its cluster's free list (false: parked); a packet handled is
+// held in d, for the caller to settle.
+func (e *Engine) runTask(cl *cluster, s int32, t *Task, d *settling) bool {
 	sl := &cl.slots[s]
 	m := &e.msgs[sl.mi]
+	if d.m != nil && d.m != m { // the packets handled before complete before this one runs
+		e.settle(cl, d, t)
+	}
 	in := m.key.ctx
 	timed := sl.flags&slotTimed != 0
 	var start int64
@@ -871,8 +976,9 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task) bool {
 	*t = Task{
 		Packet: Packet{Payload: cl.buf(s, e.cfg.SlotSize)[:sl.n:sl.n], Offset: sl.offset, Index: int(sl.index),
 			Opcode: sl.opcode, PSN: sl.psn, Imm: sl.imm, First: sl.flags&slotFirst != 0, Last: sl.flags&slotLast != 0},
-		Message: sl.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in,
+		Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in,
 	}
+	t.Message.Length = sl.length
 
 	header := false
 	if !m.headerDone.Load() {
@@ -933,16 +1039,13 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task) bool {
 	} else {
 		in.Stats.Dropped.Add(1)
 	}
-	cl.stats.Tasks.Add(1)
 	if timed {
 		d := e.now() - start
 		cl.stats.BusyNs.Add(uint64(d))
 		in.timed(time.Duration(d))
 	}
 	*t = Task{} // nothing of the packet outlives its handlers
-	if m.refs.Add(-1) == 0 {
-		e.complete(cl, m, t)
-	}
+	e.handled(d, m)
 	return true
 }
 
@@ -967,6 +1070,7 @@ func (e *Engine) release(m *msgState) {
 // other HPU touches it now.
 func (e *Engine) complete(cl *cluster, m *msgState, t *Task) {
 	in := m.key.ctx
+	m.msg.Length = m.length // every packet has been handled: no HPU reads it now
 	if m.fault == nil && !m.dropped && in.ctx.Completion != nil && t != nil {
 		*t = Task{Message: m.msg, Mem: in.mem, Scratch: cl.scratch, Cluster: cl.id, ctx: in}
 		if _, err := e.call(in.ctx.Completion, t, true); err != nil {

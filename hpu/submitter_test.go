@@ -225,3 +225,52 @@ func TestSubmitterAbort(t *testing.T) {
 		t.Fatalf("Stats.Aborted %d, want 1", st)
 	}
 }
+
+// TestRetake: an HPU takes a line of tasks at once; when the first one's
+// handler waits (here: until the test lets it), the watchdog gives the
+// queue back the others within a tick or two, and another HPU runs them.
+func TestRetake(t *testing.T) {
+	e := New(Config{Clusters: 1, HPUs: 2, Slots: 32})
+	defer e.Close()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	slow, _ := e.Install(Context{Payload: func(*Task) Action {
+		started <- struct{}{}
+		<-release
+		return Success
+	}})
+	done := make(chan uint32, popBatch)
+	fast, _ := e.Install(Context{
+		Payload: func(*Task) Action { return Success },
+		Done:    func(m *Message, err error) { done <- m.MSN },
+	})
+	time.Sleep(20 * time.Millisecond) // the HPUs have stopped spinning: the one woken takes the whole line
+	s := e.NewSubmitter()
+	one := Packet{Payload: []byte{1}, First: true, Last: true}
+	if err := s.Submit(slow, Message{QPN: 1}, one); err != nil {
+		t.Fatal(err)
+	}
+	for i := range popBatch - 1 {
+		if err := s.Submit(fast, Message{QPN: 2, MSN: uint32(i)}, one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Held() != 0 {
+		t.Fatalf("%d tasks held: a line of them is published at once", s.Held())
+	}
+	<-started
+	deadline := time.After(2 * time.Second)
+	for got := 0; got < popBatch-1; got++ {
+		select {
+		case <-done:
+		case <-deadline:
+			close(release)
+			t.Fatalf("%d of %d tasks ran while the long handler waited (retaken %d)", got, popBatch-1, e.Stats.Retaken.Load())
+		}
+	}
+	close(release)
+	t.Logf("retaken %d, nudges %d", e.Stats.Retaken.Load(), e.Stats.Nudges.Load())
+	if n := e.Stats.Retaken.Load(); n != popBatch-1 {
+		t.Errorf("retaken %d tasks, want the %d taken with the long one", n, popBatch-1)
+	}
+}
