@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -217,7 +218,19 @@ func rate(d time.Duration, shape [2]int, batched bool) (int, uint64, time.Durati
 }
 
 // ReportScheduler prints the latency and rate tables.
+//
+// The scheduler alone runs no NIC, and its rows run with one P a
+// processor, Go's default, unless the environment sets GOMAXPROCS: the
+// spare Ps a softrnic program keeps (datapath.SpareProcs) are for NIC
+// and application threads asleep in system calls, which these rows have
+// none of, and with them an HPU's yield can wake a thread that takes a
+// processor from the submitter (the rate rows ran 10-15 % slower).
 func ReportScheduler(w io.Writer, samples int, d time.Duration) error {
+	if procs := runtime.GOMAXPROCS(0); os.Getenv("GOMAXPROCS") == "" && procs > runtime.NumCPU() {
+		runtime.GOMAXPROCS(runtime.NumCPU())
+		defer runtime.GOMAXPROCS(procs)
+	}
+	fmt.Fprintf(w, "the scheduler alone (no NIC), GOMAXPROCS %d on %d processors\n", runtime.GOMAXPROCS(0), runtime.NumCPU())
 	lat, err := Latency(hpu.Config{}, samples)
 	if err != nil {
 		return err
