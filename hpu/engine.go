@@ -393,13 +393,13 @@ func (e *Engine) home(k msgKey) int {
 // ErrFull and keeps nothing: the NIC then does not acknowledge the
 // packet, and the peer sends it again.
 func (e *Engine) Submit(in *Installed, msg Message, pkt Packet) error {
-	return e.submit(in, msg, pkt, nil, nil)
+	return e.submit(in, &msg, &pkt, nil, nil)
 }
 
 // submit is Submit; with sub, the task waits for sub.Publish
 // (Submitter.Submit), and with h too, a short context's task is h's
 // (Helper.Submit).
-func (e *Engine) submit(in *Installed, msg Message, pkt Packet, sub *Submitter, h *Helper) error {
+func (e *Engine) submit(in *Installed, msg *Message, pkt *Packet, sub *Submitter, h *Helper) error {
 	if len(pkt.Payload) > e.cfg.SlotSize {
 		return ErrTooLarge
 	}
@@ -448,7 +448,7 @@ func (e *Engine) submit(in *Installed, msg Message, pkt Packet, sub *Submitter, 
 			return ErrFull
 		}
 		m = &e.msgs[mi]
-		m.key, m.msg, m.length, m.home, m.submitted = k, msg, msg.Length, home, 0
+		m.key, m.msg, m.length, m.home, m.submitted = k, *msg, msg.Length, home, 0
 		m.refs.Store(0)
 		m.lastSeen.Store(false)
 		m.skip.Store(false)
@@ -880,7 +880,7 @@ func (e *Engine) NewHelper() *Helper {
 // Submit is Submitter.Submit, except that a task of a short context is
 // kept for Run, on this goroutine, instead of going to an HPU.
 func (h *Helper) Submit(in *Installed, msg Message, pkt Packet) error {
-	return h.e.submit(in, msg, pkt, &h.Submitter, h)
+	return h.e.submit(in, &msg, &pkt, &h.Submitter, h)
 }
 
 // Pending is the number of tasks kept for Run.

@@ -49,7 +49,7 @@ func (e *Engine) NewSubmitter() *Submitter {
 // Submit is Engine.Submit; the task reaches the HPUs at the latest at the
 // next Publish.
 func (s *Submitter) Submit(in *Installed, msg Message, pkt Packet) error {
-	return s.e.submit(in, msg, pkt, s, nil)
+	return s.e.submit(in, &msg, &pkt, s, nil)
 }
 
 // Held is the number of tasks waiting for Publish.
