@@ -149,36 +149,42 @@ type Engine struct {
 const msgShards = 64
 
 type msgShard struct {
-	mu      sync.Mutex
+	mu sync.Mutex // guards the index
+	msgIndex
+	_ [24]byte // a line a shard: the shards' array starts a line after Stats' last
+}
+
+// msgIndex finds a message in flight by its key: a shard's (under its
+// lock), or a Submitter's own.
+type msgIndex struct {
 	index   map[msgKey]int32
 	lastKey msgKey // the message last looked up or added: the next packet is most often its
 	lastMI  int32
-	_       [28]byte // a line a shard: the shards' array starts a line after Stats' last
 }
 
-// find looks a message up; sh.mu is held.
-func (sh *msgShard) find(k msgKey) (int32, bool) {
-	if k == sh.lastKey && k.ctx != nil {
-		return sh.lastMI, true
+// find looks a message up.
+func (x *msgIndex) find(k msgKey) (int32, bool) {
+	if k == x.lastKey && k.ctx != nil {
+		return x.lastMI, true
 	}
-	mi, ok := sh.index[k]
+	mi, ok := x.index[k]
 	if ok {
-		sh.lastKey, sh.lastMI = k, mi
+		x.lastKey, x.lastMI = k, mi
 	}
 	return mi, ok
 }
 
-// add indexes a message; sh.mu is held.
-func (sh *msgShard) add(k msgKey, mi int32) {
-	sh.index[k] = mi
-	sh.lastKey, sh.lastMI = k, mi
+// add indexes a message.
+func (x *msgIndex) add(k msgKey, mi int32) {
+	x.index[k] = mi
+	x.lastKey, x.lastMI = k, mi
 }
 
-// remove drops a message from the index; sh.mu is held.
-func (sh *msgShard) remove(k msgKey) {
-	delete(sh.index, k)
-	if sh.lastKey == k {
-		sh.lastKey = msgKey{}
+// remove drops a message from the index.
+func (x *msgIndex) remove(k msgKey) {
+	delete(x.index, k)
+	if x.lastKey == k {
+		x.lastKey = msgKey{}
 	}
 }
 

@@ -1,6 +1,7 @@
 package hpu
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -66,52 +67,6 @@ func ringModel(t *testing.T, n, cells, pushWeight int) {
 	}
 	if cells >= 16 && 2*pushWeight > 13 && deeps == 0 { // a filling ring goes deep
 		t.Fatal("no push saw the ring deep")
-	}
-}
-
-// TestRingConcurrent: values pushed by several goroutines and popped by
-// several others arrive once each.
-func TestRingConcurrent(t *testing.T) {
-	r := newRing(64)
-	const producers, per = 4, 20000
-	seen := make([]int32, producers*per)
-	var wg sync.WaitGroup
-	var got sync.WaitGroup
-	got.Add(producers * per)
-	stop := make(chan struct{})
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				if v, ok := r.pop(); ok {
-					seen[v]++
-					got.Done()
-					continue
-				}
-				select {
-				case <-stop:
-					return
-				default:
-				}
-			}
-		}()
-	}
-	for p := range producers {
-		go func() {
-			for i := range per {
-				for ok, _ := r.push(int32(p*per + i)); !ok; ok, _ = r.push(int32(p*per + i)) {
-				}
-			}
-		}()
-	}
-	got.Wait()
-	close(stop)
-	wg.Wait()
-	for v, n := range seen {
-		if n != 1 {
-			t.Fatalf("value %d popped %d times", v, n)
-		}
 	}
 }
 
@@ -216,9 +171,16 @@ func TestRingBatchModel(t *testing.T) {
 	}
 }
 
-// TestRingBatchConcurrent: values put in batches by several goroutines
-// and taken in batches by several others arrive once each.
-func TestRingBatchConcurrent(t *testing.T) {
+// TestRingConcurrent: values pushed by several goroutines and popped by
+// several others arrive once each, a value at a time and in batches
+// (putN, popN).
+func TestRingConcurrent(t *testing.T) {
+	for _, batch := range []int{1, 5} {
+		t.Run(fmt.Sprintf("batches of %d", batch), func(t *testing.T) { ringConcurrent(t, batch) })
+	}
+}
+
+func ringConcurrent(t *testing.T, batch int) {
 	r := newRing(64)
 	const producers, per = 4, 20000
 	seen := make([]int32, producers*per)
@@ -231,9 +193,17 @@ func TestRingBatchConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var dst [popBatch]int32
+			dst := make([]int32, batch)
 			for {
-				if n := r.popN(dst[:]); n > 0 {
+				var n int
+				if batch == 1 {
+					if v, ok := r.pop(); ok {
+						dst[0], n = v, 1
+					}
+				} else {
+					n = r.popN(dst)
+				}
+				if n > 0 {
 					mu.Lock()
 					for _, v := range dst[:n] {
 						seen[v]++
@@ -254,14 +224,17 @@ func TestRingBatchConcurrent(t *testing.T) {
 	}
 	for p := range producers {
 		go func() {
-			var src [5]int32
-			for i := 0; i < per; i += len(src) {
+			src := make([]int32, batch)
+			for i := 0; i < per; i += batch {
 				for j := range src {
 					src[j] = int32(p*per + i + j)
 				}
-				// Room for the batch: at most producers*len(src) values
-				// wait beyond what the consumers took, and the ring holds 64.
-				r.putN(src[:])
+				if batch == 1 {
+					for ok, _ := r.push(src[0]); !ok; ok, _ = r.push(src[0]) {
+					}
+				} else {
+					r.putN(src) // waits for room, as put
+				}
 			}
 		}()
 	}

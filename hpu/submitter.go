@@ -26,9 +26,7 @@ type Submitter struct {
 	held    int     // tasks staged, over every cluster
 	counted bool    // counted in e.submitting (Close waits for it)
 
-	index   map[msgKey]int32 // its messages of several packets whose last packet has not come
-	lastKey msgKey           // the message last looked up or added: the next packet is most often its
-	lastMI  int32
+	msgIndex // its messages of several packets whose last packet has not come
 
 	seq        uint64     // packets accepted: one in Config.TimeEvery is timed
 	packets    uint64     // packets accepted, not yet in Stats.Packets
@@ -43,7 +41,7 @@ type stage struct {
 
 // NewSubmitter returns a Submitter for one goroutine.
 func (e *Engine) NewSubmitter() *Submitter {
-	return &Submitter{e: e, staged: make([]stage, len(e.clusters)), index: make(map[msgKey]int32, e.cfg.Messages)}
+	return &Submitter{e: e, staged: make([]stage, len(e.clusters)), msgIndex: msgIndex{index: make(map[msgKey]int32, e.cfg.Messages)}}
 }
 
 // Submit is Engine.Submit; the task reaches the HPUs at the latest at the
@@ -95,29 +93,6 @@ func (s *Submitter) leave() {
 	if s.counted && s.held == 0 {
 		s.e.submitting.Add(-1)
 		s.counted = false
-	}
-}
-
-func (s *Submitter) find(k msgKey) (int32, bool) {
-	if k == s.lastKey && k.ctx != nil {
-		return s.lastMI, true
-	}
-	mi, ok := s.index[k]
-	if ok {
-		s.lastKey, s.lastMI = k, mi
-	}
-	return mi, ok
-}
-
-func (s *Submitter) add(k msgKey, mi int32) {
-	s.index[k] = mi
-	s.lastKey, s.lastMI = k, mi
-}
-
-func (s *Submitter) remove(k msgKey) {
-	delete(s.index, k)
-	if s.lastKey == k {
-		s.lastKey = msgKey{}
 	}
 }
 
