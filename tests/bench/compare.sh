@@ -14,7 +14,8 @@
 # read-bw and send-bw (64 KiB) between two softrnic NICs, write-bw with
 # four QPs on the one-queue pair, and write-bw with one QP and with four on
 # a second veth pair with two queues (two engines) a side, and write-lat
-# and write-bw with both sides pinned to one core (taskset); then softrnic bench scale (QP scaling with each cache),
+# and write-bw with both sides pinned to one core (taskset), beside the
+# busy-polling ping-pong and TCP pinned the same way; then softrnic bench scale (QP scaling with each cache),
 # softrnic bench hpu's scheduler and veth rows (the handler goals) and the
 # allocations per work request (go test -bench RCWrite). The latency
 # tests run with -poll app (the tool's polling drives its NIC, as
@@ -137,6 +138,25 @@ for r in $(seq "$ROUNDS"); do
 		/^[0-9]+m[0-9.]+s [0-9]+m[0-9.]+s$/ { n++; if (n == 2) { split($1, u, /[ms]/); split($2, s, /[ms]/); cli = u[1] * 60 + u[2] + s[1] * 60 + s[2] } }
 		END { if (msgs > 0 && sw > 0 && cw > 0) printf "%.2f", (cli / (cw / 1e6) + st / hz / (sw / 1e6)) * valid / msgs * 1e6; else print "nan" }' "$OUT/sockperf-busy.log")"
 
+	# The busy-polling ping-pong and TCP with both sides pinned to one
+	# core, the like-with-like references of softrnic's one-core rows: two
+	# spinners on one core each wait for the scheduler to give the other
+	# its turn.
+	ip netns exec $A taskset -c 0 sockperf server -i 10.50.0.1 -p 11111 --nonblocked --timeout 0 >/dev/null 2>&1 &
+	pids+=($!)
+	sleep 0.3
+	ip netns exec $B taskset -c 0 sockperf ping-pong -i 10.50.0.1 -p 11111 -t "$SECS" -m 14 --nonblocked --timeout 0 >"$OUT/sockperf-pin.log" 2>&1
+	kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
+	pids=()
+	record pin_busy_p50 "$(awk '/percentile 50.000/ {print $NF}' "$OUT/sockperf-pin.log")"
+	ip netns exec $A taskset -c 0 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	pids+=($!)
+	wait_port $A 5201
+	ip netns exec $B taskset -c 0 iperf3 -c 10.50.0.1 -p 5201 -t "$SECS" -f g >"$OUT/iperf3-pin.log" 2>&1
+	wait "${pids[@]}" 2>/dev/null || true
+	pids=()
+	record pin_tcp_gbps "$(awk '/receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}' "$OUT/iperf3-pin.log")"
+
 	# TCP.
 	ip netns exec $A iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
 	pids+=($!)
@@ -212,8 +232,8 @@ if command -v go >/dev/null; then
 	allocs=$(go test -run '^$' -bench 'RCWrite/size=65536' -benchtime 2000x ./host/verbs/ 2>/dev/null | awk '/allocs\/WR/ {for (i=1;i<=NF;i++) if ($i=="allocs/WR") print $(i-1)}')
 fi
 
-# ratio A B: A/B to two places.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "%.2f", a/b}'; }
+# ratio A B: A/B to two places (three under 0.1).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf (a/b < 0.1 ? "%.3f" : "%.2f"), a/b}'; }
 # holds R OP GOAL: "yes" if R OP GOAL.
 holds() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN {ok = (op=="<=") ? (r<=g) : (r>=g); print (r=="nan") ? "-" : (ok ? "yes" : "no")}'; }
 
@@ -277,7 +297,11 @@ h=$(hpu_pps "empty payload handler") n=$(hpu_pps "no context (placed in memory)"
 r=$(ratio "${h:-0}" "${n:-0}")
 row "veth 64 B WRITEs, empty handler / none" "${h:-nan}" "${n:-nan}" "$r" ">=0.9" "$(holds "$r" ">=" 0.9)" ""
 row "write-lat 2 B, both on one core (us)" "$(median pin_lat_p50)" "$(median write-lat_p50)" "$(ratio "$(median pin_lat_p50)" "$(median write-lat_p50)")" "-" "-" ""
+r=$(ratio "$(median pin_lat_p50)" "$(median pin_busy_p50)")
+row "  / busy UDP both on one core p50 (us)" "$(median pin_lat_p50)" "$(median pin_busy_p50)" "$r" "<=1.0" "$(holds "$r" "<=" 1.0)" ""
 row "write-bw 64 KiB, both on one core" "$(median pin_bw_gbps)" "$bw" "$(ratio "$(median pin_bw_gbps)" "$bw")" "-" "-" ""
+r=$(ratio "$(median pin_bw_gbps)" "$(median pin_tcp_gbps)")
+row "  / TCP both on one core (Gbit/s)" "$(median pin_bw_gbps)" "$(median pin_tcp_gbps)" "$r" "-" "-" ""
 row "allocations per WRITE (whole path)" "$allocs" "0" "-" "0" "$(awk -v a="$allocs" 'BEGIN {print (a=="nan") ? "-" : ((a+0 < 0.05) ? "yes" : "no")}')" ""
 echo
 echo "against rdma_rxe: make bench-rxe (in the rxe VM); plots: make bench-plots"
@@ -286,3 +310,5 @@ echo "the CPU column is both processes' time per iteration (sockperf's: per roun
 echo "write-lat and send-lat are half a round trip, as sockperf's p50 and p99; read-lat is a whole round trip (perftest's read_lat), beside twice them (busy UDP RTT)."
 echo "Latency figures are over sockperf's window (its first 400 ms, its warm-up, and its last 50 ms left out: perf -U's samples);"
 echo "the whole-run rows are perftest's figures over every iteration (p50 the t_typical column), warm-up included."
+echo "One core: both sides pinned to core 0 (taskset). Two busy-polling sockperf processes on one core each spin until the scheduler"
+echo "preempts them (milliseconds); softrnic's polling yields when it sees nothing to do (an oversubscribed host)."
