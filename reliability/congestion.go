@@ -54,11 +54,19 @@ func (r *rttStats) update(d time.Duration) bool {
 // slowStartPace windows in slow start, where the window doubles a round
 // trip (Linux paces slow start at twice the window too); up to paceBurst
 // packets may go back to back, as long as they span no more than
-// paceBurstTime of pacing.
+// paceBurstTime of pacing. While the window is open (at half its limit,
+// the replay allocation, or more: no loss, mark or delay has held it
+// back) up to paceBurstOpen may, within paceBurstTime per paceBurst: the
+// engine hands the port what a turn sent in one system call, and on a
+// fast path bursts of four made that a call per five packets (write-bw
+// over the veth pair's udp port: 9.6 Gbit/s at five packets a call, 14.6
+// at 16.7; the xsk port 9.5 and 11.3), while the incast and shallow
+// benchmarks, whose windows the path holds, moved as before.
 const (
 	paceGain      = 1.0
 	slowStartPace = 2.0
 	paceBurst     = 4
+	paceBurstOpen = 16
 	paceBurstTime = 20 * time.Microsecond
 )
 
@@ -80,8 +88,9 @@ func (p *pacer) restart() { p.at = time.Time{} }
 
 // spend moves the pacing clock on by k packets (a READ request's by the
 // responses it asks for: they come back at the pace the requests go),
-// sent at gain windows a round trip.
-func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window, gain float64) {
+// sent at gain windows a round trip; open says the window is open
+// (paceBurstOpen).
+func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window, gain float64, open bool) {
 	if srtt == 0 {
 		return
 	}
@@ -92,7 +101,11 @@ func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window, gain 
 	// QPs' bursts of five, met, overflow a 32 KiB marking threshold while
 	// the link is far from full), while a fast QP's engine, late by a few
 	// microseconds, still catches up.
-	burst := min(paceBurst*gap, max(gap, paceBurstTime))
+	b := time.Duration(paceBurst)
+	if open { // nothing on the path has held the window back
+		b = paceBurstOpen
+	}
+	burst := min(b*gap, max(gap, paceBurstTime*b/paceBurst))
 	if floor := now.Add(-burst); p.at.Before(floor) {
 		p.at = floor
 	}

@@ -76,12 +76,12 @@ func TestCongestion(t *testing.T) {
 	}
 
 	var p pacer
-	p.spend(now, 1, 0, 10, paceGain)
+	p.spend(now, 1, 0, 10, paceGain, false)
 	if p.holds(now) {
 		t.Error("pacing before a round-trip sample")
 	}
 	for range paceBurst + 1 {
-		p.spend(now, 1, srtt, 10, paceGain) // a gap of 10 us
+		p.spend(now, 1, srtt, 10, paceGain, false) // a gap of 10 us
 	}
 	if !p.holds(now) || p.holds(now.Add(srtt)) {
 		t.Errorf("after a burst: holds now %v, a round trip later %v; want true, false", p.holds(now), p.holds(now.Add(srtt)))
@@ -159,7 +159,7 @@ func TestFractionalWindow(t *testing.T) {
 	c.cwnd = 0.25
 	var p pacer
 	for range 2 { // the one packet idle time buys (a gap of 400 us is more than paceBurstTime), then one more
-		p.spend(now, 1, srtt, c.paceWindow(), paceGain)
+		p.spend(now, 1, srtt, c.paceWindow(), paceGain, false)
 	}
 	if gap, want := p.at.Sub(now), time.Duration(float64(srtt)/(paceGain*0.25)); gap < want-time.Microsecond || gap > want+time.Microsecond {
 		t.Errorf("pacing at a window of 0.25: next packet in %v, want %v", gap, want)
@@ -217,7 +217,7 @@ func TestPacingBurst(t *testing.T) {
 		window := float64(srtt) / (paceGain * float64(tc.gap)) // a window of srtt/gap packets, paced at gap
 		n := 0
 		for !p.holds(now) && n < 100 {
-			p.spend(now, 1, srtt, window, paceGain)
+			p.spend(now, 1, srtt, window, paceGain, false)
 			n++
 		}
 		if n != tc.want {
@@ -257,5 +257,41 @@ func TestSlowStartPacesAhead(t *testing.T) {
 	s.pace.restart()
 	if ca, want := gapAt(), time.Duration(float64(time.Millisecond)/(paceGain*w)); ca != want {
 		t.Errorf("congestion avoidance, window %.0f: a packet every %v, want %v", w, ca, want)
+	}
+}
+
+// TestPacerBurst: after idle time the pacer lets a burst go back to back:
+// paceBurst packets, or paceBurstOpen while the window is open (held by
+// the replay allocation, not by the path: every packet a burst saves is a
+// system call of the port's saved); never more than paceBurstTime of
+// pacing per paceBurst packets, and a QP paced slower than that gets one.
+func TestPacerBurst(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name   string
+		srtt   time.Duration
+		window float64
+		open   bool
+		want   int // packets that go at once after idle time, beyond the first
+	}{
+		{"fast, window held by the path", 100 * time.Microsecond, 100, false, paceBurst},   // 1 us gaps
+		{"fast, window open", 100 * time.Microsecond, 100, true, paceBurstOpen},            // 1 us gaps
+		{"3 us gaps, window open: 80 us of pacing", 300 * time.Microsecond, 100, true, 16}, // 16 x 3 = 48 us <= 80 us
+		{"10 us gaps, window open: 80 us of pacing", time.Millisecond, 100, true, 8},       // 80 us / 10 us
+		{"10 us gaps, path-held: 20 us of pacing", time.Millisecond, 100, false, 2},
+		{"slow, open: one", 10 * time.Millisecond, 100, true, 1}, // 100 us gaps
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p pacer
+			p.spend(now.Add(-time.Second), 1, tc.srtt, tc.window, paceGain, tc.open) // long ago: idle since
+			n := 0
+			for !p.holds(now) && n < 100 {
+				p.spend(now, 1, tc.srtt, tc.window, paceGain, tc.open)
+				n++
+			}
+			if n-1 != tc.want {
+				t.Errorf("%d packets went at once, want 1 + %d", n, tc.want)
+			}
+		})
 	}
 }

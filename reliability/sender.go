@@ -341,7 +341,7 @@ func (s *Sender) spendEntry(now time.Time, e *Entry, k uint32) {
 		if s.cc.cwnd < s.cc.ssthresh {
 			gain = slowStartPace // the window doubles a round trip: pace ahead of it
 		}
-		s.pace.spend(now, k, rtt, w, gain)
+		s.pace.spend(now, k, rtt, w, gain, s.cc.cwnd >= s.cc.limit/2)
 		return
 	}
 	s.spendBytes(now, e.bytes(k))
