@@ -274,12 +274,12 @@ func TestPacerBurst(t *testing.T) {
 		open   bool
 		want   int // packets that go at once after idle time, beyond the first
 	}{
-		{"fast, window held by the path", 100 * time.Microsecond, 100, false, paceBurst},   // 1 us gaps
-		{"fast, window open", 100 * time.Microsecond, 100, true, paceBurstOpen},            // 1 us gaps
-		{"3 us gaps, window open: 80 us of pacing", 300 * time.Microsecond, 100, true, 16}, // 16 x 3 = 48 us <= 80 us
-		{"10 us gaps, window open: 80 us of pacing", time.Millisecond, 100, true, 8},       // 80 us / 10 us
+		{"fast, window held by the path", 100 * time.Microsecond, 100, false, paceBurst},    // 1 us gaps
+		{"fast, window open", 100 * time.Microsecond, 100, true, paceBurstOpen},             // 1 us gaps
+		{"3 us gaps, window open: 160 us of pacing", 300 * time.Microsecond, 100, true, 32}, // 32 x 3 = 96 us
+		{"10 us gaps, window open: 160 us of pacing", time.Millisecond, 100, true, 16},      // 160 us / 10 us
 		{"10 us gaps, path-held: 20 us of pacing", time.Millisecond, 100, false, 2},
-		{"slow, open: one", 10 * time.Millisecond, 100, true, 1}, // 100 us gaps
+		{"slow, open: one gap", 20 * time.Millisecond, 100, true, 1}, // 200 us gaps: idle time buys one
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p pacer
