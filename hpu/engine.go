@@ -617,7 +617,6 @@ func (e *Engine) hpu(cl *cluster, b *hpuBatch) {
 				case <-e.stop:
 					cl.sleepers.Add(-1)
 					e.asleep.Add(-1)
-					e.asleep.Add(-1)
 					return // every slot is free: no task is left
 				}
 				n = cl.queue.popN(b.tasks[:])
@@ -713,13 +712,6 @@ func (e *Engine) retake(b *hpuBatch) {
 type settling struct {
 	m *msgState
 	k int32
-}
-
-// handled counts a packet of m handled (runTask settled those of
-// another message before it ran).
-func (e *Engine) handled(d *settling, m *msgState) {
-	d.m = m
-	d.k++
 }
 
 // settle counts down the packets d holds in their message's refs, and
@@ -1097,8 +1089,8 @@ func (e *Engine) runTask(cl *cluster, s int32, t *Task, d *settling) bool {
 		cl.stats.BusyNs.Add(uint64(d))
 		in.timed(time.Duration(d))
 	}
-	*t = Task{} // nothing of the packet outlives its handlers
-	e.handled(d, m)
+	*t = Task{}         // nothing of the packet outlives its handlers
+	d.m, d.k = m, d.k+1 // counted down with its message's others (settle)
 	return true
 }
 

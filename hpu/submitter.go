@@ -14,7 +14,8 @@ package hpu
 // time, which must Publish what it holds before the engine closes.
 //
 // Nothing it does at a packet is a fence (an atomic read-modify-write,
-// a lock) but the slot it takes: it keeps its own index of the messages
+// a lock) but the slot it takes, and a message's entry at its first and
+// last packets: it keeps its own index of the messages
 // whose last packet has not come, and its own packet counts, added to
 // Stats and ContextStats when it publishes. So the stores of a line of
 // packets (their slots, their payloads) go out together instead of one

@@ -102,15 +102,19 @@ func (p *pacer) spend(now time.Time, k uint32, srtt time.Duration, window, gain 
 	// QPs' bursts of five, met, overflow a 32 KiB marking threshold while
 	// the link is far from full), while a fast QP's engine, late by a few
 	// microseconds, still catches up.
-	b := time.Duration(paceBurst)
+	b := paceBurst
 	if open { // nothing on the path has held the window back
 		b = paceBurstOpen
 	}
-	burst := min(b*gap, max(gap, paceBurstTime*b/paceBurst))
-	if floor := now.Add(-burst); p.at.Before(floor) {
-		p.at = floor
-	}
-	p.at = p.at.Add(gap * time.Duration(max(k, 1)))
+	p.spendFor(now, gap*time.Duration(max(k, 1)), idleBurst(gap, b))
+}
+
+// idleBurst is what idle time buys a QP whose packets go gap apart: b
+// packets back to back, within paceBurstTime of pacing per paceBurst of
+// them, and one for a QP paced slower than that.
+func idleBurst(gap time.Duration, b int) time.Duration {
+	n := time.Duration(b)
+	return min(n*gap, max(gap, paceBurstTime*n/paceBurst))
 }
 
 // spendFor moves the pacing clock on by d, the time a packet takes at a

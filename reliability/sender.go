@@ -358,7 +358,7 @@ func (s *Sender) spendBytes(now time.Time, bytes uint64) {
 	// packets, or one for a QP paced slower than that in paceBurstTime
 	// (pacer.spend says why).
 	one := s.rate.gap(uint64(s.pathMTU() + PacketOverhead))
-	s.pace.spendFor(now, s.rate.gap(bytes), min(paceBurst*one, max(one, paceBurstTime)))
+	s.pace.spendFor(now, s.rate.gap(bytes), idleBurst(one, paceBurst))
 }
 
 // PacketOverhead is the bytes a RoCEv2 packet carries besides its
