@@ -68,6 +68,20 @@ wait_port() {
 	return 1
 }
 
+# tcp NAME [PREFIX...]: one iperf3 TCP run, both sides under PREFIX (a
+# taskset), its Gbit/s recorded as NAME.
+tcp() {
+	local name=$1
+	shift
+	ip netns exec $A "$@" iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+	pids+=($!)
+	wait_port $A 5201
+	ip netns exec $B "$@" iperf3 -c 10.50.0.1 -p 5201 -t "$SECS" -f g >"$OUT/$name.log" 2>&1
+	wait "${pids[@]}" 2>/dev/null || true
+	pids=()
+	record "$name" "$(awk '/receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}' "$OUT/$name.log")"
+}
+
 # record NAME VALUE: one round's figure.
 record() { echo "$2" >>"$OUT/$1"; }
 
@@ -149,22 +163,10 @@ for r in $(seq "$ROUNDS"); do
 	kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
 	pids=()
 	record pin_busy_p50 "$(awk '/percentile 50.000/ {print $NF}' "$OUT/sockperf-pin.log")"
-	ip netns exec $A taskset -c 0 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-	pids+=($!)
-	wait_port $A 5201
-	ip netns exec $B taskset -c 0 iperf3 -c 10.50.0.1 -p 5201 -t "$SECS" -f g >"$OUT/iperf3-pin.log" 2>&1
-	wait "${pids[@]}" 2>/dev/null || true
-	pids=()
-	record pin_tcp_gbps "$(awk '/receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}' "$OUT/iperf3-pin.log")"
+	tcp pin_tcp_gbps taskset -c 0
 
 	# TCP.
-	ip netns exec $A iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-	pids+=($!)
-	wait_port $A 5201
-	ip netns exec $B iperf3 -c 10.50.0.1 -p 5201 -t "$SECS" -f g >"$OUT/iperf3.log" 2>&1
-	wait "${pids[@]}" 2>/dev/null || true
-	pids=()
-	record tcp_gbps "$(awk '/receiver/ {for (i=1;i<=NF;i++) if ($i=="Gbits/sec") print $(i-1)}' "$OUT/iperf3.log")"
+	tcp tcp_gbps
 
 	# The xsk port's raw frame rate at 4096-byte payloads.
 	"$BIN" bench frames -s 4096 -m xsk -d "${SECS}s" >"$OUT/frames.log" 2>&1
