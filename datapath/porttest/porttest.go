@@ -127,6 +127,12 @@ type Port struct {
 	// every Delay and Rate; sleeping is set while Wait may poll it.
 	efd      int
 	sleeping atomic.Bool
+	// woken is a Wake not yet answered: an engine says it sleeps, looks
+	// at its doorbells, then waits on the port; a doorbell rung between
+	// its look and its Wait finds the port not yet sleeping, and its Wake
+	// must still end that Wait (it slept to its next timer, milliseconds,
+	// with a WRITE posted: the incast's link idled 10 ms at its end).
+	woken atomic.Bool
 	// Link counts the faults applied to frames this port sent.
 	Link LinkStats
 	rng  *rand.Rand // faults on frames this port sends; used by Send only
@@ -181,7 +187,10 @@ func (p *Port) signal() {
 		}
 		return
 	}
-	p.signal()
+	select {
+	case p.notify <- struct{}{}:
+	default: // a wake is already pending
+	}
 }
 
 var _ datapath.Port = (*Port)(nil)
@@ -398,8 +407,11 @@ func (p *Port) deliver(f []byte, corrupt int, holdBack bool, at int64) {
 // Wait implements datapath.Port.
 func (p *Port) Wait(timeout time.Duration) error {
 	if p.efd >= 0 {
-		p.sleeping.Store(true) // before looking: a frame queued after the look signals
+		p.sleeping.Store(true) // before looking: a frame queued or a Wake after the look signals
 		defer p.sleeping.Store(false)
+		if p.woken.Swap(false) {
+			return nil
+		}
 	}
 	ready, closed, timeout := p.look(timeout)
 	if closed {
@@ -448,6 +460,7 @@ func (p *Port) look(timeout time.Duration) (ready, closed bool, wait time.Durati
 
 // Wake implements datapath.Port.
 func (p *Port) Wake() {
+	p.woken.Store(true) // before signal looks at sleeping: Wait looks at woken after saying it sleeps
 	p.signal()
 }
 

@@ -243,3 +243,26 @@ func TestDelayHistogram(t *testing.T) {
 		t.Errorf("count %d", h.Count())
 	}
 }
+
+// TestWakeBeforeWait: a Wake that comes before Wait (an engine rang its
+// doorbell between looking at its queues and sleeping on the port) ends
+// that Wait at once, as a real port's eventfd does, and is answered
+// once: the Wait after it sleeps its timeout.
+func TestWakeBeforeWait(t *testing.T) {
+	a, b := porttest.NewPair(porttest.Config{Buffers: 64})
+	defer a.Close()
+	defer b.Close()
+	a.Wake()
+	start := time.Now()
+	if err := a.Wait(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Wait after a Wake slept %v: the Wake was lost", d)
+	}
+	start = time.Now()
+	a.Wait(20 * time.Millisecond)
+	if d := time.Since(start); d < 10*time.Millisecond {
+		t.Fatalf("a second Wait returned after %v: one Wake ended two", d)
+	}
+}
