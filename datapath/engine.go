@@ -86,7 +86,9 @@ type engine struct {
 	ready                 []uint32                          // parked QPs whose context has come
 	sqReady               []uint32                          // QPs whose requester's context has come
 	readers               []uint32                          // QPs answering a READ
-	laterQPs, laterSpare  []uint32                          // QPs to come back to next pass (retransmissions beyond a burst, pacing)
+	laterQPs, laterSpare  []uint32                          // QPs to come back to (retransmissions beyond a burst, pacing)
+	laterNow              bool                              // one of them is due at once (later)
+	paceWake              time.Time                         // the first time a paced one of them may send (laterAt)
 	awaitOut, awaitCap    int                               // answers the QPs await (READ responses, ACKs), and the most they may (half the port's receive capacity)
 	readWake              time.Time                         // when the first READ response its pace holds may go (pumpReads)
 	ecn                   uint8                             // the ECN field of its packets (NICConfig.ECN)
@@ -199,9 +201,10 @@ func (e *engine) command(fn func()) {
 // run is the engine's loop; it returns when the NIC is closed.
 func (e *engine) run() {
 	runtime.LockOSThread()
+	// Sleeps as short as asked (the default slack is 50 us): appIdle's,
+	// and those until a paced packet's time (laterAt).
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	if e.cfg.Poll == PollApp {
-		// appIdle's sleeps, as short as asked (the default slack is 50 us).
-		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 		if l, err := newLease(); err == nil { // without one, waitLease uses a runtime timer
 			e.lease.Store(l)
 			defer l.close()
@@ -477,7 +480,7 @@ func (e *engine) turnStages(held bool) (bool, error) {
 	if len(e.readers) > 0 && e.pumpReads() {
 		busy = true
 	}
-	if len(e.laterQPs) > 0 {
+	if e.laterDue(e.clock()) {
 		e.pumpLater()
 		busy = true
 	}
@@ -517,9 +520,9 @@ func (e *engine) turnStages(held bool) (bool, error) {
 
 // sleepFor is how long an idle engine may sleep on its port: until the
 // timers' next tick at most (a millisecond), no later than when a READ
-// response its pace held may go, and not at all while a READ waits for
-// anything else (a context: its answer comes without a frame to wake
-// the engine).
+// response or a packet its pace held may go, and not at all while a READ
+// waits for anything else (a context: its answer comes without a frame
+// to wake the engine) or a QP is due again at once (later).
 func (e *engine) sleepFor() time.Duration {
 	wait := time.Millisecond
 	switch {
@@ -528,6 +531,12 @@ func (e *engine) sleepFor() time.Duration {
 		wait = 0
 	default:
 		wait = min(wait, max(e.readWake.Sub(e.clock()), 0))
+	}
+	if len(e.laterQPs) > 0 {
+		if e.laterNow {
+			return 0
+		}
+		wait = min(wait, max(e.paceWake.Sub(e.clock()), 0))
 	}
 	return wait
 }

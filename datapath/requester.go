@@ -112,7 +112,7 @@ func (e *engine) request(qpn uint32) {
 			g := r.snd.Send(entryOf(&q, in, k, mtu), now)
 			if g.Hold != reliability.Go {
 				if g.Hold == reliability.HoldPacing {
-					e.later(qpn, r) // the engine comes back to it
+					e.laterAt(qpn, r, g.Again) // the engine comes back to it then
 				}
 				return
 			}

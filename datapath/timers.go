@@ -56,12 +56,41 @@ func (w *wheel) span(now time.Time) (from, to int64) {
 }
 
 // later puts a QP on the engine's list of QPs to come back to on its next
-// pass: retransmissions left beyond a burst, or packets pacing holds.
+// pass: retransmissions left beyond a burst, a failed WQE fetch.
 func (e *engine) later(qpn uint32, r *qpRun) {
+	e.laterNow = true
+	e.onLaterList(qpn, r)
+}
+
+// laterAt puts a QP whose packet pacing holds until t on the list: the
+// engine comes back to it then (paceWake), and sleeps meanwhile if it
+// has nothing else to do. A wait it spun through took a core from the
+// peer's engine and the applications on a machine of two (an incast's
+// link idled in millisecond gaps while the receiving engine waited for
+// a CPU).
+func (e *engine) laterAt(qpn uint32, r *qpRun, t time.Time) {
+	if e.paceWake.IsZero() || t.Before(e.paceWake) {
+		e.paceWake = t
+	}
+	e.onLaterList(qpn, r)
+}
+
+func (e *engine) onLaterList(qpn uint32, r *qpRun) {
 	if !r.onLater {
 		r.onLater = true
 		e.laterQPs = append(e.laterQPs, qpn)
 	}
+}
+
+// paceSpin is how near its time a paced packet keeps its engine polling
+// rather than sleeping: a sleep's wake-up costs about as much.
+const paceSpin = 20 * time.Microsecond
+
+// laterDue reports whether the QPs to come back to are due at now: one
+// is due at once (later), or the first paced packet's time comes within
+// paceSpin.
+func (e *engine) laterDue(now time.Time) bool {
+	return len(e.laterQPs) > 0 && (e.laterNow || e.paceWake.Sub(now) <= paceSpin)
 }
 
 // pumpLater comes back to the QPs that had retransmissions left beyond a
@@ -69,6 +98,7 @@ func (e *engine) later(qpn uint32, r *qpRun) {
 func (e *engine) pumpLater() {
 	list := e.laterQPs
 	e.laterQPs = e.laterSpare[:0]
+	e.laterNow, e.paceWake = false, time.Time{}
 	for _, qpn := range list {
 		e.qps[qpn].onLater = false
 		e.begin()

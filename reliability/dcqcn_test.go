@@ -356,6 +356,9 @@ func TestSenderDCQCNWaitFollowsRate(t *testing.T) {
 	if g.Hold != HoldPacing || g.Until.Sub(now) < 30*time.Millisecond {
 		t.Fatalf("at 1 Mbit/s the next packet waits %v (%v), want about 33 ms", g.Until.Sub(now), g.Hold)
 	}
+	if d := g.Again.Sub(now); d <= 0 || d > p.RateTimer {
+		t.Fatalf("the gate says to ask again in %v, want by the rate timer (%v): an engine asleep till then misses the rate's rise", d, p.RateTimer)
+	}
 	// The rate timer's events, every RateTimer: the wait ends once the rate
 	// would have let the packet go, long before 33 ms.
 	for g.Hold == HoldPacing {

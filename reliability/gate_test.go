@@ -84,8 +84,8 @@ func TestSendHolds(t *testing.T) {
 			if g.Hold != tc.want {
 				t.Fatalf("Send: %v, want %v", g.Hold, tc.want)
 			}
-			if tc.want == reliability.HoldPacing && !g.Until.After(now) {
-				t.Errorf("held for pacing until %v, not after now", g.Until)
+			if tc.want == reliability.HoldPacing && (!g.Until.After(now) || !g.Again.After(now) || g.Again.After(g.Until)) {
+				t.Errorf("held for pacing until %v, to ask again at %v: want both after now, again no later", g.Until, g.Again)
 			}
 			if tc.want == reliability.Go && (g.PSN != 100 || s.Outstanding() != 1) {
 				t.Errorf("went with PSN %d (want 100), %d outstanding", g.PSN, s.Outstanding())

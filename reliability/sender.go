@@ -720,10 +720,14 @@ func (h Hold) String() string {
 
 // Gate is the transmit gate's answer for one packet.
 type Gate struct {
-	Hold   Hold
-	Until  time.Time // with HoldPacing: when the packet may go
-	PSN    wire.PSN  // with Go: the packet's PSN
-	AckReq bool      // with Go: whether it asks for an ACK
+	Hold  Hold
+	Until time.Time // with HoldPacing: when the packet may go at the current rate
+	// Again, with HoldPacing, is when to ask again: Until, or sooner
+	// when DCQCN's rate timer may raise the rate first (the wait then
+	// shrinks, ratePaced); an engine may sleep until then.
+	Again  time.Time
+	PSN    wire.PSN // with Go: the packet's PSN
+	AckReq bool     // with Go: whether it asks for an ACK
 }
 
 // Send is the transmit gate in one call: a new packet (its replay entry
@@ -735,7 +739,10 @@ func (s *Sender) Send(e Entry, now time.Time) Gate {
 	if h := s.hold(e.Kind, now); h != Go {
 		g := Gate{Hold: h}
 		if h == HoldPacing {
-			g.Until = s.pace.at
+			g.Until, g.Again = s.pace.at, s.pace.at
+			if s.byRate && s.rate.limited() && !s.rate.timerAt.IsZero() && s.rate.timerAt.Before(g.Again) {
+				g.Again = s.rate.timerAt
+			}
 		}
 		return g
 	}
