@@ -790,8 +790,16 @@ func (n *NIC) Release() {
 // us and hands it on, a wake-up of another thread each time, and one
 // more to get a P back: on a machine whose cores spinning programs hold,
 // each preempts them. With Ps to spare it leaves them for 10 ms.
+//
+// Without spare Ps, engines asleep on their ports hold the Ps they slept
+// with: with two engines on two CPUs no P is left, and a goroutine made
+// ready meanwhile (an application woken by a completion) waits until the
+// monitor takes a P back, up to 10 ms when it has been idle (a test
+// binary's incast lost 10-20 ms at its end so). verbs.Open calls it, so
+// that a Go program gets what the softrnic command and the C library
+// get. It only ever raises GOMAXPROCS.
 func SpareProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2*runtime.NumCPU() {
 		runtime.GOMAXPROCS(2 * runtime.NumCPU())
 	}
 }

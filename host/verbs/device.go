@@ -76,8 +76,11 @@ type Device struct {
 	kernelRx               *kernelrx.Receiver   // DeviceConfig.KernelRx's socket, if it opened
 }
 
-// Open starts a device on a port.
+// Open starts a device on a port. It gives the Go runtime Ps to spare
+// for the NIC's threads asleep in system calls (datapath.SpareProcs),
+// unless the environment sets GOMAXPROCS.
 func Open(cfg DeviceConfig) (*Device, error) {
+	datapath.SpareProcs()
 	if cfg.Memory != nil || cfg.DMA != nil || cfg.Notify != nil {
 		return nil, fmt.Errorf("%w: NICConfig's Memory, DMA and Notify are the device's own", ErrInvalid)
 	}
