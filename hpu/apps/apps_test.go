@@ -317,3 +317,89 @@ func TestFilter(t *testing.T) {
 		t.Errorf("%d packets landed, want %d", p, kept*3)
 	}
 }
+
+// TestAggregateShapes: the sum is the host's own whatever the packets'
+// shape: packets of any size, packets handed over twice (a packet placed
+// ahead and sent again adds nothing twice), a sender whose vector is
+// shorter (its missing elements add nothing), one sender, many.
+func TestAggregateShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		elems, senders int
+		mtu            int
+		twice          bool // every packet but a message's last handed over twice
+		short          int  // this sender's vector is half as long (-1: none)
+	}{
+		{"packets of 1024", 4096, 4, 1024, false, -1},
+		{"packets of 100", 3000, 4, 100, false, -1},
+		{"packets handed over twice", 4096, 4, 1024, true, -1},
+		{"a shorter vector", 4096, 4, 1024, false, 2},
+		{"one sender", 1000, 1, 256, false, -1},
+		{"64 senders", 512, 64, 512, false, -1},
+		{"70 senders, twice, one shorter", 512, 70, 512, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := hpu.Config{Clusters: 2, HPUs: 2}
+			if tc.twice {
+				// One HPU: a packet handed over again comes after the
+				// first has run, as a resent one does.
+				cfg = hpu.Config{Clusters: 1, HPUs: 1}
+			}
+			e := hpu.New(cfg)
+			defer e.Close()
+			host := &region{b: make([]byte, tc.elems*4)}
+			for i := range host.b {
+				host.b[i] = 0xee // the sum must overwrite all of it
+			}
+			notified := make(chan struct{}, 2)
+			a, err := apps.NewAggregate(e, host, tc.elems, tc.senders, false, func() { notified <- struct{}{} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := make([]int32, tc.elems)
+			for s := range tc.senders {
+				part := make([]int32, tc.elems)
+				v := randomVector(part)
+				if s == tc.short {
+					v = v[:len(v)/2]
+					clear(part[tc.elems/2:])
+				}
+				for i := range sum {
+					sum[i] += part[i]
+				}
+				msg := hpu.Message{QPN: 17 + uint32(s), Flow: uint32(s), Length: uint32(len(v))}
+				for k, off := 0, 0; off < len(v); k, off = k+1, off+tc.mtu {
+					n := min(tc.mtu, len(v)-off)
+					last := off+n == len(v)
+					pkt := hpu.Packet{Payload: v[off : off+n], Offset: uint32(off), Index: k, First: k == 0, Last: last}
+					for range 1 + btoi(tc.twice && !last) {
+						for {
+							err := e.Submit(a.In, msg, pkt)
+							if err == nil {
+								break
+							}
+							if !errors.Is(err, hpu.ErrFull) {
+								t.Fatal(err)
+							}
+							time.Sleep(20 * time.Microsecond)
+						}
+					}
+				}
+			}
+			wait(t, notified)
+			if got := host.bytes(); !bytes.Equal(got, int32Bytes(sum)) {
+				t.Fatal("the sum in host memory differs from the host's own")
+			}
+			if len(notified) != 0 {
+				t.Error("the host was notified more than once")
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
