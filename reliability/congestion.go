@@ -34,9 +34,20 @@ func (r *rttStats) update(d time.Duration) bool {
 		r.min = d
 	}
 	r.max = max(d, r.max-r.max>>10)
+	r.smooth(d)
+	return true
+}
+
+// smooth takes d into the smoothed round trip and its variation only: a
+// bound from below (an ACK over a packet sent again, timed from its
+// resending) is no least round trip.
+func (r *rttStats) smooth(d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	if r.srtt == 0 {
 		r.srtt, r.rttvar = d, d/2
-		return true
+		return
 	}
 	diff := r.srtt - d
 	if diff < 0 {
@@ -44,7 +55,6 @@ func (r *rttStats) update(d time.Duration) bool {
 	}
 	r.rttvar = (3*r.rttvar + diff) / 4
 	r.srtt = (7*r.srtt + d) / 8
-	return true
 }
 
 // Pacing parameters: the rate is paceGain windows per round trip, the

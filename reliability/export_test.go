@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"sort"
+	"time"
 
 	"github.com/softrnic/softrnic/datapath/wire"
 )
@@ -48,3 +49,6 @@ func (s *Sender) PlacedPSNs() []wire.PSN {
 	}
 	return out
 }
+
+// MinRTT is the least round trip the sender has sampled.
+func (s *Sender) MinRTT() time.Duration { return s.rtt.min }

@@ -1004,7 +1004,13 @@ func (s *Sender) retire(psn wire.PSN, now time.Time) bool {
 			// wait the path's longest round trip, doubled, for each
 			// loss. Selective repeat dates a packet sent again from its
 			// resending: the sample is the repair's round trip, or less.
-			rtt = resentRTT
+			// Less when the peer had the packet and the ACK answers its
+			// first sending: the timers take it, the least round trip
+			// does not (a QP whose early timer went before its first
+			// ACKs, on a 1 ms path, took the 15 us from its resend to
+			// them for the path's round trip: its BDP cap of 4 packets
+			// held it to an eighth of its share for 800 ms).
+			s.rtt.smooth(resentRTT)
 		}
 	}
 	s.sample(rtt, now)

@@ -940,6 +940,50 @@ func TestNoSampleFromAnAckOverARepair(t *testing.T) {
 	}
 }
 
+// TestFirstSampleOverAResendIsNoLeastRTT: before any round-trip sample,
+// an ACK over packets sent again gives the timers an estimate (timed
+// from the resending, a bound from below), but not the least round
+// trip: when the early timer went before the first ACKs (a peer late at
+// the start), that ACK answers the first sending and comes just after
+// the resend, and taken as the path's round trip it would size the
+// window's caps (the BDP cap, the delivery-rate cap, the pacing below a
+// packet) to a fraction of the path.
+func TestFirstSampleOverAResendIsNoLeastRTT(t *testing.T) {
+	s, _ := newSender(t, 16, reliability.Params{Timeout: 14, RetryCnt: 7, SelectiveRepeat: true})
+	place := reliability.Entry{Kind: reliability.Data, Placeable: true, AckReq: true}
+	for range 4 { // 100-103
+		if g := s.Send(place, t0); g.Hold != reliability.Go {
+			t.Fatal(g.Hold)
+		}
+	}
+	early := s.Deadline()
+	if s.Tick(early) != reliability.Accepted {
+		t.Fatal("the early timer did nothing")
+	}
+	for {
+		if _, _, ok := s.Resend(early); !ok {
+			break
+		}
+		s.Resent(early)
+	}
+	if st := s.Stats(); st.Retransmitted == 0 {
+		t.Fatal("nothing sent again")
+	}
+	s.OnAck(103, early.Add(15*time.Microsecond)) // the first sending's ACK
+	if s.RTT() == 0 {
+		t.Error("no estimate for the timers after the first ACK")
+	}
+	if m := s.MinRTT(); m != 0 {
+		t.Errorf("the least round trip is %v after an ACK over packets sent again (the path's is %v or more)", m, early.Sub(t0))
+	}
+	at := early.Add(time.Millisecond)
+	s.Send(place, at) // 104
+	s.OnAck(104, at.Add(time.Millisecond))
+	if m := s.MinRTT(); m != time.Millisecond {
+		t.Errorf("the least round trip is %v after a clean sample of 1 ms", m)
+	}
+}
+
 // TestSelectiveReportsResendEveryHole: with selective repeat the peer
 // NAKs each packet it places ahead, naming it (OnPlaced): the sender
 // counts those out of flight, sends every hole they show again at once
