@@ -48,18 +48,23 @@ func send(t *testing.T, e *hpu.Engine, in *hpu.Installed, msg hpu.Message, data 
 	msg.Length = uint32(len(data))
 	for i, off := 0, 0; off < len(data) || i == 0; i++ {
 		n := min(mtu, len(data)-off)
-		pkt := hpu.Packet{Payload: data[off : off+n], Offset: uint32(off), Index: i, First: i == 0, Last: off+n == len(data)}
-		for {
-			err := e.Submit(in, msg, pkt)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, hpu.ErrFull) {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Microsecond)
-		}
+		submit(t, e, in, msg, hpu.Packet{Payload: data[off : off+n], Offset: uint32(off), Index: i, First: i == 0, Last: off+n == len(data)})
 		off += n
+	}
+}
+
+// submit submits one packet, retrying while the buffers are full.
+func submit(t *testing.T, e *hpu.Engine, in *hpu.Installed, msg hpu.Message, pkt hpu.Packet) {
+	t.Helper()
+	for {
+		err := e.Submit(in, msg, pkt)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, hpu.ErrFull) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Microsecond)
 	}
 }
 
@@ -195,16 +200,7 @@ func TestAggregateMessagesOfOneQP(t *testing.T) {
 		for m := range senders {
 			off := k * mtu
 			pkt := hpu.Packet{Payload: vecs[m][off : off+mtu], Offset: uint32(off), Index: k, First: k == 0, Last: k == packets-1}
-			for {
-				err := e.Submit(a.In, hpu.Message{QPN: 17, MSN: uint32(m), Length: elems * 4}, pkt)
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, hpu.ErrFull) {
-					t.Fatal(err)
-				}
-				time.Sleep(20 * time.Microsecond)
-			}
+			submit(t, e, a.In, hpu.Message{QPN: 17, MSN: uint32(m), Length: elems * 4}, pkt)
 		}
 	}
 	wait(t, notified)
@@ -373,16 +369,7 @@ func TestAggregateShapes(t *testing.T) {
 					last := off+n == len(v)
 					pkt := hpu.Packet{Payload: v[off : off+n], Offset: uint32(off), Index: k, First: k == 0, Last: last}
 					for range 1 + btoi(tc.twice && !last) {
-						for {
-							err := e.Submit(a.In, msg, pkt)
-							if err == nil {
-								break
-							}
-							if !errors.Is(err, hpu.ErrFull) {
-								t.Fatal(err)
-							}
-							time.Sleep(20 * time.Microsecond)
-						}
+						submit(t, e, a.In, msg, pkt)
 					}
 				}
 			}
