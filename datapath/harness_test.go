@@ -29,6 +29,10 @@ type testPort struct {
 	batches  []int // the frames of each Send call, in order
 	// sendTakes is how long each Send call takes (a slow host's burst).
 	sendTakes time.Duration
+	// recvTakes is how long a Recv call that returns frames takes (the
+	// engine's thread off the CPU between its turn's start and its
+	// receive).
+	recvTakes time.Duration
 
 	// Received frames are lent until released: each has its own handle,
 	// and a released frame's bytes are overwritten, as a port reusing
@@ -41,6 +45,9 @@ type testPort struct {
 
 func (p *testPort) Recv(frames []Frame) (int, error) {
 	k := min(len(frames), len(p.rx))
+	if k > 0 && p.recvTakes > 0 {
+		time.Sleep(p.recvTakes)
+	}
 	if p.lent == nil {
 		p.lent = make(map[uint64]bool)
 	}

@@ -288,6 +288,33 @@ func TestClockMovesAfterABatch(t *testing.T) {
 	e.nowRead, e.turnNS = false, 0
 }
 
+// An ACK is dated when its turn receives it, not when the turn began: an
+// engine whose thread was off the CPU between the two (3 ms here) took
+// the ACK for that much sooner than it came, and a round trip that short
+// became the path's least, the delay rule's target.
+func TestAckDatedWhenReceived(t *testing.T) {
+	port := &testPort{}
+	h := newHarnessOn(t, port)
+	e := h.nic.engines[0]
+	e.systemClock, e.nowFromNS = true, true // the engine's clock is the system's (the DMA's stays driven)
+	before := time.Now()
+	writeSent(h)
+	port.recvTakes = 3 * time.Millisecond
+	h.ack(17, 0, 1)
+	h.nic.Progress()
+	port.recvTakes = 0
+	if n := e.qps[17].snd.Outstanding(); n != 0 {
+		t.Fatalf("%d packets outstanding after the ACK", n)
+	}
+	got := e.qps[17].snd.RTT()
+	if got == 0 {
+		t.Fatal("the ACK gave no round-trip sample")
+	}
+	if most := time.Since(before); got < 3*time.Millisecond || got > most {
+		t.Errorf("round trip %v for an ACK received 3 ms after the turn began (%v at most)", got, most)
+	}
+}
+
 // A turn that worked for longer than starvedGap (a burst it sent on a
 // slow host) was not off the CPU: the next turn holds no timers and
 // takes no round trip of the path from it.
