@@ -57,17 +57,18 @@ const (
 // Agent is a device's communication manager: it owns QP1, answers and
 // sends CM messages, and hands out connected RC QPs (Dial, Listener).
 type Agent struct {
-	dev  *verbs.Device
-	cfg  Config
-	pd   *verbs.PD // QP1's
-	upd  *verbs.PD // connections' without a PD of their own
-	cq   *verbs.CQ
-	qp1  *verbs.QP
-	mr   *verbs.MR
-	buf  []byte // receive buffers, then send slots
-	ip   netip.Addr
-	done chan struct{}
-	wg   sync.WaitGroup
+	dev       *verbs.Device
+	cfg       Config
+	pd        *verbs.PD // QP1's
+	upd       *verbs.PD // connections' without a PD of their own
+	cq        *verbs.CQ
+	qp1       *verbs.QP
+	mr        *verbs.MR
+	buf       []byte // receive buffers, then send slots
+	ip        netip.Addr
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 
 	mu          sync.Mutex
 	conns       map[uint32]*conn // by local communication ID
@@ -155,13 +156,22 @@ func (a *Agent) Device() *verbs.Device { return a.dev }
 func (a *Agent) PD() *verbs.PD { return a.upd }
 
 // Close stops the agent: QP1 goes to the error state; connections it
-// made stay as they are.
+// made stay as they are. Closing again does nothing.
 func (a *Agent) Close() error {
+	closed := false
+	a.closeOnce.Do(func() { closed = true })
+	if !closed {
+		return nil
+	}
 	close(a.done)
-	a.wg.Wait()
+	// Wake the handshakes waiting for a send slot before waiting for
+	// them: with the agent's goroutine gone no completion frees one, and
+	// a handshake still waiting held Close for ever (a flood of forged
+	// REQs had taken every slot with their REPs).
 	a.mu.Lock()
 	a.slotFree.Broadcast()
 	a.mu.Unlock()
+	a.wg.Wait()
 	return a.qp1.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
 }
 

@@ -845,3 +845,35 @@ func TestLostRTU(t *testing.T) {
 		t.Errorf("the handshake took %v, a response timeout (%v) or more", took, full)
 	}
 }
+
+// TestCloseWithSendersWaiting: a handshake waiting for a send slot (every
+// one taken: a flood's REPs, their completions not yet served) ends when
+// the agent closes, and Close returns.
+func TestCloseWithSendersWaiting(t *testing.T) {
+	a, _ := pair(t, porttest.Config{Buffers: 1024}, 14)
+	ag := a.a
+	ag.mu.Lock()
+	taken := ag.freeSlots
+	ag.freeSlots = nil
+	ag.mu.Unlock()
+	errs := make(chan error, 1)
+	ag.wg.Add(1) // as a handshake's goroutine counts
+	go func() {
+		defer ag.wg.Done()
+		errs <- ag.send(context.Background(), ipB, &DREQ{LocalCommID: 1, RemoteCommID: 2}, 1)
+	}()
+	time.Sleep(20 * time.Millisecond) // it waits for a slot
+	closed := make(chan error, 1)
+	go func() { closed <- ag.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for ever on a handshake waiting for a send slot")
+	}
+	if err := <-errs; err == nil {
+		t.Error("the waiting send succeeded after Close")
+	}
+	ag.mu.Lock()
+	ag.freeSlots = taken
+	ag.mu.Unlock()
+}
