@@ -84,16 +84,7 @@ func TestScatter(t *testing.T) {
 		// overflows fails it; the gaps are still untouched.
 		for i, off := 0, 0; off < fits+1; i++ {
 			n := min(c.mtu, fits+1-off)
-			pkt := hpu.Packet{Payload: fill(n, 2), Offset: uint32(off), Index: i, First: i == 0, Last: off+n == fits+1}
-			for {
-				err := e.Submit(in, hpu.Message{QPN: 17, MSN: 101}, pkt)
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, hpu.ErrFull) {
-					t.Fatal(err)
-				}
-			}
+			submit(t, e, in, hpu.Message{QPN: 17, MSN: 101}, hpu.Packet{Payload: fill(n, 2), Offset: uint32(off), Index: i, First: i == 0, Last: off+n == fits+1})
 			off += n
 		}
 		if err := <-errs; !errors.Is(err, hpu.ErrHandlerPanic) || !strings.Contains(err.Error(), apps.ErrShape.Error()) {
