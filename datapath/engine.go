@@ -642,12 +642,8 @@ func (e *engine) clock() time.Time {
 // turn's last batch costs no read); with a driven clock (tests) time
 // stands as it was.
 func (e *engine) clockMoved() {
-	if !e.systemClock || !e.nowRead {
-		return
-	}
-	e.nowRead = false
-	if e.turnNS != 0 {
-		e.turnNS = -1
+	if e.nowRead {
+		e.clockAtRecv()
 	}
 }
 
@@ -659,7 +655,8 @@ func (e *engine) clockMoved() {
 // least of them set the delay rule's target under the path's own round
 // trip, and the window, cut a round trip after another for a queue that
 // was not there, held three QPs at 3 packets for 900 ms). With a driven
-// clock (tests) time stands as it was.
+// clock (tests) time stands as it was. clockMoved is it after a batch
+// sent, where only a clock already read is read again.
 func (e *engine) clockAtRecv() {
 	if !e.systemClock {
 		return

@@ -158,21 +158,20 @@ func (a *Agent) PD() *verbs.PD { return a.upd }
 // Close stops the agent: QP1 goes to the error state; connections it
 // made stay as they are. Closing again does nothing.
 func (a *Agent) Close() error {
-	closed := false
-	a.closeOnce.Do(func() { closed = true })
-	if !closed {
-		return nil
-	}
-	close(a.done)
-	// Wake the handshakes waiting for a send slot before waiting for
-	// them: with the agent's goroutine gone no completion frees one, and
-	// a handshake still waiting held Close for ever (a flood of forged
-	// REQs had taken every slot with their REPs).
-	a.mu.Lock()
-	a.slotFree.Broadcast()
-	a.mu.Unlock()
-	a.wg.Wait()
-	return a.qp1.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+	var err error
+	a.closeOnce.Do(func() {
+		close(a.done)
+		// Wake the handshakes waiting for a send slot before waiting for
+		// them: with the agent's goroutine gone no completion frees one,
+		// and a handshake still waiting held Close for ever (a flood of
+		// forged REQs had taken every slot with their REPs).
+		a.mu.Lock()
+		a.slotFree.Broadcast()
+		a.mu.Unlock()
+		a.wg.Wait()
+		err = a.qp1.Modify(&verbs.QPAttr{State: verbs.QPSErr}, verbs.AttrState)
+	})
+	return err
 }
 
 func (a *Agent) slot(i int) []byte { return a.buf[i*slotSize : (i+1)*slotSize] }
