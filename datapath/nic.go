@@ -360,8 +360,10 @@ type NIC struct {
 	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
 	hpuMu    sync.Mutex
 	paths    chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
-	// lingerSeen is arrivals when the last Linger ended.
-	lingerSeen atomic.Uint64
+	// askedAt is arrivals when the application last rang a send
+	// doorbell (PollApp): a Linger after it waits only if nothing has
+	// come since.
+	askedAt atomic.Uint64
 	// oneCPU: the process may run on one CPU only (its affinity), where
 	// a poll that spins holds the processor that what it waits for needs
 	// (the peer's process, the kernel's receive work); idlePolls counts
@@ -586,6 +588,9 @@ func (n *NIC) Ring(d Doorbell) {
 		e.recvBells <- d
 		n.bell(e)
 	default:
+		if n.cfg.Poll == PollApp {
+			n.askedAt.Store(n.arrivals())
+		}
 		e := n.owner(d.QPN)
 		e.doorbells <- d
 		n.bell(e)
@@ -688,7 +693,12 @@ func (n *NIC) yieldCPU() {
 // kernel socket's busy poll does (SO_BUSY_POLL), it spends the budget
 // only where a frame is likely: verbs keeps the odds per CQ, and Linger
 // does not wait when a WRITE was placed or a message received since the
-// last linger ended (what the program waits for may be here already).
+// program's last request (its last send doorbell): what it waits for is
+// here already. (Counted from the last linger instead, a peer whose
+// frames the goroutine took between two polls, as a UC ping-pong's,
+// whose send completes at once, made every poll skip its linger and hand
+// nothing over: each frame waited for the lease, 2.5 ms a half round
+// trip.)
 // lingered says it waited; hit, that a frame came. A linger that saw no
 // frame hands the engines to their own goroutines (Release): the
 // program may not poll again soon.
@@ -696,8 +706,7 @@ func (n *NIC) Linger() (lingered, hit bool) {
 	if n.cfg.Poll != PollApp {
 		return false, false
 	}
-	if a := n.arrivals(); a != n.lingerSeen.Load() {
-		n.lingerSeen.Store(a)
+	if n.arrivals() != n.askedAt.Load() {
 		return false, false
 	}
 	n.counters.AppLingers.Add(1)
@@ -707,11 +716,9 @@ func (n *NIC) Linger() (lingered, hit bool) {
 		n.Progress()
 		if n.rxFrames() != rx {
 			n.counters.AppLingerHits.Add(1)
-			n.lingerSeen.Store(n.arrivals())
 			return true, true
 		}
 		if i%8 == 0 && nanotime() > end { // the clock every 8 polls: a poll is a clock read's time or two
-			n.lingerSeen.Store(n.arrivals())
 			n.Release()
 			return true, false
 		}

@@ -141,6 +141,80 @@ func TestPollLingers(t *testing.T) {
 		}
 	})
 
+	// A UC ping-pong of WRITEs, as perftest's write_lat -c UC runs it:
+	// a UC send completes as it leaves, and the program then waits for
+	// the peer's WRITE without a verb call. Each poll's linger must wait
+	// for that WRITE, though the peer's last one came after the last
+	// linger (taken by the NIC's goroutine, after one the peer answered
+	// late): counted from there, every linger after that one was skipped
+	// and each WRITE waited for the goroutine's lease, 2.5 ms a half
+	// round trip.
+	t.Run("UC pingpong", func(t *testing.T) {
+		a, b := ends(t, 20*time.Millisecond)
+		uc := func(e *verbstest.End) *verbs.QP {
+			qp, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUC, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return qp
+		}
+		qa, qb := uc(a), uc(b)
+		if err := verbs.ConnectUC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3); err != nil {
+			t.Fatal(err)
+		}
+		write := func(from, to *verbstest.End, qp *verbs.QP, off int, v byte) {
+			from.Buf[off] = v
+			wr := writeWR(from, to, uint64(v), off, 1, off)
+			if _, err := qp.PostSend([]verbs.SendWR{wr}); err != nil {
+				t.Error(err)
+				return
+			}
+			if wc := waitWC(t, from.CQ); wc.Status != verbs.WCSuccess {
+				t.Errorf("completion %+v", wc)
+			}
+		}
+		// spin waits for the peer's WRITE of v without a verb call (the
+		// count of WRITEs placed is a counter's read).
+		spin := func(e *verbstest.End, off int, v byte, seen *uint64) {
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); runtime.Gosched() {
+				if k := e.Dev.WritesPlaced(); k != *seen {
+					if *seen = k; e.Buf[off] == v {
+						return
+					}
+				}
+			}
+			t.Errorf("no WRITE of %d came", v)
+		}
+		const rounds = 200
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var seen uint64
+			for i := 1; i <= rounds; i++ {
+				spin(b, 0, byte(i), &seen)
+				if i == 1 {
+					// Once, an answer later than a linger lasts (four
+					// budgets): that linger misses, and the NIC's
+					// goroutine takes the WRITE.
+					time.Sleep(100 * time.Millisecond)
+				}
+				write(b, a, qb, 1, byte(i))
+			}
+		}()
+		var seen uint64
+		for i := 1; i <= rounds; i++ {
+			write(a, b, qa, 0, byte(i))
+			spin(a, 1, byte(i), &seen)
+		}
+		<-done
+		c := a.Dev.NIC().Counters()
+		lingers, hits := c.AppLingers.Load(), c.AppLingerHits.Load()
+		t.Logf("%d rounds: %d lingers, %d saw the peer's frame", rounds, lingers, hits)
+		if lingers < rounds/2 || 3*hits < 2*lingers {
+			t.Fatalf("%d rounds of a UC ping-pong, one answered late lingered %d times, %d of them seeing a frame", rounds, lingers, hits)
+		}
+	})
+
 	// A peer that only answers (a READ test's, or one that sends nothing)
 	// is not lingered for for ever: each linger would cost the poll four
 	// budgets, a read-lat's p99.
@@ -160,6 +234,52 @@ func TestPollLingers(t *testing.T) {
 			t.Fatalf("%d writes, one at a time, to a peer that sends nothing lingered %d times", writes, lingers)
 		}
 	})
+}
+
+// TestLingerCountsFromTheRequest: a linger (datapath.NIC.Linger) waits
+// unless something came since the program's last request, whatever came
+// between the last linger and that request: the program saw it, and
+// answered with that request.
+func TestLingerCountsFromTheRequest(t *testing.T) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+	cfg := func(p datapath.Port, last byte) verbs.DeviceConfig {
+		return verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}),
+			Poll: datapath.PollApp, PollBudget: 50 * time.Microsecond}, Port: p, Driven: true}
+	}
+	a := verbstest.NewEndConfig(t, cfg(pa, 1), bufSize)
+	b := verbstest.NewEndConfig(t, cfg(pb, 2), bufSize)
+	verbstest.Connect(t, a, b, 3, 14)
+	na, nb := a.Dev.NIC(), b.Dev.NIC()
+	// write posts a WRITE from one end to the other and runs both NICs
+	// until it has completed and been placed.
+	write := func(from, to *verbstest.End) {
+		t.Helper()
+		placed := to.Dev.WritesPlaced()
+		if _, err := from.QP.PostSend([]verbs.SendWR{writeWR(from, to, 1, 0, 8, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		var wc [1]verbs.WC
+		for end := time.Now().Add(10 * time.Second); from.CQ.PollNoDrive(wc[:]) == 0 || to.Dev.WritesPlaced() == placed; {
+			if time.Now().After(end) {
+				t.Fatal("the WRITE did not complete")
+			}
+			na.Progress()
+			nb.Progress()
+		}
+	}
+	if lingered, hit := na.Linger(); !lingered || hit {
+		t.Fatalf("with nothing coming, Linger = %v, %v; want it to wait in vain", lingered, hit)
+	}
+	write(b, a) // comes after that linger, before the request below
+	write(a, b)
+	if lingered, hit := na.Linger(); !lingered || hit {
+		t.Fatalf("after a request, with nothing since: Linger = %v, %v; want it to wait (in vain: the peer is quiet)", lingered, hit)
+	}
+	write(a, b)
+	write(b, a) // the answer came before the poll
+	if lingered, _ := na.Linger(); lingered {
+		t.Fatal("Linger waited with the answer to the last request here already")
+	}
 }
 
 // TestDriven: a Driven device runs no goroutine of its own; only the
