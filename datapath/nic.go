@@ -683,47 +683,66 @@ func (n *NIC) yieldCPU() {
 }
 
 // Linger drives the NIC in the caller's thread, as Progress does, until
-// a turn receives a frame or four poll budgets (NICConfig.PollBudget)
-// pass (PollApp; with the other modes it does nothing). An
-// application's poll calls it when the completion it found leaves its QP
-// with no work outstanding: a program that then waits for its peer
-// without a verb call (perftest's write_lat spins on the buffer the peer
-// WRITEs) gets the peer's next frame handled in its own thread, which is
-// running, instead of in the engine's, which a frame must wake. As a
-// kernel socket's busy poll does (SO_BUSY_POLL), it spends the budget
-// only where a frame is likely: verbs keeps the odds per CQ, and Linger
-// does not wait when a WRITE was placed or a message received since the
-// program's last request (its last send doorbell): what it waits for is
-// here already. (Counted from the last linger instead, a peer whose
-// frames the goroutine took between two polls, as a UC ping-pong's,
-// whose send completes at once, made every poll skip its linger and hand
-// nothing over: each frame waited for the lease, 2.5 ms a half round
-// trip.)
-// lingered says it waited; hit, that a frame came. A linger that saw no
-// frame hands the engines to their own goroutines (Release): the
-// program may not poll again soon.
+// a WRITE is placed or a message received (what a program waits for
+// from its peer) or four poll budgets (NICConfig.PollBudget) pass with
+// no frame; frames that come meanwhile (the packets of a message under
+// way) keep it going, for lingerMax budgets in all at most (PollApp;
+// with the other modes it does nothing). An application's poll calls it
+// when the completion it found leaves its QP with no work outstanding: a
+// program that then waits for its peer without a verb call (perftest's
+// write_lat spins on the buffer the peer WRITEs) gets the peer's message
+// handled in its own thread, which is running, instead of in the
+// engine's, which a frame must wake. As a kernel socket's busy poll does
+// (SO_BUSY_POLL), it spends the budget only where a frame is likely:
+// verbs keeps the odds per CQ, and Linger does not wait when a WRITE was
+// placed or a message received since the program's last request (its
+// last send doorbell): what it waits for is here already. (Counted from
+// the last linger instead, a peer whose frames the goroutine took
+// between two polls, as a UC ping-pong's, whose send completes at once,
+// made every poll skip its linger and hand nothing over: each WRITE
+// waited for the goroutine's lease, 2.5 ms a half round trip. Ended by
+// any frame, a linger left the rest of a message of several packets to
+// that lease too.)
+//
+// lingered says it waited; hit, that what the program waits for came. A
+// linger that did not see it hands the engines to their own goroutines
+// (Release): the program may not poll again soon.
 func (n *NIC) Linger() (lingered, hit bool) {
 	if n.cfg.Poll != PollApp {
 		return false, false
 	}
-	if n.arrivals() != n.askedAt.Load() {
+	asked := n.askedAt.Load()
+	if n.arrivals() != asked {
 		return false, false
 	}
 	n.counters.AppLingers.Add(1)
 	rx := n.rxFrames()
-	end := nanotime() + 4*int64(n.cfg.PollBudget)
+	budget := int64(n.cfg.PollBudget)
+	now := nanotime()
+	end, last := now+4*budget, now+lingerMax*budget
 	for i := 1; ; i++ {
 		n.Progress()
-		if n.rxFrames() != rx {
+		if n.arrivals() != asked {
 			n.counters.AppLingerHits.Add(1)
 			return true, true
 		}
-		if i%8 == 0 && nanotime() > end { // the clock every 8 polls: a poll is a clock read's time or two
+		if i%8 != 0 { // the clock every 8 polls: a poll is a clock read's time or two
+			continue
+		}
+		now := nanotime()
+		if k := n.rxFrames(); k != rx { // a message under way
+			rx, end = k, min(now+4*budget, last)
+		}
+		if now > end {
 			n.Release()
 			return true, false
 		}
 	}
 }
+
+// lingerMax is the most poll budgets a Linger lasts while frames keep
+// coming: beyond, the NIC's goroutine takes the rest of a long message.
+const lingerMax = 16
 
 // arrivals counts what a program may wait for that is not a completion
 // of its own requests: WRITEs placed and messages received.
