@@ -41,6 +41,20 @@ type testPort struct {
 	lastRx     uint64
 	lent       map[uint64]bool
 	badRelease int // releases of frames not lent (twice, or never received)
+
+	// txSlots, if set, models a port with that many transmit buffers of
+	// its own (the xsk port's UMEM slots): Alloc lends them, named by
+	// Handle, and fails when none is free; Send transmits the bytes of
+	// the buffer each frame's Handle names (its descriptor), not what
+	// Data points at, and clears the frames it took; a buffer comes
+	// free again only at Flush (its completion).
+	txSlots    int
+	slotBuf    [][]byte
+	slotFree   []int
+	slotLent   map[uint64]bool
+	inFlight   []int
+	badSend    int // frames sent whose Handle names no buffer lent
+	allocShort int // Alloc calls that found too few buffers free
 }
 
 func (p *testPort) Recv(frames []Frame) (int, error) {
@@ -72,13 +86,49 @@ func (p *testPort) Release(frames []Frame) {
 		}
 	}
 }
-func (p *testPort) Free([]Frame) {}
+func (p *testPort) Free(frames []Frame) {
+	if p.txSlots == 0 {
+		return
+	}
+	for i := range frames {
+		if h := frames[i].Handle; p.slotLent[h] {
+			delete(p.slotLent, h)
+			p.slotFree = append(p.slotFree, int(h-1))
+		}
+		frames[i] = Frame{}
+	}
+}
 
 func (p *testPort) Alloc(frames []Frame) int {
+	if p.txSlots > 0 {
+		return p.allocSlots(frames)
+	}
 	for i := range frames {
 		frames[i] = Frame{Data: make([]byte, p.MaxFrameLen())}
 	}
 	return len(frames)
+}
+
+// allocSlots is Alloc with txSlots.
+func (p *testPort) allocSlots(frames []Frame) int {
+	if p.slotBuf == nil {
+		p.slotLent = make(map[uint64]bool)
+		for i := range p.txSlots {
+			p.slotBuf = append(p.slotBuf, make([]byte, p.MaxFrameLen()))
+			p.slotFree = append(p.slotFree, i)
+		}
+	}
+	n := min(len(frames), len(p.slotFree))
+	if n < len(frames) {
+		p.allocShort++
+	}
+	for i := range n {
+		slot := p.slotFree[len(p.slotFree)-1]
+		p.slotFree = p.slotFree[:len(p.slotFree)-1]
+		p.slotLent[uint64(slot+1)] = true
+		frames[i] = Frame{Data: p.slotBuf[slot], Handle: uint64(slot + 1)}
+	}
+	return n
 }
 
 func (p *testPort) Send(frames []Frame) (int, error) {
@@ -86,19 +136,34 @@ func (p *testPort) Send(frames []Frame) (int, error) {
 		time.Sleep(p.sendTakes)
 	}
 	p.batches = append(p.batches, len(frames))
-	for _, f := range frames {
-		p.tx = append(p.tx, append([]byte(nil), f.Data...))
+	for i, f := range frames {
+		if p.txSlots == 0 {
+			p.tx = append(p.tx, append([]byte(nil), f.Data...))
+			continue
+		}
+		if !p.slotLent[f.Handle] {
+			p.badSend++
+			continue
+		}
+		delete(p.slotLent, f.Handle)
+		slot := int(f.Handle - 1)
+		p.tx = append(p.tx, append([]byte(nil), p.slotBuf[slot][:len(f.Data)]...))
+		p.inFlight = append(p.inFlight, slot)
+		frames[i] = Frame{}
 	}
 	return len(frames), nil
 }
 
 func (p *testPort) Wait(time.Duration) error { p.waits++; return nil }
 func (p *testPort) Wake()                    {}
-func (p *testPort) Flush()                   {}
-func (p *testPort) MaxFrameLen() int         { return 9018 }
-func (p *testPort) RecvCapacity() int        { return p.capacity }
-func (p *testPort) Stats() *PortStats        { return &p.stats }
-func (p *testPort) Close() error             { return nil }
+func (p *testPort) Flush() { // the transmissions complete
+	p.slotFree = append(p.slotFree, p.inFlight...)
+	p.inFlight = p.inFlight[:0]
+}
+func (p *testPort) MaxFrameLen() int  { return 9018 }
+func (p *testPort) RecvCapacity() int { return p.capacity }
+func (p *testPort) Stats() *PortStats { return &p.stats }
+func (p *testPort) Close() error      { return nil }
 
 // harness is one NIC under test and the peer the test plays.
 type harness struct {

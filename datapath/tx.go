@@ -91,13 +91,18 @@ func (e *engine) send(f *wire.FrameFields) {
 // txBuffer takes the next transmit buffer (flushing the batch if it is
 // full); commit encodes a frame into it and queues it. Between the two
 // the requester may gather a packet's payload straight into the buffer,
-// at wire.PayloadOffset (sendPacket).
+// at wire.PayloadOffset (sendPacket). The buffer is e.tx[e.txN]: when the
+// port has none free, the batch is sent and the port flushed, which
+// empties the batch, and the buffer then taken is the new batch's first.
 func (e *engine) txBuffer() []byte {
-	if e.txN == len(e.tx) {
-		e.flushTX()
-	}
-	fr := e.tx[e.txN : e.txN+1]
-	for e.port.Alloc(fr) == 0 {
+	for {
+		if e.txN == len(e.tx) {
+			e.flushTX()
+		}
+		fr := e.tx[e.txN : e.txN+1]
+		if e.port.Alloc(fr) > 0 {
+			return fr[0].Data
+		}
 		e.flushTX()
 		e.port.Flush()
 		if e.dma.stagedN > 0 { // staged frames hold buffers: let them go
@@ -106,7 +111,6 @@ func (e *engine) txBuffer() []byte {
 			e.flushTX()
 		}
 	}
-	return fr[0].Data
 }
 
 // commit encodes f into the buffer txBuffer took and queues it; a buffer
