@@ -53,7 +53,12 @@ func binaryCases() []binaryCase {
 	q4.want = regexp.MustCompile(`(?m)^\s+\d+\s+800\s+\d`) // 200 iterations on each QP
 	cs = append(cs, perftestCase("ib_atomic_lat"), perftestCase("ib_send_bw", "-c", "UD"), perftestCase("ib_write_bw", "-c", "UC"),
 		perftestCase("ib_send_lat", "--use-srq"), q4, perftestCase("ib_send_bw", "-b"),
-		perftestCase("ib_send_lat", "-e")) // one channel for both CQs: a QP's completions must reach it in order
+		perftestCase("ib_send_lat", "-e"), // one channel for both CQs: a QP's completions must reach it in order
+		// A UC ping-pong of WRITEs (its sends complete as they leave, and
+		// it spins on its buffer) and RC WRITEs of 64 packets (at MTU
+		// 1024): each took the NIC thread's lease a half round trip before
+		// a poll's linger waited for the whole answer since the last post.
+		perftestCase("ib_write_lat", "-c", "UC"), perftestCase("ib_write_lat", "-s", "65536"))
 	for _, k := range []string{"rc", "uc", "srq"} {
 		cs = append(cs, pingpongCase(k, "-c"))
 	}
