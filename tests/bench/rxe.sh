@@ -59,7 +59,15 @@ rm -rf "$SHARE/lib" && mkdir -p "$SHARE/lib" && cp lib/*.so* "$SHARE/lib/"
 	for n in srna srnb; do $IP -n $n link set lo up && $IP -n $n link set veth0 mtu 9000 up || exit 1; done &&
 	$IP -n srna addr add 10.9.0.1/24 dev veth0 && $IP -n srnb addr add 10.9.0.2/24 dev veth0' >/dev/null
 
-record() { echo "$2" >>"$OUT/$1"; }
+# record NAME VALUE: one round's figure; one that is not a number (a run
+# that printed none, or perftest's "inf") is shown with the run's output.
+record() {
+	echo "$2" >>"$OUT/$1"
+	if ! awk -v v="$2" 'BEGIN {exit !(v ~ /^[0-9.]+$/ && v+0 > 0)}'; then
+		echo "bench-rxe: $1: no figure (\"$2\") in the client's output:" >&2
+		tail -8 "$OUT/client.log" >&2
+	fi
+}
 median() { sort -g "$OUT/$1" | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 # pair SERVER CLIENT: a server in the background, then its client; the
@@ -97,7 +105,8 @@ for r in $(seq "$ROUNDS"); do
 	record c_lat "$(awk '$1=="2" && NF>=9 {print $5; exit}' "$OUT/client.log")"
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0==0) print "nan"; else printf "%.2f", a/b}'; }
+# ratio A B: A/B, or nan where either is not a figure (none, inf).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b+0==0) print "nan"; else printf "%.2f", a/b}'; }
 holds() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN {ok = (op=="<=") ? (r<=g) : (r>=g); print (r=="nan") ? "-" : (ok ? "yes" : "no")}'; }
 echo
 echo "softrnic beside rdma_rxe in one emulated VM (qemu TCG, 2 vCPUs, guest kernel 6.1), medians of $ROUNDS rounds"
