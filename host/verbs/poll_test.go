@@ -85,11 +85,11 @@ func TestPollLingers(t *testing.T) {
 		verbstest.Connect(t, a, b, 3, 14)
 		return a, b
 	}
-	// write puts one byte, v, at off in the peer's buffer and polls for
-	// its completion.
-	write := func(t *testing.T, from, to *verbstest.End, off int, v byte) {
+	// write puts one byte, v, at off in the peer's buffer through qp and
+	// polls for its completion.
+	write := func(t *testing.T, from, to *verbstest.End, qp *verbs.QP, off int, v byte) {
 		from.Buf[off] = v
-		if _, err := from.QP.PostSend([]verbs.SendWR{writeWR(from, to, uint64(v), off, 1, off)}); err != nil {
+		if _, err := qp.PostSend([]verbs.SendWR{writeWR(from, to, uint64(v), off, 1, off)}); err != nil {
 			t.Error(err)
 			return
 		}
@@ -97,9 +97,11 @@ func TestPollLingers(t *testing.T) {
 			t.Errorf("completion %+v", wc)
 		}
 	}
-	// await polls until a WRITE has placed v at off of e's buffer; seen
-	// is the count of WRITEs placed that the last await read.
-	await := func(t *testing.T, e *verbstest.End, off int, v byte, seen *uint64) {
+	// await waits until a WRITE has placed v at off of e's buffer,
+	// polling e's CQ, or without a verb call if spin (the count of WRITEs
+	// placed is a counter's read); seen is the count of WRITEs placed
+	// that the last await read.
+	await := func(t *testing.T, e *verbstest.End, off int, v byte, seen *uint64, spin bool) {
 		var wc [1]verbs.WC
 		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
 			if k := e.Dev.WritesPlaced(); k != *seen {
@@ -107,9 +109,39 @@ func TestPollLingers(t *testing.T) {
 					return
 				}
 			}
-			e.CQ.Poll(wc[:])
+			if spin {
+				runtime.Gosched()
+			} else {
+				e.CQ.Poll(wc[:])
+			}
 		}
 		t.Errorf("no WRITE of %d came", v)
+	}
+	// pingpong runs rounds of a ping-pong of WRITEs between a's QP qa and
+	// b's qb, b's side in a goroutine, and returns a's lingers and the
+	// lingers that saw the peer's frame. b sleeps for late before its
+	// first answer.
+	pingpong := func(t *testing.T, a, b *verbstest.End, qa, qb *verbs.QP, rounds int, spin bool, late time.Duration) (lingers, hits uint64) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var seen uint64
+			for i := 1; i <= rounds; i++ {
+				await(t, b, 0, byte(i), &seen, spin)
+				if i == 1 {
+					time.Sleep(late)
+				}
+				write(t, b, a, qb, 1, byte(i))
+			}
+		}()
+		var seen uint64
+		for i := 1; i <= rounds; i++ {
+			write(t, a, b, qa, 0, byte(i))
+			await(t, a, 1, byte(i), &seen, spin)
+		}
+		<-done
+		c := a.Dev.NIC().Counters()
+		return c.AppLingers.Load(), c.AppLingerHits.Load()
 	}
 
 	t.Run("pingpong", func(t *testing.T) {
@@ -118,23 +150,7 @@ func TestPollLingers(t *testing.T) {
 		// rounds whose peer answered before the poll (two goroutines of
 		// one process, scheduled as the machine allows).
 		const rounds = 200
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			var seen uint64
-			for i := 1; i <= rounds; i++ {
-				await(t, b, 0, byte(i), &seen)
-				write(t, b, a, 1, byte(i))
-			}
-		}()
-		var seen uint64
-		for i := 1; i <= rounds; i++ {
-			write(t, a, b, 0, byte(i))
-			await(t, a, 1, byte(i), &seen)
-		}
-		<-done
-		c := a.Dev.NIC().Counters()
-		lingers, hits := c.AppLingers.Load(), c.AppLingerHits.Load()
+		lingers, hits := pingpong(t, a, b, a.QP, b.QP, rounds, false, 0)
 		t.Logf("%d rounds: %d lingers, %d saw the peer's frame", rounds, lingers, hits)
 		if lingers == 0 || 3*hits < 2*lingers {
 			t.Fatalf("%d rounds of a ping-pong lingered %d times, %d of them seeing a frame", rounds, lingers, hits)
@@ -151,67 +167,14 @@ func TestPollLingers(t *testing.T) {
 	// round trip.
 	t.Run("UC pingpong", func(t *testing.T) {
 		a, b := ends(t, 20*time.Millisecond)
-		uc := func(e *verbstest.End) *verbs.QP {
-			qp, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUC, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return qp
-		}
-		qa, qb := uc(a), uc(b)
-		if err := verbs.ConnectUC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3); err != nil {
-			t.Fatal(err)
-		}
-		write := func(from, to *verbstest.End, qp *verbs.QP, off int, v byte) {
-			from.Buf[off] = v
-			wr := writeWR(from, to, uint64(v), off, 1, off)
-			if _, err := qp.PostSend([]verbs.SendWR{wr}); err != nil {
-				t.Error(err)
-				return
-			}
-			if wc := waitWC(t, from.CQ); wc.Status != verbs.WCSuccess {
-				t.Errorf("completion %+v", wc)
-			}
-		}
-		// spin waits for the peer's WRITE of v without a verb call (the
-		// count of WRITEs placed is a counter's read).
-		spin := func(e *verbstest.End, off int, v byte, seen *uint64) {
-			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); runtime.Gosched() {
-				if k := e.Dev.WritesPlaced(); k != *seen {
-					if *seen = k; e.Buf[off] == v {
-						return
-					}
-				}
-			}
-			t.Errorf("no WRITE of %d came", v)
-		}
+		qa, qb := verbstest.ConnectedUC(t, a, b)
+		// Once, an answer later than a linger lasts (four budgets): that
+		// linger misses, and the NIC's goroutine takes the WRITE.
 		const rounds = 200
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			var seen uint64
-			for i := 1; i <= rounds; i++ {
-				spin(b, 0, byte(i), &seen)
-				if i == 1 {
-					// Once, an answer later than a linger lasts (four
-					// budgets): that linger misses, and the NIC's
-					// goroutine takes the WRITE.
-					time.Sleep(100 * time.Millisecond)
-				}
-				write(b, a, qb, 1, byte(i))
-			}
-		}()
-		var seen uint64
-		for i := 1; i <= rounds; i++ {
-			write(a, b, qa, 0, byte(i))
-			spin(a, 1, byte(i), &seen)
-		}
-		<-done
-		c := a.Dev.NIC().Counters()
-		lingers, hits := c.AppLingers.Load(), c.AppLingerHits.Load()
+		lingers, hits := pingpong(t, a, b, qa, qb, rounds, true, 100*time.Millisecond)
 		t.Logf("%d rounds: %d lingers, %d saw the peer's frame", rounds, lingers, hits)
 		if lingers < rounds/2 || 3*hits < 2*lingers {
-			t.Fatalf("%d rounds of a UC ping-pong, one answered late lingered %d times, %d of them seeing a frame", rounds, lingers, hits)
+			t.Fatalf("%d rounds of a UC ping-pong, one answered late, lingered %d times, %d of them seeing a frame", rounds, lingers, hits)
 		}
 	})
 
@@ -222,7 +185,7 @@ func TestPollLingers(t *testing.T) {
 		a, b := ends(t, 100*time.Microsecond)
 		const writes = 400
 		for i := 1; i <= writes; i++ {
-			write(t, a, b, 0, byte(i))
+			write(t, a, b, a.QP, 0, byte(i))
 		}
 		c := a.Dev.NIC().Counters()
 		lingers, hits := c.AppLingers.Load(), c.AppLingerHits.Load()

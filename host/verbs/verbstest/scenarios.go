@@ -137,9 +137,10 @@ func SRQ(t *testing.T, a, b *End) {
 	}
 }
 
-// UC: UC SEND (with immediate) and RDMA WRITE deliver their data with
-// no ACKs; READ is refused at post time.
-func UC(t *testing.T, a, b *End) {
+// ConnectedUC makes a UC QP on each end, on its CQ, with 64 send and
+// receive WQEs of one SGE, and connects them at path MTU 1024.
+func ConnectedUC(t testing.TB, a, b *End) (qa, qb *verbs.QP) {
+	t.Helper()
 	mk := func(e *End) *verbs.QP {
 		qp, err := e.PD.CreateQP(verbs.QPInitAttr{Type: verbs.QPTUC, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
@@ -147,10 +148,17 @@ func UC(t *testing.T, a, b *End) {
 		}
 		return qp
 	}
-	qa, qb := mk(a), mk(b)
+	qa, qb = mk(a), mk(b)
 	if err := verbs.ConnectUC(qa, qb, verbs.AH{DestMAC: a.MAC, DestGID: a.IP}, verbs.AH{DestMAC: b.MAC, DestGID: b.IP}, 3); err != nil {
 		t.Fatal(err)
 	}
+	return qa, qb
+}
+
+// UC: UC SEND (with immediate) and RDMA WRITE deliver their data with
+// no ACKs; READ is refused at post time.
+func UC(t *testing.T, a, b *End) {
+	qa, qb := ConnectedUC(t, a, b)
 	for i, size := range []int{0, 1, 1024, 1025, 64 << 10} {
 		b.Dev.Fence() // hand b's memory over to b's NIC
 		src := a.Buf[:size]
