@@ -28,9 +28,16 @@ type NICConfig struct {
 	// Ports are the port's queues, one engine goroutine each. A QP belongs
 	// to the engine of queue QPN mod len(Ports); a frame arriving on
 	// another queue is handed to its QP's engine.
-	Ports  []Port
-	MAC    wire.MAC
-	IP     netip.Addr // IPv4 or IPv6; the source of every frame
+	Ports []Port
+	MAC   wire.MAC
+	IP    netip.Addr // IPv4 or IPv6; the source of every frame to an address of its family
+	// Addrs are the NIC's other addresses (its netdev's GIDs, IP among
+	// them or not). A frame to an address of the other family than IP's
+	// leaves from the first of Addrs of that family and scope (an IPv6
+	// global address to a global destination, the link-local address to
+	// a link-local one), and a connected QP takes frames sent to that
+	// address: the address its peer knows it by (its GID).
+	Addrs  []netip.Addr
 	Memory *hostmem.Memory
 	DMA    *hostmem.DMA
 
@@ -360,6 +367,7 @@ type NIC struct {
 	hpu      atomic.Pointer[hpuState] // the handler stage, from the first context attached
 	hpuMu    sync.Mutex
 	paths    chan *memPath // the HPU clusters' memory paths (mempath.go), one per cluster
+	src      sources       // the address a frame to each kind of destination leaves from
 	// askedAt is arrivals when the application last rang a send
 	// doorbell (PollApp): a Linger after it waits only if nothing has
 	// come since.
@@ -408,7 +416,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 		cfg.Clock = hostmem.SystemClock{}
 	}
 	cfg.IP = cfg.IP.Unmap() // as packets' addresses are compared (rx.go) and sent from
-	n := &NIC{cfg: cfg, qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
+	n := &NIC{cfg: cfg, src: newSources(cfg.IP, cfg.Addrs), qps: make([]qpRun, qpTable), replay: reliability.NewPool(cfg.ReplayEntries), srqs: make([]srqRun, cfg.MaxSRQs),
 		cqLocks: make([]sync.Mutex, cfg.MaxCQs), stop: make(chan struct{}), placedCh: make(chan struct{}, 1)}
 	n.counters.replay, n.counters.hpu = n.replay, &n.hpu
 	counts := [hostmem.NumContextTypes]int{hostmem.QPC: qpTable, hostmem.CQC: cfg.MaxCQs, hostmem.SRQC: cfg.MaxSRQs, hostmem.MPT: cfg.MaxMRs, hostmem.MTT: cfg.MaxMTT}

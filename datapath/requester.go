@@ -519,10 +519,10 @@ func (e *engine) sendUD(qpn uint32, q *hostmem.QPCEntry, r *qpRun, in *inflight,
 	dst := gidAddr(w.DestGID)
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(w.DestMAC), Src: e.cfg.MAC}
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{TOS: dscp(w.TClass), Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{TOS: dscp(w.TClass), Flags: wire.IPv4FlagDF, TTL: 64, Src: e.nic.src.ip4, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{TrafficClass: dscp(w.TClass), HopLimit: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{TrafficClass: dscp(w.TClass), HopLimit: 64, Src: e.nic.src.forDst(dst), Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: wire.SourcePort(qpn, w.DestQPN), DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: w.DestQPN & 0xffffff, PSN: r.psn, SE: w.Flags&ibv.SendSolicited != 0}

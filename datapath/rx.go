@@ -98,7 +98,8 @@ func (e *engine) dispatch(qpn uint32, p *wire.Packet, q *hostmem.QPCEntry) (wait
 }
 
 // fromPeer reports whether a packet came from a connected QP's peer
-// (its destination GID's address) to this NIC's address.
+// (its destination GID's address) to this NIC's address for that peer
+// (the one its frames leave from).
 func (e *engine) fromPeer(p *wire.Packet, q *hostmem.QPCEntry) bool {
 	var src, dst netip.Addr
 	if p.IPv6 {
@@ -108,7 +109,8 @@ func (e *engine) fromPeer(p *wire.Packet, q *hostmem.QPCEntry) bool {
 		h := p.IPv4Header()
 		src, dst = h.Src(), h.Dst()
 	}
-	return src == gidAddr(q.DestGID) && dst == e.cfg.IP
+	peer := gidAddr(q.DestGID)
+	return src == peer && dst == e.nic.src.forDst(peer)
 }
 
 // handoffBuffers is how many frames an engine can hold that arrived on

@@ -15,6 +15,49 @@ import (
 // gidAddr is the IP address of a GID (unmapped for IPv4).
 func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 
+// sources are the NIC's own addresses by the kind of destination a frame
+// goes to: IPv4, IPv6 global, IPv6 link-local (NICConfig.IP and Addrs).
+type sources struct {
+	ip4, ip6, ip6LL netip.Addr
+}
+
+// newSources picks ip for its kind, and for each other kind the first of
+// addrs of that kind; a kind with none falls back to ip.
+func newSources(ip netip.Addr, addrs []netip.Addr) sources {
+	var s sources
+	slot := func(a netip.Addr) *netip.Addr {
+		switch {
+		case a.Is4():
+			return &s.ip4
+		case a.IsLinkLocalUnicast():
+			return &s.ip6LL
+		}
+		return &s.ip6
+	}
+	for _, a := range append([]netip.Addr{ip}, addrs...) {
+		if a = a.Unmap(); a.IsValid() && !slot(a).IsValid() {
+			*slot(a) = a
+		}
+	}
+	for _, p := range []*netip.Addr{&s.ip4, &s.ip6, &s.ip6LL} {
+		if !p.IsValid() {
+			*p = ip
+		}
+	}
+	return s
+}
+
+// forDst returns the address a frame to dst leaves from.
+func (s *sources) forDst(dst netip.Addr) netip.Addr {
+	switch {
+	case dst.Is4():
+		return s.ip4
+	case dst.IsLinkLocalUnicast():
+		return s.ip6LL
+	}
+	return s.ip6
+}
+
 // ECN is the ECN field a NIC's packets carry.
 type ECN uint8
 
@@ -69,10 +112,10 @@ func (e *engine) frameTo(f *wire.FrameFields, q *hostmem.QPCEntry, op wire.Opcod
 	f.Ethernet = wire.EthernetFields{Dst: wire.MAC(q.DestMAC), Src: e.cfg.MAC}
 	dst := gidAddr(q.DestGID)
 	if dst.Is4() {
-		f.IP4 = wire.IPv4Fields{TOS: dscp(q.TClass) | e.ecn, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP4 = wire.IPv4Fields{TOS: dscp(q.TClass) | e.ecn, Flags: wire.IPv4FlagDF, TTL: 64, Src: e.nic.src.ip4, Dst: dst}
 	} else {
 		f.IPv6 = true
-		f.IP6 = wire.IPv6Fields{TrafficClass: dscp(q.TClass) | e.ecn, HopLimit: 64, Src: e.cfg.IP, Dst: dst}
+		f.IP6 = wire.IPv6Fields{TrafficClass: dscp(q.TClass) | e.ecn, HopLimit: 64, Src: e.nic.src.forDst(dst), Dst: dst}
 	}
 	f.UDP = wire.UDPFields{SrcPort: q.SrcPort, DstPort: wire.RoCEv2Port}
 	f.BTH = wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: q.DestQPN, PSN: psn & wire.PSNMask}

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/softrnic/softrnic/datapath/wire"
@@ -115,5 +116,33 @@ func TestTxBufferWhenPortFull(t *testing.T) {
 	}
 	if h.port.allocShort == 0 {
 		t.Fatal("the port never ran out of transmit buffers: the test tests nothing")
+	}
+}
+
+// The address a frame leaves from, by its destination: IP for its own
+// family, else the first of Addrs of the destination's family and scope,
+// else IP.
+func TestSources(t *testing.T) {
+	a := netip.MustParseAddr
+	v4, v6, ll, v6b := a("10.0.0.1"), a("fd00::1"), a("fe80::1"), a("2001:db8::1")
+	for _, tc := range []struct {
+		name  string
+		ip    netip.Addr
+		addrs []netip.Addr
+		dst   netip.Addr
+		want  netip.Addr
+	}{
+		{"IPv4 alone, to IPv4", v4, nil, a("10.0.0.2"), v4},
+		{"IPv4 alone, to IPv6: no better", v4, nil, a("fd00::2"), v4},
+		{"to IPv6 global", v4, []netip.Addr{ll, v6, v6b}, a("fd00::2"), v6},
+		{"to IPv6 link-local", v4, []netip.Addr{v6, ll}, a("fe80::2"), ll},
+		{"to IPv4 with the netdev's GIDs, IP among them", v4, []netip.Addr{ll, a("::ffff:10.0.0.1"), v6}, a("10.0.0.2"), v4},
+		{"IPv6 first, to IPv4", v6, []netip.Addr{ll, v4}, a("10.0.0.2"), v4},
+		{"IPv6 first, to IPv6", v6, []netip.Addr{v6b}, a("2001:db8::2"), v6},
+	} {
+		s := newSources(tc.ip, tc.addrs)
+		if got := s.forDst(tc.dst); got != tc.want {
+			t.Errorf("%s: from %v to %v, want %v", tc.name, got, tc.dst, tc.want)
+		}
 	}
 }

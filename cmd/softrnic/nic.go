@@ -136,7 +136,7 @@ func openNIC(o nicOptions) (_ *nicEnv, _ func(), err error) {
 	}
 	xskPort := o.portKind == "xsk"
 	if e.dev, err = verbs.Open(verbs.DeviceConfig{
-		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Poll: o.poll, PollBudget: o.pollBudget, ECN: o.ecn, MaxQPs: max(256, o.qps+16),
+		NICConfig: datapath.NICConfig{Ports: ports, MAC: e.nd.MAC, IP: e.ip, Addrs: e.nd.Addrs(), Poll: o.poll, PollBudget: o.pollBudget, ECN: o.ecn, MaxQPs: max(256, o.qps+16),
 			KernelRx: xskPort, DeliverTap: tap},
 		MTU: e.nd.MTU,
 	}); err != nil {

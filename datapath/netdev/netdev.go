@@ -85,6 +85,17 @@ func OpenUDP(name string) (*Device, error) { return open(name, true) }
 // port needs one.
 func (d *Device) Ethernet() bool { return d.MAC != (wire.MAC{}) }
 
+// Addrs returns the addresses of the GIDs, in the table's order: a NIC
+// on the device sends from and takes frames to each of them
+// (datapath.NICConfig.Addrs).
+func (d *Device) Addrs() []netip.Addr {
+	a := make([]netip.Addr, len(d.GIDs))
+	for i, g := range d.GIDs {
+		a[i] = g.Addr()
+	}
+	return a
+}
+
 // FirstIPv4 returns the address of the first IPv4 GID, the one perftest and
 // softrnic's commands pick by default, or the first GID's when the device
 // has no IPv4 address.

@@ -132,6 +132,9 @@ func TestLoopbackUDP(t *testing.T) {
 	if d.Ethernet() || err != nil || a != netip.MustParseAddr("127.0.0.1") || d.GIDs[0].Addr() != a {
 		t.Errorf("lo: Ethernet %v, first IPv4 %v (%v), GIDs %v", d.Ethernet(), a, err, d.GIDs)
 	}
+	if addrs := d.Addrs(); len(addrs) != len(d.GIDs) || addrs[0] != a {
+		t.Errorf("lo: Addrs %v for GIDs %v", addrs, d.GIDs)
+	}
 }
 
 // TestWatchLink: setting the peer's end of a veth pair down takes this

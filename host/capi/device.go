@@ -198,7 +198,7 @@ func openDevice(name string) (_ *device, err error) {
 		}
 	}
 	if d.dev, err = verbs.Open(verbs.DeviceConfig{
-		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk", DeliverTap: tap},
+		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Addrs: d.nd.Addrs(), Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk", DeliverTap: tap},
 		MTU:       d.nd.MTU,
 	}); err != nil {
 		return nil, err
