@@ -63,6 +63,11 @@ func binaryCases() []binaryCase {
 		cs = append(cs, pingpongCase(k, "-c"))
 	}
 	cs = append(cs, pingpongCase("ud", "-s", "1024"))
+	// GID 0, the link-local IPv6 one: RoCEv2 over IPv6 (the udp port
+	// speaks its socket's family only).
+	ll := pingpongCase("rc", "-g", "0")
+	ll.name, ll.xskOnly = "ibv_rc_pingpong -g 0", true
+	cs = append(cs, ll)
 	port := func(p int) string { return fmt.Sprint(p) }
 	cs = append(cs,
 		binaryCase{name: "rping",
