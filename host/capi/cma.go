@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/cm"
 	"github.com/vishvananda/netlink"
@@ -257,7 +258,7 @@ func (d *device) agent() (*cm.Agent, error) {
 	if d.cm != nil {
 		return d.cm, nil
 	}
-	a, err := cm.NewAgent(d.dev, d.ip, cm.Config{Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
+	a, err := cm.NewAgent(d.dev, d.ip, cm.Config{Addrs: d.nd.Addrs(), Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
 		hop, err := d.nd.Resolve(ctx, ip)
 		return hop.MAC, err
 	}})
@@ -351,8 +352,8 @@ func srn_cm_resolve_addr(h C.int, src, dst *C.uint8_t, port C.uint16_t, timeoutM
 		return -C.int(unix.EINVAL)
 	}
 	s, d := addrOf(src), addrOf(dst)
-	if !d.Is4() || d.IsUnspecified() {
-		setLastError(fmt.Sprintf("destination %s: softrnic's RoCEv2 runs over IPv4", d))
+	if d.IsUnspecified() || !d.IsValid() || d.Is6() && d.IsMulticast() {
+		setLastError(fmt.Sprintf("destination %s: softrnic's rdma_cm takes a unicast address or an IPv4 group", d))
 		return -C.int(unix.EAFNOSUPPORT)
 	}
 	id.mu.Lock()
@@ -397,7 +398,7 @@ func srn_cm_resolve_addr(h C.int, src, dst *C.uint8_t, port C.uint16_t, timeoutM
 		}
 		id.mu.Lock()
 		if !id.src.Addr().IsValid() || id.src.Addr().IsUnspecified() {
-			id.src = netip.AddrPortFrom(dev.ip, id.src.Port())
+			id.src = netip.AddrPortFrom(datapath.SourceAddr(dev.ip, dev.nd.Addrs(), d), id.src.Port())
 		}
 		id.mu.Unlock()
 		id.post(id.event(evAddrResolved, 0))

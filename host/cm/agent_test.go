@@ -33,20 +33,30 @@ var (
 // pair opens two devices over an in-memory link, each with an agent
 // whose response timeout is t (4.096 us x 2^t).
 func pair(t *testing.T, link porttest.Config, rt uint8) (*side, *side) {
+	return pairWith(t, link, rt, netip.Addr{}, netip.Addr{})
+}
+
+// pairWith is pair with an IPv6 address more on each device, if valid:
+// v6A on a's, v6B on b's (NICConfig.Addrs, Config.Addrs).
+func pairWith(t *testing.T, link porttest.Config, rt uint8, v6A, v6B netip.Addr) (*side, *side) {
 	pa, pb := porttest.NewPair(link)
-	macs := map[netip.Addr]wire.MAC{ipA: macA, ipB: macB}
+	macs := map[netip.Addr]wire.MAC{ipA: macA, ipB: macB, v6A: macA, v6B: macB}
 	resolve := func(_ context.Context, ip netip.Addr) (wire.MAC, error) {
-		if m, ok := macs[ip]; ok {
+		if m, ok := macs[ip]; ok && ip.IsValid() {
 			return m, nil
 		}
 		return wire.MAC{}, errors.New("no such host")
 	}
-	open := func(p *porttest.Port, ip netip.Addr) *side {
-		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macs[ip], IP: ip}, Port: p})
+	open := func(p *porttest.Port, ip, v6 netip.Addr) *side {
+		var addrs []netip.Addr
+		if v6.IsValid() {
+			addrs = []netip.Addr{v6}
+		}
+		d, err := verbs.Open(verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: macs[ip], IP: ip, Addrs: addrs}, Port: p})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := NewAgent(d, ip, Config{Resolve: resolve, ResponseTimeout: rt, MaxRetries: 8})
+		a, err := NewAgent(d, ip, Config{Resolve: resolve, ResponseTimeout: rt, MaxRetries: 8, Addrs: addrs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +71,7 @@ func pair(t *testing.T, link porttest.Config, rt uint8) (*side, *side) {
 		s.qc = QPConfig{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}
 		return s
 	}
-	return open(pa, ipA), open(pb, ipB)
+	return open(pa, ipA, v6A), open(pb, ipB, v6B)
 }
 
 func waitWC(t *testing.T, cq *verbs.CQ) verbs.WC {
@@ -190,6 +200,56 @@ func TestDialAccept(t *testing.T) {
 	}
 	if err := server.QP.Destroy(); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("the server's QP after Close: %v, want it destroyed", err)
+	}
+}
+
+// TestDialIPv6: devices with an IPv4 and an IPv6 address connect by the
+// IPv6 ones, as rping -a fd00::1 does: the listener bound to its IPv6
+// address, Dial to it; both ends see the other's IPv6 address, and a
+// SEND goes through.
+func TestDialIPv6(t *testing.T) {
+	v6A, v6B := netip.MustParseAddr("fd00:50::1"), netip.MustParseAddr("fd00:50::2")
+	a, b := pairWith(t, porttest.Config{Buffers: 1024}, 14, v6A, v6B)
+	l, err := b.a.Listen(netip.AddrPortFrom(v6B, 7174).String(), b.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error("Accept:", err)
+		}
+		accepted <- c
+	}()
+	client, err := a.a.Dial(ctx, netip.AddrPortFrom(v6B, 7174).String(), a.qc)
+	if err != nil {
+		t.Fatal("Dial:", err)
+	}
+	server := <-accepted
+	if server == nil {
+		t.FailNow()
+	}
+	if server.Peer != v6A || client.Peer != v6B {
+		t.Fatalf("peers %v and %v, want %v and %v", server.Peer, client.Peer, v6A, v6B)
+	}
+	copy(a.buf, "over v6")
+	server.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
+	if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: 7, LKey: a.mr.LKey}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v", wc)
+	}
+	if wc := waitWC(t, b.qc.RecvCQ); wc.Status != verbs.WCSuccess || string(b.buf[:7]) != "over v6" {
+		t.Fatalf("receive completion %+v, %q", wc, b.buf[:7])
+	}
+	if _, err := b.a.Listen("[fd00:50::9]:7175", b.qc); err == nil {
+		t.Error("a listener took an address that is not the device's")
 	}
 }
 

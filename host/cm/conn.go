@@ -382,7 +382,7 @@ func (c *conn) connectQP(ctx context.Context, qp *verbs.QP, sqPSN, peerQPN, rqPS
 }
 
 // Dial connects to the listener at addr, "host:port" as net.Dial takes
-// it (an IPv4 address or a name that has one; the port in rdma_cm's TCP
+// it (an address or a name that has one; the port in rdma_cm's TCP
 // port space): it creates an RC QP as qc says, sends a REQ (again each
 // response timeout, as often as the agent's MaxRetries), and on the REP
 // takes the QP to RTS and sends the RTU. It returns the connection, its
@@ -395,8 +395,9 @@ func (a *Agent) Dial(ctx context.Context, addr string, qc QPConfig) (*Conn, erro
 	return a.dial(ctx, ap, qc)
 }
 
-// ResolveAddr parses addr ("host:port", as Dial takes it) into the IPv4
-// address and the port Dial connects to: a name is looked up once.
+// ResolveAddr parses addr ("host:port", as Dial takes it) into the
+// address and the port Dial connects to: a name is looked up once, its
+// IPv4 address first.
 func ResolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -408,14 +409,20 @@ func ResolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if lerr != nil || len(ips) == 0 {
-			return netip.AddrPort{}, fmt.Errorf("cm: %q: %w", addr, cmp.Or(lerr, errors.New("no IPv4 address")))
+			return netip.AddrPort{}, fmt.Errorf("cm: %q: %w", addr, cmp.Or(lerr, errors.New("no address")))
 		}
 		ip = ips[0]
+		for _, a := range ips {
+			if a.Unmap().Is4() {
+				ip = a
+				break
+			}
+		}
 	}
-	if ip = ip.Unmap(); !ip.Is4() || ip.IsUnspecified() {
-		return netip.AddrPort{}, fmt.Errorf("cm: %q: RoCEv2 here is over IPv4: want a peer's IPv4 address", addr)
+	if ip = ip.Unmap(); ip.IsUnspecified() || ip.IsMulticast() {
+		return netip.AddrPort{}, fmt.Errorf("cm: %q: want a peer's unicast address", addr)
 	}
 	return netip.AddrPortFrom(ip, uint16(port)), nil
 }
@@ -444,7 +451,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 	psn := verbs.RandomPSN()
 	mtu := uint8(a.dev.ActiveMTU())
 	private := make([]byte, IPHeaderSize+len(qc.Private))
-	if err := (IPHeader{SrcPort: uint16(rand.IntN(0x8000) + 0x8000), Src: a.ip, Dst: peer}).Put(private); err != nil {
+	if err := (IPHeader{SrcPort: uint16(rand.IntN(0x8000) + 0x8000), Src: a.local(peer), Dst: peer}).Put(private); err != nil {
 		return fail(err)
 	}
 	copy(private[IPHeaderSize:], qc.Private)
@@ -453,7 +460,7 @@ func (a *Agent) dial(ctx context.Context, addr netip.AddrPort, qc QPConfig) (*Co
 		RemoteCMResponseTimeout: a.cfg.ResponseTimeout, TransportType: TransportRC, StartingPSN: psn,
 		LocalCMResponseTimeout: a.cfg.ResponseTimeout, RetryCount: qc.RetryCount, PKey: 0xffff, PathMTU: mtu,
 		RNRRetryCount: qc.RNRRetryCount, MaxCMRetries: uint8(min(15, a.cfg.MaxRetries)), SRQ: qc.SRQ != nil,
-		Primary: Path{LocalGID: a.ip.As16(), RemoteGID: peer.As16(), HopLimit: 64, LocalACKTimeout: 14, TrafficClass: qc.TrafficClass},
+		Primary: Path{LocalGID: a.local(peer).As16(), RemoteGID: peer.As16(), HopLimit: 64, LocalACKTimeout: 14, TrafficClass: qc.TrafficClass},
 		Private: private}
 	start := time.Now()
 	for try := 0; try <= a.cfg.MaxRetries; try++ {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -146,8 +147,8 @@ func (a *Agent) listenPort(addr string) (uint16, error) {
 	if err != nil {
 		return 0, err
 	}
-	if ip := ap.Addr(); ip.IsValid() && !ip.IsUnspecified() && ip != a.ip {
-		return 0, fmt.Errorf("cm: %q: listen on this device's address (%v), 0.0.0.0 or none", addr, a.ip)
+	if ip := ap.Addr().Unmap(); ip.IsValid() && !ip.IsUnspecified() && ip != a.ip && !slices.Contains(a.cfg.Addrs, ip) {
+		return 0, fmt.Errorf("cm: %q: listen on one of this device's addresses (%v, %v), 0.0.0.0 or none", addr, a.ip, a.cfg.Addrs)
 	}
 	return ap.Port(), nil
 }
@@ -175,7 +176,7 @@ func (a *Agent) ResolveUD(ctx context.Context, addr string, private []byte) (UDP
 	}
 	peer := ap.Addr()
 	priv := make([]byte, IPHeaderSize+len(private))
-	if err := (IPHeader{SrcPort: uint16(rand.IntN(0x8000) + 0x8000), Src: a.ip, Dst: peer}).Put(priv); err != nil {
+	if err := (IPHeader{SrcPort: uint16(rand.IntN(0x8000) + 0x8000), Src: a.local(peer), Dst: peer}).Put(priv); err != nil {
 		return UDPeer{}, err
 	}
 	copy(priv[IPHeaderSize:], private)

@@ -976,34 +976,44 @@ EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct 
 	if (!res || (!node && !service))
 		return fail(EINVAL);
 	memset(&h, 0, sizeof(h));
-	h.ai_family = AF_INET; /* softrnic's RoCEv2 runs over IPv4 */
+	h.ai_family = AF_UNSPEC; /* an IPv4 address first, where a name has both */
 	h.ai_socktype = SOCK_STREAM;
 	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
 	if (passive)
 		h.ai_flags |= AI_PASSIVE;
 	if (hints && (hints->ai_flags & RAI_NUMERICHOST))
 		h.ai_flags |= AI_NUMERICHOST;
-	if (hints && hints->ai_family && hints->ai_family != AF_INET && hints->ai_family != AF_UNSPEC)
+	if (hints && hints->ai_family && hints->ai_family != AF_INET && hints->ai_family != AF_INET6 &&
+	    hints->ai_family != AF_UNSPEC)
 		return fail(EAFNOSUPPORT);
-	int rc = getaddrinfo(node, service, &h, &ai);
+	if (hints && (hints->ai_family == AF_INET || hints->ai_family == AF_INET6))
+		h.ai_family = hints->ai_family;
+	struct addrinfo *all;
+	int rc = getaddrinfo(node, service, &h, &all);
 	if (rc) {
 		errno = rc == EAI_SYSTEM ? errno : ENOENT;
 		return rc;
 	}
+	ai = all;
+	for (struct addrinfo *p = all; p; p = p->ai_next)
+		if (p->ai_family == AF_INET) {
+			ai = p;
+			break;
+		}
 	struct rdma_addrinfo *r = calloc(1, sizeof(*r));
 	if (!r) {
-		freeaddrinfo(ai);
+		freeaddrinfo(all);
 		return fail(ENOMEM);
 	}
 	r->ai_flags = hints ? hints->ai_flags : 0;
-	r->ai_family = AF_INET;
+	r->ai_family = ai->ai_family;
 	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
 	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space
 			   : (r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP);
 	struct sockaddr *sa = malloc(ai->ai_addrlen);
 	if (!sa) {
 		free(r);
-		freeaddrinfo(ai);
+		freeaddrinfo(all);
 		return fail(ENOMEM);
 	}
 	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
@@ -1021,7 +1031,7 @@ EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct 
 			}
 		}
 	}
-	freeaddrinfo(ai);
+	freeaddrinfo(all);
 	*res = r;
 	return 0;
 }
@@ -1100,7 +1110,7 @@ static int mc_gid(const struct sockaddr *addr, uint8_t gid[16])
 	if (!addr)
 		return EINVAL;
 	if (addr->sa_family != AF_INET)
-		return EAFNOSUPPORT; /* softrnic's RoCEv2 runs over IPv4 */
+		return EAFNOSUPPORT; /* softrnic takes IPv4 multicast groups only */
 	uint32_t a = ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr);
 	if (!IN_MULTICAST(a))
 		return EINVAL;
