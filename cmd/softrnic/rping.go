@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -81,10 +82,10 @@ func runRping(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeNIC()
-	if *server && peer.IsValid() && peer.Unmap() != e.ip {
-		return fmt.Errorf("-a %v: %s's address is %v", peer, e.nd.Name, e.ip)
+	if *server && peer.IsValid() && !slices.Contains(e.nd.Addrs(), peer.Unmap()) {
+		return fmt.Errorf("-a %v: %s's addresses are %v", peer, e.nd.Name, e.nd.Addrs())
 	}
-	agent, err := cm.NewAgent(e.dev, e.ip, cm.Config{Resolve: e.resolve})
+	agent, err := cm.NewAgent(e.dev, e.ip, cm.Config{Resolve: e.resolve, Addrs: e.nd.Addrs()})
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,11 @@ func runRping(args []string, stdout io.Writer) error {
 	}
 	cfg := rping.Config{Count: *count, Size: *size, Verbose: *verbose, Validate: *validate}
 	if *server {
-		l, err := agent.Listen(fmt.Sprintf(":%d", *port), qc)
+		listen := fmt.Sprintf(":%d", *port)
+		if peer.IsValid() {
+			listen = netip.AddrPortFrom(peer.Unmap(), uint16(*port)).String()
+		}
+		l, err := agent.Listen(listen, qc)
 		if err != nil {
 			return err
 		}
