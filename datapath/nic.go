@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -688,6 +689,18 @@ func (n *NIC) yieldCPU() {
 		n.counters.AppYields.Add(1)
 	}
 	e.mu.Unlock()
+}
+
+// Source is the address the NIC's frames to dst leave from
+// (NICConfig.IP, or the first of Addrs of dst's kind): a connection
+// manager's local address for a connection to dst.
+func (n *NIC) Source(dst netip.Addr) netip.Addr { return n.src.forDst(dst.Unmap()) }
+
+// HasAddr reports whether ip is one of the NIC's addresses (NICConfig.IP
+// and Addrs).
+func (n *NIC) HasAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip == n.cfg.IP || slices.ContainsFunc(n.cfg.Addrs, func(a netip.Addr) bool { return a.Unmap() == ip })
 }
 
 // Linger drives the NIC in the caller's thread, as Progress does, until

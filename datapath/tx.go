@@ -47,14 +47,6 @@ func newSources(ip netip.Addr, addrs []netip.Addr) sources {
 	return s
 }
 
-// SourceAddr is the address a NIC with address ip and the other
-// addresses addrs (NICConfig.IP and Addrs) sends to dst from: what a
-// connection manager gives as the local address of a connection to dst.
-func SourceAddr(ip netip.Addr, addrs []netip.Addr, dst netip.Addr) netip.Addr {
-	s := newSources(ip.Unmap(), addrs)
-	return s.forDst(dst.Unmap())
-}
-
 // forDst returns the address a frame to dst leaves from.
 func (s *sources) forDst(dst netip.Addr) netip.Addr {
 	switch {

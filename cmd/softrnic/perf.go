@@ -286,7 +286,7 @@ func runPerf(args []string, stdout io.Writer) error {
 	switch {
 	case cfg.RDMACM || *pf.commCM:
 		// The exchange (and with -R the test's QPs) through the CM.
-		agent, err := cm.NewAgent(vd, ip, cm.Config{Resolve: e.resolve, Addrs: e.nd.Addrs()})
+		agent, err := cm.NewAgent(vd, ip, cm.Config{Resolve: e.resolve})
 		if err != nil {
 			return err
 		}

@@ -85,7 +85,7 @@ func runRping(args []string, stdout io.Writer) error {
 	if *server && peer.IsValid() && !slices.Contains(e.nd.Addrs(), peer.Unmap()) {
 		return fmt.Errorf("-a %v: %s's addresses are %v", peer, e.nd.Name, e.nd.Addrs())
 	}
-	agent, err := cm.NewAgent(e.dev, e.ip, cm.Config{Resolve: e.resolve, Addrs: e.nd.Addrs()})
+	agent, err := cm.NewAgent(e.dev, e.ip, cm.Config{Resolve: e.resolve})
 	if err != nil {
 		return err
 	}

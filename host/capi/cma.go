@@ -16,7 +16,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/cm"
 	"github.com/vishvananda/netlink"
@@ -258,7 +257,7 @@ func (d *device) agent() (*cm.Agent, error) {
 	if d.cm != nil {
 		return d.cm, nil
 	}
-	a, err := cm.NewAgent(d.dev, d.ip, cm.Config{Addrs: d.nd.Addrs(), Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
+	a, err := cm.NewAgent(d.dev, d.ip, cm.Config{Resolve: func(ctx context.Context, ip netip.Addr) (wire.MAC, error) {
 		hop, err := d.nd.Resolve(ctx, ip)
 		return hop.MAC, err
 	}})
@@ -398,7 +397,7 @@ func srn_cm_resolve_addr(h C.int, src, dst *C.uint8_t, port C.uint16_t, timeoutM
 		}
 		id.mu.Lock()
 		if !id.src.Addr().IsValid() || id.src.Addr().IsUnspecified() {
-			id.src = netip.AddrPortFrom(datapath.SourceAddr(dev.ip, dev.nd.Addrs(), d), id.src.Port())
+			id.src = netip.AddrPortFrom(dev.dev.NIC().Source(d), id.src.Port())
 		}
 		id.mu.Unlock()
 		id.post(id.event(evAddrResolved, 0))

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/softrnic/softrnic/datapath"
 	"github.com/softrnic/softrnic/datapath/wire"
 	"github.com/softrnic/softrnic/host/verbs"
 )
@@ -27,18 +26,12 @@ type Config struct {
 	MaxRetries int
 	// Buffers is QP1's receive buffers (0: 64).
 	Buffers int
-	// Addrs are the device's other addresses (its GIDs'): a connection
-	// to a peer of another kind than the agent's address (IPv6 global
-	// or link-local) goes from the first of these of the peer's kind, as
-	// the NIC's frames to it do (datapath.NICConfig.Addrs), and a
-	// listener may be bound to any of them.
-	Addrs []netip.Addr
 }
 
-// local is the agent's address for a connection to peer.
-func (a *Agent) local(peer netip.Addr) netip.Addr {
-	return datapath.SourceAddr(a.ip, a.cfg.Addrs, peer)
-}
+// local is the agent's address for a connection to peer: the one its
+// device's frames to peer leave from (datapath.NIC.Source; an IPv6 peer
+// gets the device's IPv6 address of its scope, NICConfig.Addrs).
+func (a *Agent) local(peer netip.Addr) netip.Addr { return a.dev.NIC().Source(peer) }
 
 // Counters count what the agent saw and did: datagrams received on QP1
 // and sent from it, messages sent again (REQ, REP, RTU, DREQ), datagrams

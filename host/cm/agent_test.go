@@ -56,7 +56,7 @@ func pairWith(t *testing.T, link porttest.Config, rt uint8, v6A, v6B netip.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := NewAgent(d, ip, Config{Resolve: resolve, ResponseTimeout: rt, MaxRetries: 8, Addrs: addrs})
+		a, err := NewAgent(d, ip, Config{Resolve: resolve, ResponseTimeout: rt, MaxRetries: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,6 +100,24 @@ func connect(t *testing.T, a, b *side, reqPriv, repPriv []byte) (*Conn, *Conn) {
 	aqc := a.qc
 	aqc.Private = reqPriv
 	return dialAccept(t, a, l, aqc)
+}
+
+// send SENDs msg from a's end of a connection to b's, and
+// checks both completions and the bytes b received.
+func send(t *testing.T, a, b *side, from, to *Conn, msg string) {
+	t.Helper()
+	copy(a.buf, msg)
+	to.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
+	if _, err := from.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: uint32(len(msg)), LKey: a.mr.LKey}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v", wc)
+	}
+	if wc := waitWC(t, b.qc.RecvCQ); wc.Status != verbs.WCSuccess || string(b.buf[:len(msg)]) != msg {
+		t.Fatalf("receive completion %+v, %q", wc, b.buf[:len(msg)])
+	}
 }
 
 // forger is a plain UD QP on s's device, from which a test sends crafted
@@ -162,18 +180,7 @@ func TestDialAccept(t *testing.T) {
 		}
 	}
 	// A SEND over the connection.
-	copy(a.buf, "payload")
-	server.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
-	if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: 7, LKey: a.mr.LKey}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
-		t.Fatalf("send completion %+v", wc)
-	}
-	if wc := waitWC(t, b.qc.RecvCQ); wc.Status != verbs.WCSuccess || string(b.buf[:7]) != "payload" {
-		t.Fatalf("receive completion %+v, %q", wc, b.buf[:7])
-	}
+	send(t, a, b, client, server, "payload")
 	// The server's next receive is flushed when the client disconnects.
 	server.QP.PostRecv([]verbs.RecvWR{{WRID: 3, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
 	if err := client.Close(); err != nil {
@@ -236,18 +243,7 @@ func TestDialIPv6(t *testing.T) {
 	if server.Peer != v6A || client.Peer != v6B {
 		t.Fatalf("peers %v and %v, want %v and %v", server.Peer, client.Peer, v6A, v6B)
 	}
-	copy(a.buf, "over v6")
-	server.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr, Length: 64, LKey: b.mr.LKey}}}})
-	if _, err := client.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{{Addr: a.mr.Addr, Length: 7, LKey: a.mr.LKey}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if wc := waitWC(t, a.qc.SendCQ); wc.Status != verbs.WCSuccess {
-		t.Fatalf("send completion %+v", wc)
-	}
-	if wc := waitWC(t, b.qc.RecvCQ); wc.Status != verbs.WCSuccess || string(b.buf[:7]) != "over v6" {
-		t.Fatalf("receive completion %+v, %q", wc, b.buf[:7])
-	}
+	send(t, a, b, client, server, "over v6")
 	if _, err := b.a.Listen("[fd00:50::9]:7175", b.qc); err == nil {
 		t.Error("a listener took an address that is not the device's")
 	}

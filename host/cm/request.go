@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -147,8 +146,8 @@ func (a *Agent) listenPort(addr string) (uint16, error) {
 	if err != nil {
 		return 0, err
 	}
-	if ip := ap.Addr().Unmap(); ip.IsValid() && !ip.IsUnspecified() && ip != a.ip && !slices.Contains(a.cfg.Addrs, ip) {
-		return 0, fmt.Errorf("cm: %q: listen on one of this device's addresses (%v, %v), 0.0.0.0 or none", addr, a.ip, a.cfg.Addrs)
+	if ip := ap.Addr().Unmap(); ip.IsValid() && !ip.IsUnspecified() && ip != a.ip && !a.dev.NIC().HasAddr(ip) {
+		return 0, fmt.Errorf("cm: %q: listen on one of this device's addresses (%v or another of its GIDs'), 0.0.0.0 or none", addr, a.ip)
 	}
 	return ap.Port(), nil
 }
