@@ -207,6 +207,8 @@ type Counters struct {
 	AtomicRepairs              atomic.Uint64 // go-back-N: atomics answered again, unasked, ahead of an idle probe's NAK (the atomic was the last request)
 	LocalACKTimeouts           atomic.Uint64 // local ACK timer expiries
 	TimersHeld                 atomic.Uint64 // times an engine held its due timers for starveGrace: it had been off the CPU (engine.starved)
+	TimerRuns                  atomic.Uint64 // QP timers that ran with their deadline passed (each resolves its QP's context once)
+	LaterRuns                  atomic.Uint64 // times the engine came back to a QP it put off: a pacing wait's end, retransmissions beyond a burst (each resolves its QP's context once)
 	EarlyRetransmits           atomic.Uint64 // early retransmission timer expiries (a lost tail sent again after about two round trips, before the local ACK timeout)
 	CreditWaits                atomic.Uint64 // times a SEND waited for the responder's end-to-end credits
 	RoomWaits                  atomic.Uint64 // times a request waited for room at the port for the answers it asks for: READ responses, ACKs (room)
@@ -263,7 +265,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"rcvd_misaligned_atomic", &c.RcvdMisalignedAtomic}, {"duplicate_dropped", &c.DuplicateDropped},
 		{"seq_nak_suppressed", &c.SeqNAKSuppressed}, {"seq_nak_repeated", &c.SeqNAKRepeated}, {"seq_nak_quiet", &c.SeqNAKQuiet}, {"seq_nak_tail", &c.SeqNAKTail}, {"seq_nak_idle", &c.SeqNAKIdle}, {"acks_repeated", &c.ACKsRepeated}, {"acks_before_nak", &c.ACKsBeforeNAK}, {"rnr_nak_repairs", &c.RNRRepairs}, {"rcvd_stale_response", &c.RcvdStaleResponse},
 		{"replay_stall", &c.ReplayStalls}, {"replay_stalled_ns", &c.ReplayStalledNs},
-		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"read_repairs", &c.ReadRepairs}, {"atomic_repairs", &c.AtomicRepairs}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"early_retransmits", &c.EarlyRetransmits}, {"timers_held", &c.TimersHeld}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead}, {"placed_reports", &c.PlacedReports}, {"repair_naks", &c.RepairNAKs},
+		{"retransmitted_pkts", &c.RetransmittedPkts}, {"read_responses_resent", &c.ReadResponsesResent}, {"read_repairs", &c.ReadRepairs}, {"atomic_repairs", &c.AtomicRepairs}, {"local_ack_timeout", &c.LocalACKTimeouts}, {"early_retransmits", &c.EarlyRetransmits}, {"timers_held", &c.TimersHeld}, {"timer_runs", &c.TimerRuns}, {"later_runs", &c.LaterRuns}, {"credit_waits", &c.CreditWaits}, {"room_waits", &c.RoomWaits}, {"read_pace_cuts", &c.ReadPaceCuts}, {"placed_ahead", &c.PlacedAhead}, {"placed_reports", &c.PlacedReports}, {"repair_naks", &c.RepairNAKs},
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},

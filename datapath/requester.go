@@ -94,32 +94,38 @@ func (e *engine) request(qpn uint32) {
 			e.track(r, in)
 		}
 		in := &r.inflight[(r.ifHead+r.sendIdx)%len(r.inflight)]
-		if in.wqe.Opcode != ibv.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
-			e.gatherMiss(qpn, &in.wqe, uint32(r.sendPkt*mtu)) {
-			r.sqWaiting = true
-			e.counters.SendWaits.Add(1)
-			return
-		}
 		k := r.sendPkt
-		ackReq := false
+		var ent reliability.Entry
 		if q.Type == ibv.QPTRC {
 			if !e.room(qpn, r, answers(in, k)) {
 				return // its answers would not fit in the port: it goes when others' have come
 			}
-			// The transmit gate: the packet goes, or the sender says why
-			// not (no replay entry free, the window, pacing, the
-			// READ/atomic limit, an RNR wait, credits).
-			g := r.snd.Send(entryOf(&q, in, k, mtu), now)
-			if g.Hold != reliability.Go {
+			// The transmit gate: the packet may go, or the sender says
+			// why not (no replay entry free, the window, pacing, the
+			// READ/atomic limit, an RNR wait, credits). It is asked
+			// before the packet's memory is resolved, so a held packet
+			// costs no lookups.
+			ent = entryOf(&q, in, k, mtu)
+			if g := r.snd.Ask(ent, now); g.Hold != reliability.Go {
 				if g.Hold == reliability.HoldPacing {
 					e.laterAt(qpn, r, g.Again) // the engine comes back to it then
 				}
 				return
 			}
-			ackReq = g.AckReq
+		}
+		if in.wqe.Opcode != ibv.WRRDMARead && !isAtomic(in.wqe.Opcode) && in.cmd == 0 &&
+			e.gatherMiss(qpn, &in.wqe, uint32(k*mtu)) {
+			r.sqWaiting = true
+			e.counters.SendWaits.Add(1)
+			return
+		}
+		ackReq := false
+		if q.Type == ibv.QPTRC {
+			psn, ack := r.snd.Admit(ent, now)
+			ackReq = ack
 			if k == 0 {
-				in.firstPSN, in.started = g.PSN, true
-				in.lastPSN = g.PSN.Add(uint32(in.packets - 1))
+				in.firstPSN, in.started = psn, true
+				in.lastPSN = psn.Add(uint32(in.packets - 1))
 			}
 			e.timeQP(qpn, r)
 			e.answersAwaited(r)

@@ -178,3 +178,68 @@ func TestAcksStayWithinReceiveCapacity(t *testing.T) {
 		t.Errorf("the engine still counts %d answers awaited", e.awaitOut)
 	}
 }
+
+// A packet the transmit gate holds (here: the QP's replay entries are
+// all taken) costs no memory lookups while it waits: the requester asks
+// the gate before it resolves the memory the packet sends from, so each
+// packet that leaves has looked up its MPT entry and MTT line at most
+// once, however often its QP's doorbell rang meanwhile.
+func TestHeldPacketCostsNoLookups(t *testing.T) {
+	h := newHarness(t)
+	h.cq(0, 64)
+	const qpn, peer, entries, posts = 1, 101, 2, 6
+	q := h.rcQP(qpn, peer, 0, 0, 0)
+	r := &h.nic.qps[qpn]
+	if err := h.nic.owner(qpn).openQP(qpn, r, entries, &q); err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, 4096)
+	lkey, lva := h.mr(src, ibv.AccessLocalWrite)
+	one := func(i uint32) hostmem.SendWQE {
+		return hostmem.SendWQE{WRID: uint64(i), Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+			RemoteAddr: 0x10000 + uint64(i)*64, RKey: 9, NumSGE: 1,
+			SGE: [hostmem.MaxSendSGE]hostmem.SGE{{Addr: lva + uint64(i)*64, Length: 64, LKey: lkey}}}
+	}
+	// The first WRITE warms the caches: its WQE, MPT entry and MTT line.
+	h.post(qpn, &q, 0, one(0))
+	for range 8 {
+		h.after(pcieLatency)
+	}
+	if got := len(h.sent()); got != 1 {
+		t.Fatalf("the first WRITE: %d packets sent, want 1", got)
+	}
+	h.ack(qpn, 0, 1)
+	h.turns()
+
+	mpt, mtt := h.nic.counters.CtxLookups[hostmem.MPT].Load(), h.nic.counters.CtxLookups[hostmem.MTT].Load()
+	sent := 0
+	for i := uint32(1); i <= posts; i++ { // each post rings the doorbell and runs the requester again
+		h.post(qpn, &q, i, one(i))
+		for range 4 {
+			h.after(pcieLatency)
+		}
+		sent += len(h.sent())
+	}
+	if sent != entries {
+		t.Fatalf("%d WRITEs left with %d replay entries and no ACK, want %d", sent, entries, entries)
+	}
+	for sent < posts { // the peer acknowledges what came (PSN sent, the warm-up's 0 before it)
+		h.ack(qpn, wire.PSN(sent), uint32(sent+1))
+		for range 4 {
+			h.after(pcieLatency)
+		}
+		n := len(h.sent())
+		if n == 0 {
+			t.Fatalf("after the ACK of PSN %d no more WRITEs left (%d of %d sent)", sent, sent, posts)
+		}
+		sent += n
+	}
+	// Packets that leave in one turn share their lookups: at most one
+	// each, at least one per turn.
+	if got := h.nic.counters.CtxLookups[hostmem.MPT].Load() - mpt; got == 0 || got > posts {
+		t.Errorf("%d MPT lookups for %d WRITE packets, want at most one each (a held packet looked its memory up again)", got, posts)
+	}
+	if got := h.nic.counters.CtxLookups[hostmem.MTT].Load() - mtt; got == 0 || got > posts {
+		t.Errorf("%d MTT lookups for %d WRITE packets, want at most one each", got, posts)
+	}
+}

@@ -101,6 +101,7 @@ func (e *engine) pumpLater() {
 	e.laterNow, e.paceWake = false, time.Time{}
 	for _, qpn := range list {
 		e.qps[qpn].onLater = false
+		e.counters.LaterRuns.Add(1)
 		e.begin()
 		e.request(qpn)
 	}
@@ -223,6 +224,7 @@ func (e *engine) expire(qpn uint32, r *qpRun, now time.Time) {
 		e.timeQP(qpn, r)
 		return
 	}
+	e.counters.TimerRuns.Add(1)
 	e.begin()
 	var q hostmem.QPCEntry
 	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok {

@@ -736,6 +736,18 @@ type Gate struct {
 // retransmission first, the READ/atomic limit, no replay entry free,
 // the window, pacing until when, or the responder's credits.
 func (s *Sender) Send(e Entry, now time.Time) Gate {
+	g := s.Ask(e, now)
+	if g.Hold == Go {
+		g.PSN, g.AckReq = s.Admit(e, now)
+	}
+	return g
+}
+
+// Ask is the transmit gate's answer for a new packet without admitting
+// it: Go (and nothing taken yet: Admit takes its entry and PSN), or why
+// it must wait, as Send says. A requester asks before it resolves the
+// packet's memory, so that a held packet costs no memory lookups.
+func (s *Sender) Ask(e Entry, now time.Time) Gate {
 	if h := s.hold(e.Kind, now); h != Go {
 		g := Gate{Hold: h}
 		if h == HoldPacing {
@@ -749,8 +761,7 @@ func (s *Sender) Send(e Entry, now time.Time) Gate {
 	if e.Consumes && !s.HasCredit() {
 		return Gate{Hold: HoldCredits}
 	}
-	psn, ack := s.Admit(e, now)
-	return Gate{PSN: psn, AckReq: ack}
+	return Gate{}
 }
 
 // CanSend reports whether a new packet of kind k may go now (Send's

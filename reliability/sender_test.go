@@ -63,6 +63,32 @@ func TestGate(t *testing.T) {
 	}
 }
 
+// Ask gives the gate's answer and takes nothing: asked any number of
+// times, the packet then admitted gets the PSN a Send would have given,
+// and once the entries are taken Ask says why, as Send does.
+func TestAskTakesNothing(t *testing.T) {
+	s, pool := newSender(t, 2, reliability.Params{Timeout: 14, RetryCnt: 7})
+	for i := range 2 {
+		for range 3 {
+			if g := s.Ask(reliability.Entry{WQE: uint32(i)}, t0); g.Hold != reliability.Go {
+				t.Fatalf("packet %d: Ask says %v, want go", i, g.Hold)
+			}
+		}
+		if got := pool.Stats().InUse; got != int64(i) {
+			t.Fatalf("after asking for packet %d: %d entries in use, want %d", i, got, i)
+		}
+		if psn, _ := s.Admit(reliability.Entry{WQE: uint32(i)}, t0); psn != wire.PSN(100+i) {
+			t.Fatalf("packet %d admitted with PSN %d, want %d", i, psn, 100+i)
+		}
+	}
+	if g := s.Ask(reliability.Entry{WQE: 2}, t0); g.Hold != reliability.HoldReplayFull {
+		t.Fatalf("with both entries taken Ask says %v, want %v", g.Hold, reliability.HoldReplayFull)
+	}
+	if g := s.Send(reliability.Entry{WQE: 2}, t0); g.Hold != reliability.HoldReplayFull {
+		t.Fatalf("Send says %v, want %v", g.Hold, reliability.HoldReplayFull)
+	}
+}
+
 // TestSenderAnswers: what each kind of answer does to the window.
 func TestSenderAnswers(t *testing.T) {
 	p := reliability.Params{Timeout: 14, RetryCnt: 3, RNRRetry: 2, MaxRdAtomic: 4}
