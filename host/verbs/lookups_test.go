@@ -18,6 +18,7 @@ type lookups struct {
 	ctx        [hostmem.NumContextTypes]uint64
 	rcvd, sent uint64
 	waits      uint64
+	runs       uint64 // units of work that are not a packet or a doorbell: timers, paced QPs come back to
 }
 
 func lookupsOf(c *datapath.Counters) lookups {
@@ -26,6 +27,7 @@ func lookupsOf(c *datapath.Counters) lookups {
 		l.ctx[t] = c.CtxLookups[t].Load()
 	}
 	l.rcvd, l.sent, l.waits = c.RcvdPkts.Load(), c.SentPkts.Load(), c.CtxWaits.Load()
+	l.runs = c.TimerRuns.Load() + c.LaterRuns.Load()
 	return l
 }
 
@@ -34,6 +36,7 @@ func (l lookups) sub(m lookups) lookups {
 		l.ctx[t] -= m.ctx[t]
 	}
 	l.rcvd, l.sent, l.waits = l.rcvd-m.rcvd, l.sent-m.sent, l.waits-m.waits
+	l.runs -= m.runs
 	return l
 }
 
@@ -98,28 +101,38 @@ func TestLookupsPerPacket(t *testing.T) {
 				}
 			}
 			one(0) // warm the caches
-			a0, b0 := lookupsOf(a.Counts), lookupsOf(b.Counts)
-			for i := range n {
-				one(i + 1)
-			}
-			da, db := lookupsOf(a.Counts).sub(a0), lookupsOf(b.Counts).sub(b0)
-			if db.rcvd != n || da.rcvd != n {
-				t.Fatalf("packets received: requester %d, responder %d; want %d each", da.rcvd, db.rcvd, n)
+			// A retransmission (a timer that fired while a loaded
+			// machine kept the peer from answering) is another path:
+			// such a round is measured again, three times at most.
+			var da, db lookups
+			for try := 0; ; try++ {
+				a0, b0 := lookupsOf(a.Counts), lookupsOf(b.Counts)
+				for i := range n {
+					one(i + 1)
+				}
+				da, db = lookupsOf(a.Counts).sub(a0), lookupsOf(b.Counts).sub(b0)
+				if db.rcvd == n && da.rcvd == n {
+					break
+				}
+				if try == 2 {
+					t.Fatalf("packets received: requester %d, responder %d; want %d each", da.rcvd, db.rcvd, n)
+				}
+				t.Logf("packets received: requester %d, responder %d for %d operations (a retransmission): measuring again", da.rcvd, db.rcvd, n)
 			}
 			for ty := range hostmem.NumContextTypes {
-				// The requester's timers may look up its QPC too
-				// (a tick during a round trip): at most one more per
-				// operation.
-				if got, want := db.ctx[ty], tc.resp[ty]*n; got != want {
-					t.Errorf("responder: %d %v lookups for %d packets, want %d per packet", got, ty, n, tc.resp[ty])
+				// A QP's timer, or the engine coming back to a QP
+				// whose pacing held it (a loaded machine: round trips
+				// that look long), looks up the QPC too: one each.
+				check := func(side string, got, want, runs uint64) {
+					if ty == qpc && got >= want && got <= want+runs {
+						return
+					}
+					if got != want {
+						t.Errorf("%s: %d %v lookups for %d operations, want %d per operation (and %d timer and paced runs)", side, got, ty, n, want/n, runs)
+					}
 				}
-				got, want := da.ctx[ty], tc.req[ty]*n
-				if ty == qpc && got > want && got <= want+n {
-					continue
-				}
-				if got != want {
-					t.Errorf("requester: %d %v lookups for %d operations, want %d per operation (a doorbell and a response packet)", got, ty, n, tc.req[ty])
-				}
+				check("responder (a request packet)", db.ctx[ty], tc.resp[ty]*n, db.runs)
+				check("requester (a doorbell and a response packet)", da.ctx[ty], tc.req[ty]*n, da.runs)
 			}
 			if da.waits != 0 || db.waits != 0 {
 				t.Errorf("lookups that waited: requester %d, responder %d", da.waits, db.waits)
