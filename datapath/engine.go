@@ -98,6 +98,10 @@ type engine struct {
 	tx                    []Frame                           // frames encoded, not yet handed to the port
 	txN                   int
 	ackHold               ackHold        // ACKs held for the application's answer (holdACKs)
+	postHold              postHold       // a post's frames held for the application's next call (holdPosts)
+	postHeld              atomic.Bool    // postHold.held, for the engine's goroutine to see without the lock
+	leased                atomic.Bool    // the engine's goroutine waits on its lease's timer (waitLease)
+	byPost                bool           // the turn is a post's (PollApp: a doorbell rung by the application)
 	byApp                 bool           // the turn is the application's (PollApp: NIC.Progress, a doorbell's turn)
 	sent                  [64]pendingCQE // unreliable sends' completions, written once their frames have left (completeSent)
 	sentN                 int
@@ -307,6 +311,10 @@ const (
 // by a frame or a doorbell, when there is no work. It returns false when
 // the engine stops.
 func (e *engine) appIdle(backoff *time.Duration) bool {
+	if e.postHeld.Load() && e.mu.TryLock() {
+		e.sendHeld() // its short lease ran out: no call of the application's came to send them
+		e.mu.Unlock()
+	}
 	if time.Duration(nanotime()-e.driven.Load()) < e.appWindow() || !e.mu.TryLock() { // polling, or in a turn right now (NIC.Progress)
 		if e.nic.oneCPU {
 			return e.appBackoff(backoff)
@@ -366,6 +374,8 @@ func (e *engine) waitLease() bool {
 	if now := nanotime(); now-l.at.Load() >= int64(appLease) {
 		l.arm(appLease, now)
 	}
+	e.leased.Store(true) // a post may hold its frames now: the timer reaches the goroutine (holdPosts)
+	defer e.leased.Store(false)
 	select {
 	case <-l.expired:
 	case <-e.released:
@@ -490,7 +500,7 @@ func (e *engine) turnStages(held bool) (bool, error) {
 	if e.dmaDue() {
 		busy = true
 	}
-	if !e.holdACKs() {
+	if !e.holdACKs() && !e.holdPosts() {
 		e.flushTX()
 	}
 	e.port.Flush()

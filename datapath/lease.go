@@ -75,6 +75,16 @@ func (l *lease) arm(d time.Duration, now int64) {
 	unix.RawSyscall6(unix.SYS_TIMERFD_SETTIME, uintptr(l.tfd), 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
 }
 
+// armShort sets the timer to run out d from now, d shorter than
+// appLease: a bound on frames a post holds (holdPosts). It is recorded
+// as a lease armed appLease-d ago, so that the application's next poll
+// (renew) or the goroutine's next wait (waitLease) arms a whole lease
+// again.
+func (l *lease) armShort(d time.Duration, now int64) {
+	l.arm(d, now)
+	l.at.Store(now - int64(appLease-d))
+}
+
 // renew pushes the timer back to appLease from now, at most every
 // quarter lease: a poll costs a clock read more, and a system call one
 // poll in thousands.

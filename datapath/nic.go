@@ -78,6 +78,11 @@ type NICConfig struct {
 	// frames are ACKs holds them for its answer, to send both in one
 	// batch (holdACKs): 0 is the default, 10 us; negative, never.
 	ACKHold time.Duration
+	// PostHold is how long, with PollApp, the frames of a post that comes
+	// hard on another post wait for the application's next call, to
+	// leave with the frames of the posts after it in one system call
+	// (holdPosts): 0 is the default, DefaultPostHold; negative, never.
+	PostHold time.Duration
 	// BaselineQPC puts the blocking baseline (ctxcache.Baseline) in front
 	// of the QP contexts instead of GCCache, to measure GCCache's effect
 	// on the whole NIC (softrnic bench scale); the other contexts keep
@@ -229,6 +234,8 @@ type Counters struct {
 	AppLingerHits              atomic.Uint64 // of them, those that saw a frame within the poll budget
 	AppYields                  atomic.Uint64 // idle polls on a single CPU that slept on the port instead of spinning (NIC.Progress)
 	AckHolds                   atomic.Uint64 // application turns whose only frames, ACKs, waited for its next turn (holdACKs)
+	PostHolds                  atomic.Uint64 // posts whose frames waited for the application's next call, to leave with later posts' in one batch (NICConfig.PostHold)
+	PostHoldsLate              atomic.Uint64 // held posts that no call of the application's sent: the engine's goroutine did, at PostHold (holding pauses)
 	AckHoldsLate               atomic.Uint64 // held ACKs that left without an answer (NICConfig.ACKHold): holding pauses
 	McastRecvs                 atomic.Uint64 // copies of multicast datagrams given to the QPs attached to their group (mcast.go)
 
@@ -269,7 +276,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
-		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"ack_holds", &c.AckHolds}, {"ack_holds_late", &c.AckHoldsLate}, {"mcast_recvs", &c.McastRecvs},
+		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"ack_holds", &c.AckHolds}, {"ack_holds_late", &c.AckHoldsLate}, {"post_holds", &c.PostHolds}, {"post_holds_late", &c.PostHoldsLate}, {"mcast_recvs", &c.McastRecvs},
 	} {
 		fn(e.name, e.v.Load())
 	}
@@ -411,6 +418,9 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	def(&cfg.ReplayEntries, 32768)
 	if cfg.PollBudget <= 0 {
 		cfg.PollBudget = 50 * time.Microsecond
+	}
+	if cfg.PostHold == 0 {
+		cfg.PostHold = DefaultPostHold
 	}
 	if cfg.ACKHold == 0 {
 		cfg.ACKHold = DefaultACKHold
@@ -597,14 +607,14 @@ func (n *NIC) Ring(d Doorbell) {
 	case d.Recv:
 		e := n.owner(d.QPN)
 		e.recvBells <- d
-		n.bell(e)
+		n.bell(e, false)
 	default:
 		if n.cfg.Poll == PollApp {
 			n.askedAt.Store(n.arrivals())
 		}
 		e := n.owner(d.QPN)
 		e.doorbells <- d
-		n.bell(e)
+		n.bell(e, true)
 	}
 }
 
@@ -613,16 +623,17 @@ func (n *NIC) Ring(d Doorbell) {
 // once, as a poll would: the frames leave without waiting for the
 // application's next poll (a call and its return more, from C) or a
 // wake-up of the engine's thread. An engine whose goroutine runs a turn
-// right now is left alone unless it sleeps.
-func (n *NIC) bell(e *engine) {
+// right now is left alone unless it sleeps. A send doorbell's turn is a
+// post's (holdPosts).
+func (n *NIC) bell(e *engine, post bool) {
 	if n.cfg.Poll != PollApp {
 		e.wake()
 		return
 	}
 	if e.mu.TryLock() {
-		e.byApp = true
+		e.byApp, e.byPost = true, post
 		_, err := e.turn()
-		e.byApp = false
+		e.byApp, e.byPost = false, false
 		e.mu.Unlock()
 		if err == nil {
 			return

@@ -197,6 +197,7 @@ func (e *engine) releaseTX() {
 // flushTX sends the queued frames, waiting while the port's ring is full.
 func (e *engine) flushTX() {
 	e.ackHoldFlushed()
+	e.postHoldFlushed()
 	sent := 0
 	for sent < e.txN {
 		k, err := e.port.Send(e.tx[sent:e.txN])
@@ -273,11 +274,106 @@ func (e *engine) holdACKs() bool {
 	return true
 }
 
-// sendHeld sends the ACKs a hold keeps, where no later turn will
-// (NIC.SendHeld, NIC.Close, a poll about to sleep); e.mu is held.
+// sendHeld sends the frames a hold keeps (ACKs, posts'), where no later
+// turn will (NIC.SendHeld, NIC.Close, a poll about to sleep, a post
+// hold's timer); e.mu is held.
 func (e *engine) sendHeld() {
-	if e.ackHold.held {
+	if e.ackHold.held || e.postHold.held {
 		e.flushTX()
+	}
+}
+
+// A program that posts work requests one at a time in a loop (perftest's
+// bandwidth tests, most programs that stream) would make one system call
+// per post with PollApp: each post's turn sends its frames at once, and
+// on AF_XDP in copy mode that call is most of a small message's cost (a
+// veth runs the peer's receive path in it too). A post's turn that comes
+// within postBurst of the last post's, with no other turn between (no
+// poll), therefore holds its frames for the application's next call: the
+// next post's turn adds its own and holds them all, until postHoldMax
+// frames are queued or NICConfig.PostHold has passed since the first;
+// a poll, or any turn but a post's, sends them. A program that posts
+// twice and then waits on memory without a call gets them sent by the
+// engine's goroutine, whose lease a hold cuts to PostHold (lease.armShort:
+// a post holds only while the goroutine waits on the lease, not when it
+// sleeps on its port or backs off on one CPU);
+// such a hold pauses holding for postHoldPause chances, twice as many
+// after each such hold in a row up to postHoldPauseMax. A program that
+// posts one request at a time and waits for the answer in between (a
+// latency test) never holds: it polls between its posts, or its posts
+// are a round trip apart.
+const (
+	DefaultPostHold  = 30 * time.Microsecond
+	postBurst        = 10 * time.Microsecond
+	postHoldMax      = 32 // the kernel's transmit budget for one call in copy mode
+	postHoldPause    = 8
+	postHoldPauseMax = 1024
+)
+
+// postHold is the state of holdPosts.
+type postHold struct {
+	held     bool
+	at       int64 // nanotime the hold began
+	lastPost int64 // nanotime the last post's turn ended, 0 after any other turn
+	pause    int   // chances to hold left to skip after a hold no call ended
+	pauseLen int   // the next pause (0: postHoldPause)
+}
+
+// holdPosts reports whether the frames a post's turn queued wait for the
+// application's next call (see postHold).
+func (e *engine) holdPosts() bool {
+	h := &e.postHold
+	if !e.byPost {
+		h.lastPost = 0
+		return false
+	}
+	now := nanotime()
+	last := h.lastPost
+	h.lastPost = now
+	if e.txN == 0 || e.txN >= postHoldMax || e.cfg.PostHold < 0 {
+		return false
+	}
+	if h.held {
+		return now-h.at < int64(e.cfg.PostHold)
+	}
+	// Only while the goroutine waits on the lease: asleep on its port, it
+	// would not see the lease's timer.
+	l := e.lease.Load()
+	if last == 0 || now-last > int64(postBurst) || l == nil || !e.leased.Load() {
+		return false
+	}
+	if h.pause > 0 {
+		h.pause--
+		return false
+	}
+	h.held, h.at = true, now
+	e.postHeld.Store(true)
+	l.armShort(e.cfg.PostHold, now)
+	e.counters.PostHolds.Add(1)
+	return true
+}
+
+// postHoldFlushed notes that the queued frames leave: a hold ends, and
+// one that no call of the application's ended (the engine's goroutine
+// sends them) pauses holding; one that a call ended gives the goroutine
+// its whole lease back.
+func (e *engine) postHoldFlushed() {
+	h := &e.postHold
+	if !h.held {
+		return
+	}
+	h.held = false
+	e.postHeld.Store(false)
+	if !e.byApp {
+		h.pause = max(h.pauseLen, postHoldPause)
+		h.pauseLen = min(2*h.pause, postHoldPauseMax)
+		e.counters.PostHoldsLate.Add(1)
+		return
+	}
+	h.pauseLen = postHoldPause
+	if l := e.lease.Load(); l != nil {
+		now := nanotime()
+		l.arm(appLease, now)
 	}
 }
 
