@@ -1,0 +1,124 @@
+package verbs_test
+
+import (
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/datapath"
+	"github.com/softrnic/softrnic/datapath/porttest"
+	"github.com/softrnic/softrnic/datapath/wire"
+	"github.com/softrnic/softrnic/host/verbs"
+	"github.com/softrnic/softrnic/host/verbs/verbstest"
+)
+
+// postHoldEnds is a PollApp end a, whose posts may hold their frames
+// (datapath.NICConfig.PostHold), and a peer b that its own goroutine
+// runs.
+func postHoldEnds(t *testing.T) (a, b *verbstest.End) {
+	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
+	cfg := func(p datapath.Port, last byte, mode datapath.PollMode) verbs.DeviceConfig {
+		return verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}), Poll: mode}, Port: p}
+	}
+	a = verbstest.NewEndConfig(t, cfg(pa, 1, datapath.PollApp), bufSize)
+	b = verbstest.NewEndConfig(t, cfg(pb, 2, datapath.PollSleep), bufSize)
+	verbstest.Connect(t, a, b, 3, 14)
+	return a, b
+}
+
+// awaitPlaced waits, without a verb call, until e has placed want WRITEs
+// in all, as a program that spins on its buffer does.
+func awaitPlaced(t *testing.T, e *verbstest.End, want uint64) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); e.Dev.WritesPlaced() < want; runtime.Gosched() {
+		if time.Now().After(end) {
+			t.Fatalf("%d WRITEs placed, want %d: held posts never left", e.Dev.WritesPlaced(), want)
+		}
+	}
+}
+
+// TestPostsLeaveTogether: WRITEs posted one call each, back to back, as
+// perftest's bandwidth tests post them, leave in batches (post_holds
+// counts the posts that waited for the next), and every one is placed
+// and completes, in order, once the program polls.
+func TestPostsLeaveTogether(t *testing.T) {
+	a, b := postHoldEnds(t)
+	const burst = 16
+	var placed uint64
+	for try := 1; ; try++ {
+		holds := a.Counts.PostHolds.Load()
+		for i := range burst {
+			a.Buf[i] = byte(try*burst + i)
+			if _, err := a.QP.PostSend([]verbs.SendWR{writeWR(a, b, uint64(i), i, 1, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range burst {
+			if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess || wc.WRID != uint64(i) {
+				t.Fatalf("completion %d: %+v, want WR %d, success", i, wc, i)
+			}
+		}
+		placed += burst
+		awaitPlaced(t, b, placed)
+		for i := range burst {
+			if got, want := b.Buf[i], byte(try*burst+i); got != want {
+				t.Fatalf("byte %d: %d, want %d", i, got, want)
+			}
+		}
+		if a.Counts.PostHolds.Load() > holds {
+			break
+		}
+		if try == 50 { // the posts were each more than postBurst apart: a machine this loaded holds nothing
+			t.Skipf("no post of %d bursts of %d came within a burst's gap of the one before", try, burst)
+		}
+	}
+}
+
+// TestHeldPostsLeaveWithoutACall: a program that posts twice and then
+// waits on its buffer, making no verb call, gets both WRITEs placed: the
+// second post's frame, held for a call that does not come, is sent by the
+// NIC's goroutine (post_holds_late), and such holds make the NIC hold
+// less often.
+func TestHeldPostsLeaveWithoutACall(t *testing.T) {
+	a, b := postHoldEnds(t)
+	var placed uint64
+	for try := 1; try <= 40; try++ {
+		holds, start := a.Counts.PostHolds.Load(), time.Now()
+		for i := range 2 {
+			a.Buf[i] = byte(2*try + i)
+			if _, err := a.QP.PostSend([]verbs.SendWR{writeWR(a, b, uint64(i), i, 1, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		placed += 2
+		awaitPlaced(t, b, placed)
+		if a.Counts.PostHolds.Load() > holds {
+			t.Logf("pair %d: the second post held; placed %v after the first post", try, time.Since(start).Round(time.Microsecond))
+		}
+		for i := range 2 {
+			if got, want := b.Buf[i], byte(2*try+i); got != want {
+				t.Fatalf("try %d, byte %d: %d, want %d", try, i, got, want)
+			}
+		}
+		for range 2 { // the completions, once both are placed
+			if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+				t.Fatalf("completion %+v", wc)
+			}
+		}
+	}
+	holds, late := a.Counts.PostHolds.Load(), a.Counts.PostHoldsLate.Load()
+	t.Logf("40 pairs of posts: %d held, %d sent by the NIC's goroutine", holds, late)
+	if holds == 0 {
+		t.Skip("no second post came within a burst's gap of the first: a machine this loaded held nothing")
+	}
+	if late != holds { // a held frame leaves before its WRITE is placed, and no call came before that
+		t.Fatalf("%d of %d holds were sent by the NIC's goroutine, want all", late, holds)
+	}
+	// After a late hold the NIC skips the next 8 chances, then 16, 32:
+	// of 40 pairs of posts, at most 4 hold (fewer where the posts were
+	// further apart than a burst's gap).
+	if holds > 4 {
+		t.Errorf("%d of 40 pairs held their second post, each sent late; want holding to pause after each", holds)
+	}
+}
