@@ -41,6 +41,7 @@ type config struct {
 	pcap    string            // SOFTRNIC_PCAP: a pcapng file (one per device: the netdev's name is added)
 	metrics string            // SOFTRNIC_METRICS: serve Prometheus metrics at this address
 	maxQPs  int               // SOFTRNIC_MAX_QPS
+	hold    time.Duration     // SOFTRNIC_POST_HOLD: datapath.NICConfig.PostHold (off: -1)
 }
 
 func readConfig() (config, error) {
@@ -71,6 +72,17 @@ func readConfig() (config, error) {
 			return c, fmt.Errorf("SOFTRNIC_MAX_QPS=%q: want a number from 1 to 65536", v)
 		}
 		c.maxQPs = n
+	}
+	if v := os.Getenv("SOFTRNIC_POST_HOLD"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case v == "off" || v == "0":
+			c.hold = -1
+		case err != nil || d < 0 || d > time.Millisecond:
+			return c, fmt.Errorf("SOFTRNIC_POST_HOLD=%q: want off or a duration up to 1ms (30us, say)", v)
+		default:
+			c.hold = d
+		}
 	}
 	return c, nil
 }
@@ -198,7 +210,7 @@ func openDevice(name string) (_ *device, err error) {
 		}
 	}
 	if d.dev, err = verbs.Open(verbs.DeviceConfig{
-		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Addrs: d.nd.Addrs(), Poll: cfg.poll, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk", DeliverTap: tap},
+		NICConfig: datapath.NICConfig{Ports: d.ports, MAC: d.nd.MAC, IP: d.ip, Addrs: d.nd.Addrs(), Poll: cfg.poll, PostHold: cfg.hold, MaxQPs: cfg.maxQPs, KernelRx: d.kind == "xsk", DeliverTap: tap},
 		MTU:       d.nd.MTU,
 	}); err != nil {
 		return nil, err
