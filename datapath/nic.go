@@ -829,7 +829,9 @@ func (n *NIC) Driving() {
 func (n *NIC) SendHeld() {
 	for _, e := range n.engines {
 		e.mu.Lock()
+		e.byApp = true // the application's call: a hold it ends is not late
 		e.sendHeld()
+		e.byApp = false
 		e.mu.Unlock()
 	}
 }
@@ -843,6 +845,12 @@ func (n *NIC) Release() {
 		return
 	}
 	for _, e := range n.engines {
+		if e.postHeld.Load() && e.mu.TryLock() { // what its posts held leaves now, not at the goroutine's wake-up
+			e.byApp = true
+			e.sendHeld()
+			e.byApp = false
+			e.mu.Unlock()
+		}
 		e.driven.Store(0)
 		e.wakeLease()
 		e.wake()
