@@ -340,6 +340,31 @@ func srn_close(h C.int) C.int {
 	return 0
 }
 
+// srn_exit sends what the open devices' NICs hold for the program's next
+// call (posts' frames, ACKs: datapath.NIC.SendHeld), from the library's
+// destructor as the program exits: one that posts and exits without a
+// poll or an ibv_close_device must not lose them. A device being opened
+// or closed right now (the lock taken) is left alone.
+//
+//export srn_exit
+func srn_exit() {
+	if !devices.TryLock() {
+		return
+	}
+	var open []*device
+	devices.t.mu.RLock()
+	for _, d := range devices.t.objs {
+		if d != nil {
+			open = append(open, d)
+		}
+	}
+	devices.t.mu.RUnlock()
+	devices.Unlock()
+	for _, d := range open {
+		d.dev.NIC().SendHeld()
+	}
+}
+
 // srn_query fills attr with what the device is now (its GID table follows
 // the netdev's addresses).
 //

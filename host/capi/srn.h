@@ -131,6 +131,7 @@ struct srn_cm_param {
 extern int srn_device_names(char *buf, int len);
 extern int srn_open(const char *netdev, struct srn_dev_attr *attr, char *err, int errlen);
 extern int srn_close(int dev);
+extern void srn_exit(void);
 extern int srn_query(int dev, struct srn_dev_attr *attr);
 extern int srn_port_state(int dev);
 extern int srn_async(int dev, int fd, int add);

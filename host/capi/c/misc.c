@@ -161,6 +161,20 @@ EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
 	return IBV_RATE_MAX;
 }
 
+/* At exit, what the NICs hold for the program's next call (a post's
+ * frames, an ACK) leaves: a program may post and exit without a poll or
+ * an ibv_close_device. Only in the process that loaded the library: a
+ * forked child has no Go runtime threads to call into. */
+static pid_t srn_loaded_by;
+
+__attribute__((constructor)) static void srn_load(void) { srn_loaded_by = getpid(); }
+
+__attribute__((destructor)) static void srn_unload(void)
+{
+	if (getpid() == srn_loaded_by)
+		srn_exit();
+}
+
 /* fork: the NIC is in the process and its memory is the process's, so a
  * child never shares registered pages with a device; fork support is
  * always on (README, "Process model"). */
