@@ -201,6 +201,26 @@ func TestTwoHosts(t *testing.T) {
 // a device not on the port or a run not made as nobody.
 func twoHosts(t *testing.T, tp *topo.Topo, root, port, bin string, limit time.Duration) {
 	t.Helper()
+	twoHostsModes(t, tp, root, port, bin, limit, "server", "client")
+}
+
+// TestExitSendsHeld: verbs_test's exit-server takes a SEND and exits at
+// once, its device open: the ACK its NIC held for the program's next
+// call leaves as the program exits (the library's destructor), and the
+// exit-client's SEND completes in success instead of running out of
+// retries against a peer that is gone.
+func TestExitSendsHeld(t *testing.T) {
+	root := requireLibs(t)
+	tp := topo.Pair(t, 1500, 1)
+	bin := build(t, root)
+	for range 3 {
+		twoHostsModes(t, tp, root, "xsk", bin, time.Minute, "exit-server", "exit-client")
+	}
+}
+
+// twoHostsModes is twoHosts with verbs_test's modes for either side.
+func twoHostsModes(t *testing.T, tp *topo.Topo, root, port, bin string, limit time.Duration, serverMode, clientMode string) {
+	t.Helper()
 	setpriv := ""
 	if port == "udp" {
 		if path, err := exec.LookPath("setpriv"); err == nil {
@@ -211,8 +231,8 @@ func twoHosts(t *testing.T, tp *topo.Topo, root, port, bin string, limit time.Du
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	server := start(t, ctx, tp.NS("a"), "server", root, port, setpriv, bin, "server")
-	client := start(t, ctx, tp.NS("b"), "client", root, port, setpriv, bin, "client", "10.47.0.1")
+	server := start(t, ctx, tp.NS("a"), "server", root, port, setpriv, bin, serverMode)
+	client := start(t, ctx, tp.NS("b"), "client", root, port, setpriv, bin, clientMode, "10.47.0.1")
 	<-client.done
 	// The server ends with the client; after a failed client it
 	// has a moment, then the context kills it (by its PID).

@@ -11,6 +11,8 @@
  *	verbs_test [-d DEV] [-r PEER_IPV4] local
  *	verbs_test [-d DEV] server
  *	verbs_test [-d DEV] client HOST
+ *	verbs_test [-d DEV] exit-server
+ *	verbs_test [-d DEV] exit-client HOST
  *
  * local checks one device in one process: the device list, the device,
  * port and GID queries, PD and MR, the error paths libibverbs documents,
@@ -21,7 +23,9 @@
  * server and client are two processes (two hosts, or two network
  * namespaces) that exchange their QPs' numbers and PSNs, GIDs and a
  * buffer's address and R_Key over TCP port 18600, then run RC, UC and UD
- * traffic with the data checked byte for byte.
+ * traffic with the data checked byte for byte. exit-server and
+ * exit-client connect the same way; the server takes one SEND and exits
+ * without closing its device, and the client's SEND must still complete.
  *
  * Each check prints "ok NAME" or "FAIL NAME: DETAIL" (or "skip NAME:
  * WHY"); the last line is "N passed, M failed", and the exit status is 0
@@ -1545,11 +1549,46 @@ static int run_pair(int server, const char *host)
 	return summary();
 }
 
+/* run_exit: the server takes one SEND on its RC QP and exits at once,
+ * its device open and nothing called after the poll that took the
+ * receive (as a tutorial's server does); the client's SEND must complete
+ * in success: the ACK the server's NIC held for that program's next call
+ * leaves as it exits. */
+static int run_exit(int server, const char *host)
+{
+	S.server = server;
+	setup();
+	sock = server ? tcp_listen() : tcp_connect(host);
+	if (!check("tcp_connect", sock >= 0, "%s port %s: %s", server ? "listen on" : host, TCP_PORT, strerror(errno)))
+		return summary();
+	int rc = io_all(sock, &S.me, sizeof(S.me), 1, BARRIER_TIMEOUT_MS);
+	if (rc == 0)
+		rc = io_all(sock, &S.peer, sizeof(S.peer), 0, BARRIER_TIMEOUT_MS);
+	if (!check("exchange", rc == 0, "%s", strerror(-rc)))
+		return summary();
+	connect_qps();
+	barrier("connect");
+	if (server) {
+		struct ibv_wc wc;
+		expect_wc(S.rcq, &wc, "exit_recv", IBV_WC_SUCCESS, IBV_WC_RECV, 100 + SRV_RC_SEND);
+		return summary(); /* no teardown, no ibv_close_device */
+	}
+	pattern(S.buf + OFF_SEND, 64, 3);
+	struct ibv_sge sg = sge_at(OFF_SEND, 64);
+	struct ibv_send_wr wr = {.wr_id = 1001, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND};
+	send_op("exit_send_completion", QP_RC, &wr, IBV_WC_SEND);
+	teardown();
+	close(sock);
+	return summary();
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: verbs_test [-d DEV] [-r PEER_IPV4] local\n"
 			"       verbs_test [-d DEV] server\n"
-			"       verbs_test [-d DEV] client HOST\n");
+			"       verbs_test [-d DEV] client HOST\n"
+			"       verbs_test [-d DEV] exit-server\n"
+			"       verbs_test [-d DEV] exit-client HOST\n");
 	exit(2);
 }
 
@@ -1624,6 +1663,10 @@ int main(int argc, char **argv)
 		return run_pair(1, NULL);
 	if (strcmp(mode, "client") == 0 && optind + 2 == argc)
 		return run_pair(0, argv[optind + 1]);
+	if (strcmp(mode, "exit-server") == 0 && optind + 1 == argc)
+		return run_exit(1, NULL);
+	if (strcmp(mode, "exit-client") == 0 && optind + 2 == argc)
+		return run_exit(0, argv[optind + 1]);
 	usage();
 	return 2;
 }
