@@ -575,15 +575,19 @@ func (r *Receiver) ExecutedAtomic(orig uint64) {
 }
 
 // AtomicsToRepeat fills out with the atomics a quiet requester may still
-// wait for, oldest first, and returns how many: those remembered at or
-// after the PSN it last went back to (every one, if it never went back).
-// An atomic's response is one packet; a requester drops those before the
-// one it waits for, and an rxe in a retry heeds nothing else.
+// wait for, oldest first, and returns how many: every one remembered,
+// even those before the PSN it last went back to. An atomic's response
+// is one packet; a requester drops those before the one it waits for,
+// and an rxe in a retry heeds nothing else: one that a sequence NAK sent
+// back to a later PSN while an older atomic's response was lost waits on
+// that older one (rxe_comp.c ignores the later responses while its retry
+// runs), and through 10 % loss atomic_bw's rxe waited out its 2.1 s
+// timer for it when the repair began at the PSN it went back to.
 func (r *Receiver) AtomicsToRepeat(out *[MaxRdAtomic]AtomicRecord) int {
 	n := 0
 	for i := range len(r.atomics) {
 		a := r.atomics[(r.atomicNext+i)%len(r.atomics)]
-		if a.valid && (!r.hasGoBack || !a.PSN.Before(r.goBack)) {
+		if a.valid {
 			out[n] = a
 			n++
 		}
