@@ -312,7 +312,7 @@ const (
 // the engine stops.
 func (e *engine) appIdle(backoff *time.Duration) bool {
 	if e.postHeld.Load() && e.mu.TryLock() {
-		e.sendHeld() // its short lease ran out: no call of the application's came to send them
+		e.postHeldDue() // the lease ran out: no call of the application's came to send them, or not yet
 		e.mu.Unlock()
 	}
 	if time.Duration(nanotime()-e.driven.Load()) < e.appWindow() || !e.mu.TryLock() { // polling, or in a turn right now (NIC.Progress)

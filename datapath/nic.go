@@ -235,6 +235,8 @@ type Counters struct {
 	AppYields                  atomic.Uint64 // idle polls on a single CPU that slept on the port instead of spinning (NIC.Progress)
 	AckHolds                   atomic.Uint64 // application turns whose only frames, ACKs, waited for its next turn (holdACKs)
 	PostHolds                  atomic.Uint64 // posts whose frames waited for the application's next call, to leave with later posts' in one batch (NICConfig.PostHold)
+	PostHoldsTrusted           atomic.Uint64 // holds that armed no timer: the program's own calls had ended the holds before (the lease bounds them)
+	PostHoldsTrustedLate       atomic.Uint64 // trusted holds the NIC's goroutine sent: each withdraws trust for a while
 	PostHoldsLate              atomic.Uint64 // held posts that no call of the application's sent: the engine's goroutine did, at PostHold (holding pauses)
 	AckHoldsLate               atomic.Uint64 // held ACKs that left without an answer (NICConfig.ACKHold): holding pauses
 	McastRecvs                 atomic.Uint64 // copies of multicast datagrams given to the QPs attached to their group (mcast.go)
@@ -276,7 +278,7 @@ func (c *Counters) Each(fn func(name string, v uint64)) {
 		{"np_ecn_marked_roce_packets", &c.NPECNMarked}, {"np_cnp_sent", &c.NPCNPSent}, {"rp_cnp_handled", &c.RPCNPHandled},
 		{"hpu_packets", &c.HPUPackets}, {"hpu_refused", &c.HPURefused}, {"hpu_faults", &c.HPUFaults},
 		{"hpu_aborted", &c.HPUAborted}, {"hpu_commands", &c.HPUCommands}, {"hpu_commands_refused", &c.HPUCommandsRefused},
-		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"ack_holds", &c.AckHolds}, {"ack_holds_late", &c.AckHoldsLate}, {"post_holds", &c.PostHolds}, {"post_holds_late", &c.PostHoldsLate}, {"mcast_recvs", &c.McastRecvs},
+		{"app_lingers", &c.AppLingers}, {"app_linger_hits", &c.AppLingerHits}, {"app_yields", &c.AppYields}, {"ack_holds", &c.AckHolds}, {"ack_holds_late", &c.AckHoldsLate}, {"post_holds", &c.PostHolds}, {"post_holds_late", &c.PostHoldsLate}, {"post_holds_trusted", &c.PostHoldsTrusted}, {"post_holds_trusted_late", &c.PostHoldsTrustedLate}, {"mcast_recvs", &c.McastRecvs},
 	} {
 		fn(e.name, e.v.Load())
 	}

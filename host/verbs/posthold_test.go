@@ -157,3 +157,70 @@ func TestReleaseSendsHeldPosts(t *testing.T) {
 		t.Skip("no second post came within a burst's gap of the first: a machine this loaded held nothing")
 	}
 }
+
+// TestTrustedHolds: a program that posts in bursts and polls after each
+// ends its holds itself, and its holds then arm no timer
+// (post_holds_trusted); when it then posts twice and waits on its buffer
+// without a call, the NIC's goroutine still sends the held WRITE (its
+// lease bounds the wait: post_holds_trusted_late), and the holds after
+// that arm their timer again for a long while.
+func TestTrustedHolds(t *testing.T) {
+	a, b := postHoldEnds(t)
+	var placed uint64
+	burst := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := a.QP.PostSend([]verbs.SendWR{writeWR(a, b, uint64(i), i, 1, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range n {
+			if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+				t.Fatalf("completion %+v", wc)
+			}
+		}
+		placed += uint64(n)
+	}
+	c := a.Counts
+	for try := 1; try <= 30; try++ {
+		before := c.PostHoldsTrusted.Load()
+		for k := 0; k < 200 && c.PostHoldsTrusted.Load() == before; k++ {
+			burst(16)
+		}
+		if c.PostHoldsTrusted.Load() == before {
+			continue // no trust: a pair before this one held late, or nothing held
+		}
+		late := c.PostHoldsTrustedLate.Load()
+		a.Dev.NIC().Progress() // a call between the burst and the pair, as a poll's (without its linger)
+		for i := range 2 { // then two posts, and a wait on memory without a call
+			if _, err := a.QP.PostSend([]verbs.SendWR{writeWR(a, b, uint64(i), i, 1, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		placed += 2
+		start := time.Now()
+		awaitPlaced(t, b, placed)
+		took := time.Since(start)
+		for range 2 {
+			if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+				t.Fatalf("completion %+v", wc)
+			}
+		}
+		if c.PostHoldsTrustedLate.Load() == late {
+			continue // the pair's posts did not end in a trusted hold that no call ended
+		}
+		t.Logf("try %d: a trusted hold, sent by the NIC's goroutine: placed %v after the posts", try, took.Round(time.Microsecond))
+		trusted, holds := c.PostHoldsTrusted.Load(), c.PostHolds.Load()
+		for range 50 {
+			burst(16)
+		}
+		if c.PostHolds.Load() == holds {
+			t.Skip("the bursts after the late hold held nothing")
+		}
+		if got := c.PostHoldsTrusted.Load() - trusted; got != 0 {
+			t.Fatalf("%d of %d holds after a trusted hold ended late armed no timer, want none", got, c.PostHolds.Load()-holds)
+		}
+		return
+	}
+	t.Skip("no trusted hold ended late in 30 tries: a machine this loaded holds little")
+}
