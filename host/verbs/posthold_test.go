@@ -192,7 +192,7 @@ func TestTrustedHolds(t *testing.T) {
 		}
 		late := c.PostHoldsTrustedLate.Load()
 		a.Dev.NIC().Progress() // a call between the burst and the pair, as a poll's (without its linger)
-		for i := range 2 { // then two posts, and a wait on memory without a call
+		for i := range 2 {     // then two posts, and a wait on memory without a call
 			if _, err := a.QP.PostSend([]verbs.SendWR{writeWR(a, b, uint64(i), i, 1, i)}); err != nil {
 				t.Fatal(err)
 			}
