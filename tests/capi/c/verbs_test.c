@@ -1502,22 +1502,31 @@ static void teardown(void)
 	free(S.buf);
 }
 
-static int run_pair(int server, const char *host)
+/* pair_connect sets this side up, exchanges the QPs' addresses with the
+ * peer over TCP and takes the QPs to RTS; it reports whether that went. */
+static int pair_connect(int server, const char *host)
 {
 	S.server = server;
 	setup();
 	sock = server ? tcp_listen() : tcp_connect(host);
 	if (!check("tcp_connect", sock >= 0, "%s port %s: %s", server ? "listen on" : host, TCP_PORT, strerror(errno)))
-		return summary();
+		return 0;
 	int one = 1;
 	setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	int rc = io_all(sock, &S.me, sizeof(S.me), 1, BARRIER_TIMEOUT_MS);
 	if (rc == 0)
 		rc = io_all(sock, &S.peer, sizeof(S.peer), 0, BARRIER_TIMEOUT_MS);
 	if (!check("exchange", rc == 0, "%s", strerror(-rc)))
-		return summary();
+		return 0;
 	connect_qps();
 	barrier("connect");
+	return 1;
+}
+
+static int run_pair(int server, const char *host)
+{
+	if (!pair_connect(server, host))
+		return summary();
 
 	step_rc_send();
 	barrier("rc_send");
@@ -1556,18 +1565,8 @@ static int run_pair(int server, const char *host)
  * leaves as it exits. */
 static int run_exit(int server, const char *host)
 {
-	S.server = server;
-	setup();
-	sock = server ? tcp_listen() : tcp_connect(host);
-	if (!check("tcp_connect", sock >= 0, "%s port %s: %s", server ? "listen on" : host, TCP_PORT, strerror(errno)))
+	if (!pair_connect(server, host))
 		return summary();
-	int rc = io_all(sock, &S.me, sizeof(S.me), 1, BARRIER_TIMEOUT_MS);
-	if (rc == 0)
-		rc = io_all(sock, &S.peer, sizeof(S.peer), 0, BARRIER_TIMEOUT_MS);
-	if (!check("exchange", rc == 0, "%s", strerror(-rc)))
-		return summary();
-	connect_qps();
-	barrier("connect");
 	if (server) {
 		struct ibv_wc wc;
 		expect_wc(S.rcq, &wc, "exit_recv", IBV_WC_SUCCESS, IBV_WC_RECV, 100 + SRV_RC_SEND);
