@@ -102,6 +102,7 @@ type engine struct {
 	postHeld              atomic.Bool    // postHold.held, for the engine's goroutine to see without the lock
 	leased                atomic.Bool    // the engine's goroutine waits on its lease's timer (waitLease)
 	byPost                bool           // the turn is a post's (PollApp: a doorbell rung by the application)
+	unreliablePost        bool           // the turn ran a UC or UD QP's requester: its frames are not held (holdPosts)
 	byApp                 bool           // the turn is the application's (PollApp: NIC.Progress, a doorbell's turn)
 	sent                  [64]pendingCQE // unreliable sends' completions, written once their frames have left (completeSent)
 	sentN                 int

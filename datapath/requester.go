@@ -31,6 +31,9 @@ func (e *engine) request(qpn uint32) {
 	if hit, ok := e.resolveQPC(qpn, &q); !hit || !ok || q.State != ibv.QPSRTS || q.SQSize == 0 {
 		return
 	}
+	if q.Type != ibv.QPTRC {
+		e.unreliablePost = true // what it sends is not held for the next call (holdPosts)
+	}
 	if q.Type == ibv.QPTRC && !r.sndStarted && r.alloc.Len() == 0 {
 		// A QP the host did not open (OpenQP) takes the default allocation.
 		if err := e.openQP(qpn, r, 0, &q); err != nil {

@@ -224,3 +224,38 @@ func TestTrustedHolds(t *testing.T) {
 	}
 	t.Skip("no trusted hold ended late in 30 tries: a machine this loaded holds little")
 }
+
+// TestUnreliablePostsNotHeld: a loop of single posts on a UC QP sends each
+// post's frame at once, where the same loop on an RC QP holds: a UC or UD
+// message lost to a receiver its sender outran is not sent again.
+func TestUnreliablePostsNotHeld(t *testing.T) {
+	a, b := postHoldEnds(t)
+	qa, _ := verbstest.ConnectedUC(t, a, b)
+	burst := func(qp *verbs.QP) {
+		t.Helper()
+		for i := range 16 {
+			if _, err := qp.PostSend([]verbs.SendWR{writeWR(a, b, uint64(i), i, 1, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 16 {
+			if wc := waitWC(t, a.CQ); wc.Status != verbs.WCSuccess {
+				t.Fatalf("completion %+v", wc)
+			}
+		}
+	}
+	c := a.Counts
+	for k := 0; k < 200 && c.PostHolds.Load() == 0; k++ {
+		burst(a.QP)
+	}
+	if c.PostHolds.Load() == 0 {
+		t.Skip("200 bursts of RC posts held nothing: a machine this loaded holds little")
+	}
+	holds := c.PostHolds.Load()
+	for range 50 {
+		burst(qa)
+	}
+	if got := c.PostHolds.Load() - holds; got != 0 {
+		t.Fatalf("50 bursts of 16 UC posts held %d times, want none", got)
+	}
+}
