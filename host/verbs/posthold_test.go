@@ -14,12 +14,16 @@ import (
 )
 
 // postHoldEnds is a PollApp end a, whose posts may hold their frames
-// (datapath.NICConfig.PostHold), and a peer b that its own goroutine
-// runs.
-func postHoldEnds(t *testing.T) (a, b *verbstest.End) {
+// for hold (datapath.NICConfig.PostHold; 0: the default), and a peer b
+// that its own goroutine runs.
+func postHoldEnds(t *testing.T, hold ...time.Duration) (a, b *verbstest.End) {
 	pa, pb := porttest.NewPair(porttest.Config{Buffers: 8192})
 	cfg := func(p datapath.Port, last byte, mode datapath.PollMode) verbs.DeviceConfig {
-		return verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}), Poll: mode}, Port: p}
+		c := verbs.DeviceConfig{NICConfig: datapath.NICConfig{MAC: wire.MAC{2, 0, 0, 0, 0, last}, IP: netip.AddrFrom4([4]byte{10, 47, 0, last}), Poll: mode}, Port: p}
+		if len(hold) > 0 {
+			c.PostHold = hold[0]
+		}
+		return c
 	}
 	a = verbstest.NewEndConfig(t, cfg(pa, 1, datapath.PollApp), bufSize)
 	b = verbstest.NewEndConfig(t, cfg(pb, 2, datapath.PollSleep), bufSize)
@@ -127,7 +131,9 @@ func TestHeldPostsLeaveWithoutACall(t *testing.T) {
 // on a completion channel (ibv_req_notify_cq releases the NIC) has what
 // its posts held sent by that call, not late by the NIC's goroutine.
 func TestReleaseSendsHeldPosts(t *testing.T) {
-	a, b := postHoldEnds(t)
+	// A hold of 4 ms: the goroutine's timer must not send the held
+	// WRITE before the release does, however slow the machine.
+	a, b := postHoldEnds(t, 4*time.Millisecond)
 	var placed uint64
 	held := 0
 	for try := 1; try <= 40 && held < 5; try++ {
