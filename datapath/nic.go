@@ -831,9 +831,7 @@ func (n *NIC) Driving() {
 func (n *NIC) SendHeld() {
 	for _, e := range n.engines {
 		e.mu.Lock()
-		e.byApp = true // the application's call: a hold it ends is not late
-		e.sendHeld()
-		e.byApp = false
+		e.sendHeldByApp()
 		e.mu.Unlock()
 	}
 }
@@ -848,9 +846,7 @@ func (n *NIC) Release() {
 	}
 	for _, e := range n.engines {
 		if e.postHeld.Load() && e.mu.TryLock() { // what its posts held leaves now, not at the goroutine's wake-up
-			e.byApp = true
-			e.sendHeld()
-			e.byApp = false
+			e.sendHeldByApp()
 			e.mu.Unlock()
 		}
 		e.driven.Store(0)

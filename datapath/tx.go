@@ -247,12 +247,38 @@ const (
 
 // ackHold is an engine's ACKs held for its application's answer.
 type ackHold struct {
-	acks     int       // of the frames queued (e.tx[:txN]), the positive ACKs
-	held     bool      // the frames queued are held
-	at       time.Time // since when
-	pause    int       // chances to hold left to skip after a hold that saw no answer
-	pauseLen int       // the next pause (0: ackHoldPause)
+	acks  int       // of the frames queued (e.tx[:txN]), the positive ACKs
+	held  bool      // the frames queued are held
+	at    time.Time // since when
+	pause backoff   // chances to hold skipped after holds that saw no answer
 }
+
+// backoff counts chances to skip after a miss: lo after the first miss,
+// twice as many after each miss in a row, up to hi; a hit brings the
+// next pause back to lo. Holds pause so (ACKs, posts), and trust is
+// withdrawn so (posts).
+type backoff struct {
+	left int // chances still to skip
+	next int // the pause the next miss sets (0: lo)
+}
+
+// skip reports whether this chance is skipped, counting it.
+func (b *backoff) skip() bool {
+	if b.left > 0 {
+		b.left--
+		return true
+	}
+	return false
+}
+
+// miss starts a pause, twice the last one in a row, within [lo, hi].
+func (b *backoff) miss(lo, hi int) {
+	b.left = max(b.next, lo)
+	b.next = min(2*b.left, hi)
+}
+
+// hit brings the next pause back to lo.
+func (b *backoff) hit(lo int) { b.next = lo }
 
 // holdACKs reports whether the frames a turn queued wait for a later
 // turn: an application's turn whose only frames are ACKs, held for less
@@ -265,8 +291,7 @@ func (e *engine) holdACKs() bool {
 	if h.held {
 		return e.clock().Sub(h.at) < e.cfg.ACKHold // flushTX pauses holding if not
 	}
-	if h.pause > 0 {
-		h.pause--
+	if h.pause.skip() {
 		return false
 	}
 	h.held, h.at = true, e.clock()
@@ -281,6 +306,14 @@ func (e *engine) sendHeld() {
 	if e.ackHold.held || e.postHold.held {
 		e.flushTX()
 	}
+}
+
+// sendHeldByApp is sendHeld in a call of the application's
+// (NIC.SendHeld, NIC.Release): a hold it ends is not late.
+func (e *engine) sendHeldByApp() {
+	e.byApp = true
+	e.sendHeld()
+	e.byApp = false
 }
 
 // A program that posts work requests one at a time in a loop (perftest's
@@ -330,16 +363,14 @@ const (
 
 // postHold is the state of holdPosts.
 type postHold struct {
-	held        bool
-	armed       bool  // the lease's timer was armed short for the hold
-	trusted     bool  // the hold began without arming it (trust)
-	at          int64 // nanotime the hold began
-	lastPost    int64 // nanotime the last post's turn ended, 0 after any other turn
-	pause       int   // chances to hold left to skip after a hold no call ended
-	pauseLen    int   // the next pause (0: postHoldPause)
-	trust       int   // holds in a row the program's calls ended (up to postTrust)
-	distrust    int   // holds left to arm before trust may build again
-	distrustLen int   // the next distrust (0: postDistrust)
+	held     bool
+	armed    bool    // the lease's timer was armed short for the hold
+	trusted  bool    // the hold began without arming it (trust)
+	at       int64   // nanotime the hold began
+	lastPost int64   // nanotime the last post's turn ended, 0 after any other turn
+	pause    backoff // chances to hold skipped after holds no call ended
+	trust    int     // holds in a row the program's calls ended (up to postTrust)
+	distrust backoff // holds to arm before trust may build again, after trusted holds no call ended
 }
 
 // holdPosts reports whether the frames a post's turn queued wait for the
@@ -367,8 +398,7 @@ func (e *engine) holdPosts() bool {
 	if last == 0 || now-last > int64(postBurst) || l == nil || !e.leased.Load() {
 		return false
 	}
-	if h.pause > 0 {
-		h.pause--
+	if h.pause.skip() {
 		return false
 	}
 	h.held, h.at = true, now
@@ -395,21 +425,17 @@ func (e *engine) postHoldFlushed() {
 	h.held = false
 	e.postHeld.Store(false)
 	if !e.byApp {
-		h.pause = max(h.pauseLen, postHoldPause)
-		h.pauseLen = min(2*h.pause, postHoldPauseMax)
+		h.pause.miss(postHoldPause, postHoldPauseMax)
 		e.counters.PostHoldsLate.Add(1)
 		if h.trusted { // and no call came: trust goes for a while
 			e.counters.PostHoldsTrustedLate.Add(1)
-			h.distrust = max(h.distrustLen, postDistrust)
-			h.distrustLen = min(2*h.distrust, postDistrustMax)
+			h.distrust.miss(postDistrust, postDistrustMax)
 		}
 		h.trust = 0
 		return
 	}
-	h.pauseLen = postHoldPause
-	if h.distrust > 0 {
-		h.distrust--
-	} else if h.trust < postTrust {
+	h.pause.hit(postHoldPause)
+	if !h.distrust.skip() && h.trust < postTrust {
 		h.trust++
 	}
 	if l := e.lease.Load(); l != nil && h.armed {
@@ -447,11 +473,10 @@ func (e *engine) ackHoldFlushed() {
 	if h.held {
 		h.held = false
 		if h.acks == e.txN || e.clock().Sub(h.at) >= e.cfg.ACKHold {
-			h.pause = max(h.pauseLen, ackHoldPause)
-			h.pauseLen = min(2*h.pause, ackHoldPauseMax)
+			h.pause.miss(ackHoldPause, ackHoldPauseMax)
 			e.counters.AckHoldsLate.Add(1)
 		} else {
-			h.pauseLen = ackHoldPause
+			h.pause.hit(ackHoldPause)
 		}
 	}
 	h.acks = 0
