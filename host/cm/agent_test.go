@@ -224,14 +224,7 @@ func TestDialIPv6(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	accepted := make(chan *Conn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			t.Error("Accept:", err)
-		}
-		accepted <- c
-	}()
+	accepted := acceptOne(t, ctx, l)
 	client, err := a.a.Dial(ctx, netip.AddrPortFrom(v6B, 7174).String(), a.qc)
 	if err != nil {
 		t.Fatal("Dial:", err)
@@ -489,14 +482,7 @@ func TestNetLikeAPI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	accepted := make(chan *Conn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
+	accepted := acceptOne(t, ctx, l)
 	client, err := a.a.Dial(ctx, "10.50.0.2:7300", QPConfig{Private: []byte("from the client")})
 	if err != nil {
 		t.Fatal(err)
@@ -932,4 +918,18 @@ func TestCloseWithSendersWaiting(t *testing.T) {
 	ag.mu.Lock()
 	ag.freeSlots = taken
 	ag.mu.Unlock()
+}
+
+// acceptOne accepts one connection on l in a goroutine and hands it over
+// on the channel (nil, the test failed, if Accept fails).
+func acceptOne(t *testing.T, ctx context.Context, l *Listener) <-chan *Conn {
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error("Accept:", err)
+		}
+		accepted <- c
+	}()
+	return accepted
 }
